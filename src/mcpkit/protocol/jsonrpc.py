@@ -1,0 +1,221 @@
+"""The JSON-RPC 2.0 envelope and codec.
+
+Decoding is two-step (a JSON-RPC message is not one tagged union: responses have no
+`method`): the envelope is decoded first with `params`/`result` kept as `msgspec.Raw`, and
+the params are decoded later by method, into the method's typed struct — or passed on
+untouched by a gateway.
+
+`decode_message` never raises anything but `DecodeFailure`, which carries the JSON-RPC
+error to answer with and, when it could be read, the offending request's id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+import msgspec
+
+from mcpkit.protocol import errors
+
+RequestId: TypeAlias = str | int
+
+
+@dataclass(slots=True, frozen=True)
+class Request:
+    id: RequestId
+    method: str
+    params: msgspec.Raw | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class Notification:
+    method: str
+    params: msgspec.Raw | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class Response:
+    id: RequestId
+    result: msgspec.Raw
+
+
+@dataclass(slots=True, frozen=True)
+class ErrorResponse:
+    id: RequestId | None
+    code: int
+    message: str
+    data: Any = None
+
+
+Message: TypeAlias = Request | Notification | Response | ErrorResponse
+
+
+class DecodeFailure(Exception):
+    """A message could not be decoded; `error` is what to answer, `id` the request's id."""
+
+    def __init__(self, error: errors.ProtocolError, id: RequestId | None = None) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.id = id
+
+
+class _Envelope(msgspec.Struct):
+    # Every member is loosely typed so that decoding never fails on shape; the shape is
+    # checked by hand below, which lets us answer with the precise error and the id.
+    jsonrpc: Any = msgspec.UNSET
+    id: Any = msgspec.UNSET
+    method: Any = msgspec.UNSET
+    params: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    error: Any = msgspec.UNSET
+
+
+_envelope_decoder = msgspec.json.Decoder(_Envelope)
+_batch_decoder = msgspec.json.Decoder(list[msgspec.Raw])
+_any_decoder = msgspec.json.Decoder()
+
+
+def _is_valid_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _raw_is_object(raw: msgspec.Raw) -> bool:
+    view = bytes(raw).lstrip()
+    return view[:1] == b"{"
+
+
+def _from_envelope(env: _Envelope) -> Message:
+    raw_id = env.id
+    readable_id: RequestId | None = raw_id if _is_valid_id(raw_id) else None
+    if env.jsonrpc != "2.0":
+        raise DecodeFailure(errors.invalid_request('"jsonrpc" must be "2.0"'), readable_id)
+    if env.method is not msgspec.UNSET:
+        return _request_or_notification(env, readable_id)
+    if env.result is not msgspec.UNSET or env.error is not msgspec.UNSET:
+        return _response(env, readable_id)
+    raise DecodeFailure(
+        errors.invalid_request("not a request, notification or response"), readable_id
+    )
+
+
+def _request_or_notification(env: _Envelope, readable_id: RequestId | None) -> Message:
+    if not isinstance(env.method, str) or not env.method:
+        raise DecodeFailure(errors.invalid_request('"method" must be a string'), readable_id)
+    params = None if env.params is msgspec.UNSET else env.params
+    if params is not None and not _raw_is_object(params):
+        # MCP params are always objects; JSON-RPC's positional arrays are not used.
+        raise DecodeFailure(errors.invalid_request('"params" must be an object'), readable_id)
+    if env.id is msgspec.UNSET:
+        return Notification(env.method, params)
+    if readable_id is None:
+        raise DecodeFailure(errors.invalid_request('"id" must be a string or an integer'))
+    return Request(readable_id, env.method, params)
+
+
+def _response(env: _Envelope, readable_id: RequestId | None) -> Message:
+    if env.result is not msgspec.UNSET:
+        if readable_id is None or env.error is not msgspec.UNSET:
+            raise DecodeFailure(errors.invalid_request("malformed response"), readable_id)
+        return Response(readable_id, env.result)
+    err = env.error
+    if not isinstance(err, dict) or not isinstance(err.get("code"), int):
+        raise DecodeFailure(errors.invalid_request("malformed error response"), readable_id)
+    message = err.get("message")
+    return ErrorResponse(
+        readable_id, err["code"], message if isinstance(message, str) else "", err.get("data")
+    )
+
+
+def decode_message(data: bytes | str) -> Message:
+    """Decode one JSON-RPC message (not a batch)."""
+    try:
+        env = _envelope_decoder.decode(data)
+    except msgspec.ValidationError:
+        # Valid JSON, but not an object (an array, a number…).
+        raise DecodeFailure(errors.invalid_request("a message must be a JSON object")) from None
+    except msgspec.DecodeError as exc:
+        raise DecodeFailure(errors.parse_error(str(exc))) from None
+    return _from_envelope(env)
+
+
+def is_batch(data: bytes | str) -> bool:
+    """Whether the payload is a JSON array (a JSON-RPC batch)."""
+    head = data.lstrip()[:1]
+    return head in (b"[", "[")
+
+
+def decode_batch(data: bytes | str) -> list[Message | DecodeFailure]:
+    """Decode a JSON-RPC batch; each element decodes (or fails) on its own.
+
+    An empty batch is itself an invalid request.
+    """
+    try:
+        items = _batch_decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        raise DecodeFailure(errors.parse_error(str(exc))) from None
+    if not items:
+        raise DecodeFailure(errors.invalid_request("empty batch"))
+    out: list[Message | DecodeFailure] = []
+    for item in items:
+        try:
+            out.append(decode_message(bytes(item)))
+        except DecodeFailure as failure:
+            out.append(failure)
+    return out
+
+
+# --- encoding -------------------------------------------------------------------------------
+
+
+class _RequestOut(msgspec.Struct, omit_defaults=True):
+    id: RequestId
+    method: str
+    params: Any = msgspec.UNSET
+    jsonrpc: str = "2.0"
+
+
+class _NotificationOut(msgspec.Struct, omit_defaults=True):
+    method: str
+    params: Any = msgspec.UNSET
+    jsonrpc: str = "2.0"
+
+
+class _ResultOut(msgspec.Struct):
+    jsonrpc: str
+    id: RequestId
+    result: Any
+
+
+class _ErrorOut(msgspec.Struct):
+    jsonrpc: str
+    id: RequestId | None
+    error: Any
+
+
+_encoder = msgspec.json.Encoder()
+encode = _encoder.encode
+"""Encode any value (structs, dicts, Raw…) as compact JSON bytes."""
+
+
+def encode_request(id: RequestId, method: str, params: Any = msgspec.UNSET) -> bytes:
+    return _encoder.encode(_RequestOut(id, method, params))
+
+
+def encode_notification(method: str, params: Any = msgspec.UNSET) -> bytes:
+    return _encoder.encode(_NotificationOut(method, params))
+
+
+def encode_result(id: RequestId, result: Any) -> bytes:
+    return _encoder.encode(_ResultOut("2.0", id, result))
+
+
+def encode_error(id: RequestId | None, error: errors.McpError) -> bytes:
+    return _encoder.encode(_ErrorOut("2.0", id, error.to_error()))
+
+
+def decode_value(raw: msgspec.Raw | bytes | None) -> Any:
+    """Decode raw JSON into plain Python values (None stays None)."""
+    if raw is None:
+        return None
+    return _any_decoder.decode(raw)

@@ -1,0 +1,113 @@
+"""What the server knows about one peer connection: its legacy session (if any), the
+requests it has in flight, and the server→client requests awaiting answers.
+
+A stdio process is one connection; a legacy Streamable HTTP session is one connection; a
+modern HTTP request gets a throwaway connection of its own (modern requests share nothing).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+
+from mcpkit.protocol import errors, jsonrpc
+
+DEFAULT_CLIENT_REQUEST_TIMEOUT_S = 300.0
+
+
+class Channel(Protocol):
+    """Where messages go: the stream of one request, or a connection's standalone stream."""
+
+    async def send(self, message: bytes) -> None: ...
+
+
+@dataclass(slots=True)
+class LegacySession:
+    """The state `initialize` negotiated for a legacy (2024-11-05 … 2025-11-25) session."""
+
+    protocol_version: str
+    client_capabilities: dict[str, Any]
+    client_info: dict[str, Any]
+    initialized: bool = False
+    log_level: str | None = "info"
+    subscriptions: set[str] = field(default_factory=set)
+
+
+class _Slot:
+    __slots__ = ("event", "response")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.response: jsonrpc.Response | jsonrpc.ErrorResponse | None = None
+
+
+class Connection:
+    """One peer as the server sees it."""
+
+    def __init__(self, outbound: Channel | None = None, *, session_id: str | None = None) -> None:
+        self.session_id = session_id
+        self.outbound = outbound
+        self.legacy: LegacySession | None = None
+        self.in_flight: dict[jsonrpc.RequestId, anyio.CancelScope] = {}
+        self._pending: dict[jsonrpc.RequestId, _Slot] = {}
+        self._ids = itertools.count(1)
+        self.closed = False
+
+    async def request(
+        self,
+        method: str,
+        params: Any,
+        channel: Channel,
+        timeout_s: float = DEFAULT_CLIENT_REQUEST_TIMEOUT_S,
+    ) -> Any:
+        """Send a server→client request on `channel` and wait for the client's answer."""
+        if self.closed:
+            raise errors.McpError(errors.INTERNAL_ERROR, "connection closed")
+        request_id = f"s-{next(self._ids)}"
+        slot = _Slot()
+        self._pending[request_id] = slot
+        try:
+            await channel.send(jsonrpc.encode_request(request_id, method, params))
+            with anyio.fail_after(timeout_s):
+                await slot.event.wait()
+        except TimeoutError:
+            raise errors.McpError(
+                errors.INTERNAL_ERROR, f"client did not answer {method} within {timeout_s:g} s"
+            ) from None
+        finally:
+            self._pending.pop(request_id, None)
+        response = slot.response
+        if isinstance(response, jsonrpc.ErrorResponse):
+            raise errors.McpError(response.code, response.message, response.data)
+        if response is None:
+            raise errors.McpError(errors.INTERNAL_ERROR, "connection closed")
+        return jsonrpc.decode_value(response.result)
+
+    def resolve(self, response: jsonrpc.Response | jsonrpc.ErrorResponse) -> bool:
+        """Deliver a client's response; False if no request of ours has that id."""
+        if response.id is None:
+            return False
+        slot = self._pending.get(response.id)
+        if slot is None:
+            return False
+        slot.response = response
+        slot.event.set()
+        return True
+
+    def cancel(self, request_id: Any) -> bool:
+        scope = self.in_flight.get(request_id)
+        if scope is None:
+            return False
+        scope.cancel()
+        return True
+
+    def close(self) -> None:
+        """Cancel what runs for this peer and fail what waits on it."""
+        self.closed = True
+        for scope in list(self.in_flight.values()):
+            scope.cancel()
+        for slot in self._pending.values():
+            slot.event.set()

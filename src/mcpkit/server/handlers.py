@@ -1,0 +1,295 @@
+"""The handlers of each MCP method, as plain functions of (server, call) → result dict."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from mcpkit.protocol import errors, jsonrpc, meta, pagination, versions
+from mcpkit.server import inputs, notifier, prompts, results, tools
+from mcpkit.server.call import Call
+from mcpkit.server.connection import LegacySession
+from mcpkit.server.context import Context
+
+if TYPE_CHECKING:
+    from mcpkit.server.server import Server
+
+
+def _string_param(call: Call, name: str) -> str:
+    value = call.params.get(name)
+    if not isinstance(value, str):
+        raise errors.invalid_params(f'"{name}" must be a string')
+    return value
+
+
+def _cursor(call: Call) -> str | None:
+    cursor = call.params.get("cursor")
+    if cursor is not None and not isinstance(cursor, str):
+        raise errors.invalid_params('"cursor" must be a string')
+    return cursor
+
+
+async def _invoke(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    value = fn(**kwargs)
+    if inspect.isawaitable(value):
+        value = await value
+    return value
+
+
+# --- lifecycle ------------------------------------------------------------------------------
+
+
+async def initialize(server: Server, call: Call) -> dict[str, Any]:
+    requested = _string_param(call, "protocolVersion")
+    caps = call.params.get("capabilities", {})
+    info = call.params.get("clientInfo", {})
+    if not isinstance(caps, dict) or not isinstance(info, dict):
+        raise errors.invalid_params('"capabilities" and "clientInfo" must be objects')
+    version = versions.negotiate_legacy_version(requested, server.legacy_versions)
+    call.connection.legacy = LegacySession(version, caps, info)
+    result: dict[str, Any] = {
+        "protocolVersion": version,
+        "capabilities": server.capabilities(),
+        "serverInfo": server.info(),
+    }
+    if server.instructions:
+        result["instructions"] = server.instructions
+    return result
+
+
+async def discover(server: Server, call: Call) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "supportedVersions": list(server.modern_versions),
+        "capabilities": server.capabilities(),
+    }
+    if server.instructions:
+        result["instructions"] = server.instructions
+    return result
+
+
+async def ping(server: Server, call: Call) -> dict[str, Any]:
+    return {}
+
+
+async def set_level(server: Server, call: Call) -> dict[str, Any]:
+    level = _string_param(call, "level")
+    if level not in meta.LOG_LEVELS:
+        raise errors.invalid_params(f"unknown log level {level!r}")
+    assert call.connection.legacy is not None
+    call.connection.legacy.log_level = level
+    return {}
+
+
+# --- tools ------------------------------------------------------------------------------------
+
+
+async def list_tools(server: Server, call: Call) -> dict[str, Any]:
+    page, next_cursor = pagination.paginate(
+        "tools", server.tool_list(), _cursor(call), server.page_size
+    )
+    result: dict[str, Any] = {"tools": [t.to_wire() for t in page]}
+    if next_cursor:
+        result["nextCursor"] = next_cursor
+    return result
+
+
+async def call_tool(server: Server, call: Call) -> dict[str, Any]:
+    name = _string_param(call, "name")
+    tool = server.tools.get(name)
+    if tool is None:
+        raise errors.invalid_params(f"Unknown tool: {name}", {"name": name})
+    arguments = call.params.get("arguments")
+    if arguments is None:
+        arguments = {}
+    elif not isinstance(arguments, dict):
+        raise errors.invalid_params('"arguments" must be an object')
+    if tool.required_capabilities:
+        server.require_client_capabilities(tool.required_capabilities, call)
+    kwargs, problems = tool.validate_arguments(arguments)
+    if problems:
+        return tools.error_result(f"Invalid arguments for tool {name}: " + "; ".join(problems))
+    return await run_with_inputs(server, call, tool.context_param, tool.fn, kwargs, tool)
+
+
+async def run_with_inputs(
+    server: Server,
+    call: Call,
+    context_param: str | None,
+    fn: Callable[..., Any],
+    kwargs: dict[str, Any],
+    tool: tools.ToolDef | None = None,
+    shape: Callable[[Any], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Run a handler that may ask for client input; shape its value into a result."""
+    ctx: Context | None = None
+    if context_param is not None:
+        ctx = server.make_context(call)
+        kwargs[context_param] = ctx
+    try:
+        value = await _invoke(fn, kwargs)
+    except inputs.InputRequired as need:
+        assert ctx is not None
+        return server.input_required_result(call, ctx, need)
+    except errors.McpError:
+        raise
+    except Exception as exc:
+        if tool is None:
+            raise
+        return tools.error_result(f"Error executing tool {tool.name}: {exc}")
+    if tool is not None:
+        result = tool.make_result(value)
+        problems = tool.output_errors(result)
+        if problems:
+            return tools.error_result(
+                f"Tool {tool.name} returned output that does not match its outputSchema: "
+                + "; ".join(problems)
+            )
+        return result
+    assert shape is not None
+    return shape(value)
+
+
+# --- resources -------------------------------------------------------------------------------
+
+
+async def list_resources(server: Server, call: Call) -> dict[str, Any]:
+    page, next_cursor = pagination.paginate(
+        "resources", list(server.resources.values()), _cursor(call), server.page_size
+    )
+    result: dict[str, Any] = {"resources": [r.to_wire() for r in page]}
+    if next_cursor:
+        result["nextCursor"] = next_cursor
+    return result
+
+
+async def list_templates(server: Server, call: Call) -> dict[str, Any]:
+    page, next_cursor = pagination.paginate(
+        "templates", server.templates, _cursor(call), server.page_size
+    )
+    result: dict[str, Any] = {"resourceTemplates": [t.to_wire() for t in page]}
+    if next_cursor:
+        result["nextCursor"] = next_cursor
+    return result
+
+
+async def read_resource(server: Server, call: Call) -> dict[str, Any]:
+    uri = _string_param(call, "uri")
+    resource = server.resources.get(uri)
+    if resource is not None:
+        fn, kwargs, ctx_param, mime = resource.read, {}, resource.context_param, resource.mime_type
+    else:
+        for template in server.templates:
+            found = template.match(uri)
+            if found is not None:
+                fn, kwargs = template.read, dict(found)
+                ctx_param, mime = template.context_param, template.mime_type
+                break
+        else:
+            raise errors.resource_not_found(uri, legacy_code=not call.modern)
+
+    def shape(value: Any) -> dict[str, Any]:
+        return {"contents": results.resource_contents(uri, value, mime)}
+
+    return await run_with_inputs(server, call, ctx_param, fn, kwargs, shape=shape)
+
+
+def _subscription_uri(server: Server, call: Call) -> str:
+    uri = _string_param(call, "uri")
+    assert call.connection.legacy is not None
+    return uri
+
+
+async def subscribe(server: Server, call: Call) -> dict[str, Any]:
+    uri = _subscription_uri(server, call)
+    assert call.connection.legacy is not None
+    call.connection.legacy.subscriptions.add(uri)
+    return {}
+
+
+async def unsubscribe(server: Server, call: Call) -> dict[str, Any]:
+    uri = _subscription_uri(server, call)
+    assert call.connection.legacy is not None
+    call.connection.legacy.subscriptions.discard(uri)
+    return {}
+
+
+# --- prompts ------------------------------------------------------------------------------------
+
+
+async def list_prompts(server: Server, call: Call) -> dict[str, Any]:
+    page, next_cursor = pagination.paginate(
+        "prompts", list(server.prompts.values()), _cursor(call), server.page_size
+    )
+    result: dict[str, Any] = {"prompts": [p.to_wire() for p in page]}
+    if next_cursor:
+        result["nextCursor"] = next_cursor
+    return result
+
+
+async def get_prompt(server: Server, call: Call) -> dict[str, Any]:
+    name = _string_param(call, "name")
+    prompt = server.prompts.get(name)
+    if prompt is None:
+        raise errors.invalid_params(f"Unknown prompt: {name}", {"name": name})
+    given = call.params.get("arguments") or {}
+    if not isinstance(given, dict):
+        raise errors.invalid_params('"arguments" must be an object')
+    kwargs = prompt.check_arguments(given)
+
+    def shape(value: Any) -> dict[str, Any]:
+        return prompts.prompt_result(value, prompt.description)
+
+    return await run_with_inputs(server, call, prompt.context_param, prompt.fn, kwargs, shape=shape)
+
+
+# --- completion ---------------------------------------------------------------------------------
+
+
+async def complete(server: Server, call: Call) -> dict[str, Any]:
+    ref = call.params.get("ref")
+    argument = call.params.get("argument")
+    if not isinstance(ref, dict) or not isinstance(argument, dict):
+        raise errors.invalid_params('"ref" and "argument" must be objects')
+    key = server.completion_key(ref)
+    arg_name, arg_value = argument.get("name"), argument.get("value", "")
+    if not isinstance(arg_name, str) or not isinstance(arg_value, str):
+        raise errors.invalid_params('"argument" needs a string "name" and "value"')
+    context = call.params.get("context") or {}
+    known = context.get("arguments") if isinstance(context, dict) else None
+    completer = server.completions.get(key) or server.completions.get(("*", "*"))
+    values: Any = []
+    if completer is not None:
+        values = await _invoke(
+            completer, {"argument": arg_name, "value": arg_value, "context": known or {}}
+        )
+    if isinstance(values, dict):
+        return {"completion": values}
+    listed = [str(v) for v in values]
+    completion: dict[str, Any] = {"values": listed[:100], "total": len(listed)}
+    completion["hasMore"] = len(listed) > 100
+    return {"completion": completion}
+
+
+# --- subscriptions (modern) ----------------------------------------------------------------------
+
+
+async def listen(server: Server, call: Call) -> dict[str, Any]:
+    wanted = call.params.get("notifications") or {}
+    if not isinstance(wanted, dict):
+        raise errors.invalid_params('"notifications" must be an object')
+    honoured = server.honoured_filter(wanted)
+    listener = notifier.Listener(call.request_id, honoured, call.channel)
+    ack = {"_meta": {meta.SUBSCRIPTION_ID: call.request_id}, "notifications": honoured}
+    await call.channel.send(
+        jsonrpc.encode_notification("notifications/subscriptions/acknowledged", ack)
+    )
+    server.notifier.listeners.add(listener)
+    try:
+        await listener.ended.wait()
+    finally:
+        server.notifier.listeners.discard(listener)
+    await anyio.lowlevel.checkpoint()
+    return {"_meta": {meta.SUBSCRIPTION_ID: call.request_id}}

@@ -1,0 +1,1 @@
+"""Test helpers that ship with mcpkit: conformance fixtures and benchmark servers."""

@@ -1,0 +1,44 @@
+"""JSON-RPC batches (2025-03-26 sessions only): answer each member, reply with one array."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from mcpkit.protocol import errors, jsonrpc, versions
+from mcpkit.server.connection import Channel, Connection
+
+
+async def answer_batch(
+    engine: Any, data: bytes, connection: Connection, channel: Channel, *, principal: str = ""
+) -> bytes | None:
+    """The encoded batch response, or None when the batch held no requests."""
+    legacy = connection.legacy
+    try:
+        members = jsonrpc.decode_batch(data)
+    except jsonrpc.DecodeFailure as failure:
+        return jsonrpc.encode_error(failure.id, failure.error)
+    if not _batch_allowed(legacy.protocol_version if legacy else None, members):
+        return jsonrpc.encode_error(
+            None, errors.invalid_request("JSON-RPC batches are only allowed in 2025-03-26 sessions")
+        )
+    replies: list[Any] = []
+    requests = []
+    for member in members:
+        if isinstance(member, jsonrpc.DecodeFailure):
+            replies.append(jsonrpc.encode_error(member.id, member.error))
+        elif isinstance(member, jsonrpc.Request):
+            requests.append(engine.handle_request(member, connection, channel, principal=principal))
+        elif isinstance(member, jsonrpc.Notification):
+            await engine.handle_notification(member, connection)
+        else:
+            engine.handle_response(member, connection)
+    replies.extend(r for r in await asyncio.gather(*requests) if r is not None)
+    if not replies:
+        return None
+    return b"[" + b",".join(replies) + b"]"
+
+
+def _batch_allowed(version: str | None, members: list[Any]) -> bool:
+    # Only sessions negotiated at 2025-03-26 may batch; `initialize` itself never may.
+    return version is not None and versions.allows_batches(version)

@@ -1,0 +1,244 @@
+"""The stdio transport, server side: JSON-RPC messages one per line on stdin/stdout.
+
+Invariants:
+- stdout carries protocol messages only. While serving, file descriptor 1 is re-pointed at
+  stderr (and `sys.stdout` with it), so a stray `print()` in a handler — or a child process
+  it starts — cannot corrupt the stream; protocol output goes to a private duplicate.
+- Each request runs in its own task; notifications/cancelled cancels it and no response
+  follows. Responses are written as they complete, in any order.
+- On stdin EOF the server stops: requests in flight get `shutdown_grace_s` to finish,
+  then they are cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import stat
+import sys
+from typing import TYPE_CHECKING, Any
+
+from mcpkit.protocol import errors, jsonrpc
+from mcpkit.protocol.framing import DEFAULT_MAX_LINE_BYTES, LineFramer
+from mcpkit.server.connection import Connection
+
+if TYPE_CHECKING:
+    from mcpkit.server.server import Server
+
+log = logging.getLogger(__name__)
+
+_WRITE_HIGH_WATER = 1024 * 1024
+
+
+class _Writer:
+    """Writes lines to the protocol output; the `Channel` for every stdio message."""
+
+    def __init__(self, transport: asyncio.WriteTransport | None, fd: int) -> None:
+        self._transport = transport
+        self._fd = fd
+        self._drained = asyncio.Event()
+        self._drained.set()
+
+    async def send(self, message: bytes) -> None:
+        self.write(message)
+        if self._transport is not None and not self._drained.is_set():
+            await self._drained.wait()
+
+    def write(self, message: bytes) -> None:
+        data = message + b"\n"
+        if self._transport is None:
+            _write_all(self._fd, data)
+            return
+        if self._transport.is_closing():
+            raise BrokenPipeError("stdout is closed")
+        self._transport.write(data)
+        if self._transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
+            self._drained.clear()
+
+    def pause(self) -> None:
+        self._drained.clear()
+
+    def resume(self) -> None:
+        self._drained.set()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+class _OutProtocol(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.writer: _Writer | None = None
+
+    def pause_writing(self) -> None:
+        if self.writer:
+            self.writer.pause()
+
+    def resume_writing(self) -> None:
+        if self.writer:
+            self.writer.resume()
+
+
+class StdioServerConnection:
+    """Reads messages from a byte stream and answers them through a `Server`."""
+
+    def __init__(self, server: Server, writer: _Writer, max_line_bytes: int) -> None:
+        self.server = server
+        self.engine = server.engine
+        self.writer = writer
+        self.connection = Connection(writer)
+        self.framer = LineFramer(max_line_bytes)
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.eof = asyncio.Event()
+        server.notifier.connections.add(self.connection)
+
+    def feed(self, data: bytes) -> None:
+        for line in self.framer.feed(data):
+            if line is None:
+                self._reply_error(None, errors.invalid_request("message exceeds the size limit"))
+            else:
+                self.on_line(line)
+
+    def on_line(self, line: bytes) -> None:
+        if jsonrpc.is_batch(line):
+            self._spawn(self._batch(line))
+            return
+        try:
+            message = jsonrpc.decode_message(line)
+        except jsonrpc.DecodeFailure as failure:
+            self._reply_error(failure.id, failure.error)
+            return
+        if isinstance(message, jsonrpc.Request):
+            self._spawn(self._request(message))
+        elif isinstance(message, jsonrpc.Notification):
+            self._spawn(self.engine.handle_notification(message, self.connection))
+        else:
+            self.engine.handle_response(message, self.connection)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _request(self, request: jsonrpc.Request) -> None:
+        response = await self.engine.handle_request(request, self.connection, self.writer)
+        if response is not None:
+            self._write(response)
+
+    async def _batch(self, line: bytes) -> None:
+        from mcpkit.transports.batch import answer_batch
+
+        response = await answer_batch(self.engine, line, self.connection, self.writer)
+        if response is not None:
+            self._write(response)
+
+    def _reply_error(self, request_id: jsonrpc.RequestId | None, error: errors.McpError) -> None:
+        self._write(jsonrpc.encode_error(request_id, error))
+
+    def _write(self, data: bytes) -> None:
+        try:
+            self.writer.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            log.debug("stdout closed; dropping a message")
+
+    async def finish(self, grace_s: float) -> None:
+        """After EOF: let requests in flight finish for `grace_s`, then cancel them."""
+        if self.tasks:
+            await asyncio.wait(set(self.tasks), timeout=grace_s)
+        self.connection.close()
+        for task in list(self.tasks):
+            task.cancel()
+        if self.tasks:
+            await asyncio.wait(set(self.tasks), timeout=1.0)
+        self.server.notifier.connections.discard(self.connection)
+
+
+class _InProtocol(asyncio.Protocol):
+    def __init__(self, conn: StdioServerConnection) -> None:
+        self.conn = conn
+
+    def data_received(self, data: bytes) -> None:
+        self.conn.feed(data)
+
+    def eof_received(self) -> bool:
+        self.conn.eof.set()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.conn.eof.set()
+
+
+async def serve_stdio(
+    server: Server,
+    *,
+    stdin_fd: int | None = None,
+    stdout_fd: int | None = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    shutdown_grace_s: float = 5.0,
+) -> None:
+    """Serve `server` on the given file descriptors (default: this process's stdin/stdout)."""
+    loop = asyncio.get_running_loop()
+    in_fd = sys.stdin.fileno() if stdin_fd is None else stdin_fd
+    out_fd = _private_stdout() if stdout_fd is None else stdout_fd
+    out_file = os.fdopen(out_fd, "wb", buffering=0, closefd=stdout_fd is None)
+    out_protocol = _OutProtocol()
+    transport: asyncio.WriteTransport | None = None
+    if _is_stream(out_fd):  # a regular file gets plain blocking writes
+        transport, _ = await loop.connect_write_pipe(lambda: out_protocol, out_file)
+    writer = _Writer(transport, out_file.fileno())
+    out_protocol.writer = writer
+    conn = StdioServerConnection(server, writer, max_line_bytes)
+    in_file = os.fdopen(in_fd, "rb", buffering=0, closefd=False)
+    reader: asyncio.Task[None] | None = None
+    if _is_stream(in_fd):
+        await loop.connect_read_pipe(lambda: _InProtocol(conn), in_file)
+    else:  # a regular file: read it in a thread
+        reader = loop.create_task(_read_file(in_file, conn))
+    await conn.eof.wait()
+    await conn.finish(shutdown_grace_s)
+    if reader is not None:
+        reader.cancel()
+    if transport is not None:
+        transport.close()
+
+
+def _is_stream(fd: int) -> bool:
+    """Pipes, sockets and terminals can use event-loop transports; regular files cannot
+    (uvloop aborts the process on them instead of raising)."""
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+
+
+async def _read_file(in_file: Any, conn: StdioServerConnection) -> None:
+    while chunk := await asyncio.to_thread(in_file.read, 65536):
+        conn.feed(chunk)
+    conn.eof.set()
+
+
+def _private_stdout() -> int:
+    """Duplicate fd 1 for protocol output and point fd 1 (and sys.stdout) at stderr."""
+    sys.stdout.flush()
+    private = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return private
+
+
+def run_stdio_server(server: Server, **options: Any) -> None:
+    """Run `serve_stdio` in a fresh event loop (uvloop when installed)."""
+    with contextlib.suppress(KeyboardInterrupt):
+        _run(serve_stdio(server, **options))
+
+
+def _run(coro: Any) -> None:
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(coro)
+    else:
+        uvloop.run(coro)
