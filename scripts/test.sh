@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# mcpkit's test command (what CI runs, and what the README tells you to run):
+#
+#   python3 -m venv .venv && . .venv/bin/activate && pip install -e '.[dev]' && scripts/test.sh
+#
+# Steps, in order (all of them run; the script fails if any failed):
+#   js-peers     scripts/install_js_peers.sh: npm ci of tests/js (no-op when up to date)
+#   ruff         ruff check src tests
+#   mypy         mypy src
+#   pytest       pytest -q [extra args]   (exit 5 "no tests collected" is a failure)
+#   conformance  scripts/conformance/run_server_legs.py: the official conformance harness's
+#                server legs 2025-11-25, 2026-07-28 and all against the fixture server
+#
+# Assumes the active Python has the project installed with its dev extras: it uses $PYTHON
+# if set, else `python` from PATH. Extra arguments are passed to pytest.
+# Env: MCPKIT_SKIP_CONFORMANCE=1 skips the conformance legs (local use only: refused when CI is
+#      set), MCPKIT_FAIL_FAST=1 stops at the first failing step.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+PY="${PYTHON:-python}"
+
+if ! command -v "$PY" >/dev/null 2>&1; then
+  echo "test.sh: no '$PY' on PATH: activate the project's venv (or set PYTHON)" >&2
+  exit 2
+fi
+if ! "$PY" -c 'import mcpkit, pytest, mypy, ruff' 2>/dev/null; then
+  echo "test.sh: $("$PY" -c 'import sys; print(sys.executable)') lacks mcpkit or its dev tools;" \
+       "run: pip install -e '.[dev]'" >&2
+  exit 2
+fi
+
+declare -a NAMES=() RESULTS=() TIMES=()
+FAILED=0
+
+run_step() { # run_step NAME command...
+  local name="$1"; shift
+  local t0 t1 rc
+  echo
+  echo "=== [$name] ${STEP_LABEL:-$*}"
+  t0=$(date +%s.%N)
+  "$@"
+  rc=$?
+  t1=$(date +%s.%N)
+  local dt
+  dt=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+  NAMES+=("$name"); TIMES+=("$dt")
+  if [ "$rc" -eq 0 ]; then
+    RESULTS+=("ok")
+    echo "=== [$name] ok (${dt}s)"
+  else
+    RESULTS+=("FAILED (exit $rc)")
+    FAILED=1
+    echo "=== [$name] FAILED with exit code $rc (${dt}s)"
+    if [ -n "${MCPKIT_FAIL_FAST:-}" ]; then summary; exit 1; fi
+  fi
+  return 0
+}
+
+pytest_step() {
+  "$PY" -m pytest -q "$@"
+  local rc=$?
+  if [ "$rc" -eq 5 ]; then
+    echo "test.sh: pytest collected NO tests (exit 5) - that is a failure here, not a pass:" \
+         "check testpaths in pyproject.toml and the test file names" >&2
+  fi
+  return "$rc"
+}
+
+summary() {
+  echo
+  echo "=== test.sh summary"
+  local i
+  for i in "${!NAMES[@]}"; do
+    printf '  %-12s %-18s %8ss\n' "${NAMES[$i]}" "${RESULTS[$i]}" "${TIMES[$i]}"
+  done
+}
+
+run_step js-peers bash scripts/install_js_peers.sh
+run_step ruff "$PY" -m ruff check src tests
+run_step mypy "$PY" -m mypy src
+STEP_LABEL="$PY -m pytest -q $*" run_step pytest pytest_step "$@"
+if [ -n "${MCPKIT_SKIP_CONFORMANCE:-}" ]; then
+  if [ -n "${CI:-}" ]; then
+    echo "test.sh: MCPKIT_SKIP_CONFORMANCE is not allowed in CI" >&2
+    run_step conformance false
+  else
+    echo
+    echo "=== [conformance] SKIPPED (MCPKIT_SKIP_CONFORMANCE is set)"
+  fi
+else
+  run_step conformance "$PY" scripts/conformance/run_server_legs.py
+fi
+
+summary
+if [ "$FAILED" -ne 0 ]; then
+  echo "test.sh: FAILED"
+  exit 1
+fi
+echo "test.sh: all steps passed"
