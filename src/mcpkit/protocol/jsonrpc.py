@@ -168,17 +168,18 @@ def decode_batch(data: bytes | str) -> list[Message | DecodeFailure]:
 # --- encoding -------------------------------------------------------------------------------
 
 
+# `jsonrpc` is a required field (never a default): omit_defaults would drop it.
 class _RequestOut(msgspec.Struct, omit_defaults=True):
+    jsonrpc: str
     id: RequestId
     method: str
     params: Any = msgspec.UNSET
-    jsonrpc: str = "2.0"
 
 
 class _NotificationOut(msgspec.Struct, omit_defaults=True):
+    jsonrpc: str
     method: str
     params: Any = msgspec.UNSET
-    jsonrpc: str = "2.0"
 
 
 class _ResultOut(msgspec.Struct):
@@ -199,11 +200,11 @@ encode = _encoder.encode
 
 
 def encode_request(id: RequestId, method: str, params: Any = msgspec.UNSET) -> bytes:
-    return _encoder.encode(_RequestOut(id, method, params))
+    return _encoder.encode(_RequestOut("2.0", id, method, params))
 
 
 def encode_notification(method: str, params: Any = msgspec.UNSET) -> bytes:
-    return _encoder.encode(_NotificationOut(method, params))
+    return _encoder.encode(_NotificationOut("2.0", method, params))
 
 
 def encode_result(id: RequestId, result: Any) -> bytes:

@@ -33,15 +33,13 @@ class _Payload(msgspec.Struct, omit_defaults=True):
     p: str = ""  # principal
     s: Any = None  # the handler's own state
     a: dict[str, Any] = msgspec.field(default_factory=dict)  # input responses gathered so far
-    k: dict[str, str] = msgspec.field(default_factory=dict)  # keys asked for → their method
 
 
 class OpenedState(msgspec.Struct):
-    """A verified state: the handler's own value, earlier answers, and what was asked."""
+    """A verified state: the handler's own value and the answers of earlier rounds."""
 
     state: Any
     answers: dict[str, Any]
-    pending: dict[str, str]
 
 
 _payload_decoder = msgspec.json.Decoder(_Payload)
@@ -82,7 +80,6 @@ class RequestStateCodec:
         *,
         state: Any = None,
         answers: dict[str, Any] | None = None,
-        pending: dict[str, str] | None = None,
         principal: str = "",
         now: float | None = None,
     ) -> str:
@@ -94,7 +91,6 @@ class RequestStateCodec:
             p=principal,
             s=state,
             a=answers or {},
-            k=pending or {},
         )
         body = _encoder.encode(payload)
         tag = hmac.new(self._key, body, hashlib.sha256).digest()
@@ -117,7 +113,7 @@ class RequestStateCodec:
             raise errors.invalid_params("requestState was issued to a different principal")
         if (time.time() if now is None else now) > payload.e:
             raise errors.invalid_params("requestState has expired")
-        return OpenedState(payload.s, payload.a, payload.k)
+        return OpenedState(payload.s, payload.a)
 
     def _verify(self, token: Any) -> _Payload:
         if not isinstance(token, str) or len(token) > MAX_STATE_BYTES or "." not in token:

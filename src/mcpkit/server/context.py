@@ -62,7 +62,8 @@ class Context:
         self.connection = connection
         self.channel = channel
         self.progress_token = meta.progress_token_of(params.get("_meta"))
-        self.answers: dict[str, Any] = answers or {}
+        self.answers: dict[str, Any] = answers or {}  # offered by the client, unchecked
+        self.accepted: dict[str, Any] = {}  # checked and consumed; carried to the next round
         self.state: Any = state
         self._counters: dict[str, itertools.count[int]] = {}
 
@@ -177,14 +178,20 @@ class Context:
         for method, params in requests.values():
             inputs.check_capability(method, params, self.client_capabilities)
         if self.modern:
-            missing = {
-                k: {"method": m, "params": p} for k, (m, p) in requests.items()
-                if k not in self.answers
-            }
-            if missing:
-                raise inputs.InputRequired(missing)
-            return {k: self.answers[k] for k in requests}
+            return self._answers_or_raise(requests)
         return await self._ask_legacy(requests)
+
+    def _answers_or_raise(self, requests: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+        missing: dict[str, dict[str, Any]] = {}
+        for key, (method, params) in requests.items():
+            answer = self.answers.get(key)
+            if inputs.is_valid_answer(method, answer):
+                self.accepted[key] = answer
+            else:
+                missing[key] = {"method": method, "params": params}
+        if missing:
+            raise inputs.InputRequired(missing)
+        return {key: self.accepted[key] for key in requests}
 
     async def _ask_legacy(self, requests: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any]:
         answers: dict[str, Any] = {}

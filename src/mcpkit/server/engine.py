@@ -64,6 +64,11 @@ CACHEABLE = frozenset(
 )
 
 
+def decode_params(request: jsonrpc.Request) -> dict[str, Any]:
+    """The request's params as a dict (the codec already checked they are an object)."""
+    return jsonrpc.decode_value(request.params) if request.params is not None else {}
+
+
 class RequestCancelled(Exception):
     """The client cancelled the request; no response is sent."""
 
@@ -82,24 +87,33 @@ class Engine:
         """The encoded response to `request` (a result or an error); None if it was
         cancelled, since nothing more may be sent for a cancelled request."""
         try:
-            call = self.make_call(request, connection, channel, principal)
-            result = await self.dispatch(call)
-        except RequestCancelled:
-            return None
+            params = decode_params(request)
+            call = self.make_call(request, params, connection, channel, principal)
         except errors.McpError as exc:
             return jsonrpc.encode_error(request.id, exc)
+        body, _ = await self.answer(call)
+        return body
+
+    async def answer(self, call: Call) -> tuple[bytes | None, int | None]:
+        """Run the call: (encoded response or None if cancelled, error code if an error)."""
+        try:
+            result = await self.dispatch(call)
+        except RequestCancelled:
+            return None, None
+        except errors.McpError as exc:
+            return jsonrpc.encode_error(call.request_id, exc), exc.code
         except Exception:
-            log.exception("internal error answering %s", request.method)
-            return jsonrpc.encode_error(request.id, errors.internal_error())
+            log.exception("internal error answering %s", call.method)
+            return jsonrpc.encode_error(call.request_id, errors.internal_error()), -32603
         if call.modern:
             self.decorate_modern(call, result)
-        return jsonrpc.encode_result(request.id, result)
+        return jsonrpc.encode_result(call.request_id, result), None
 
     def make_call(
-        self, request: jsonrpc.Request, connection: Connection, channel: Channel, principal: str
+        self, request: jsonrpc.Request, params: dict[str, Any], connection: Connection,
+        channel: Channel, principal: str = "",
     ) -> Call:
         """Decide the request's era and check what that era requires of it."""
-        params = jsonrpc.decode_value(request.params) if request.params is not None else {}
         meta_value = params.get("_meta")
         if meta.has_modern_meta(meta_value):
             return self._modern_call(request, params, meta_value, connection, channel, principal)
@@ -107,12 +121,9 @@ class Engine:
         if legacy is not None or request.method in ("initialize", "ping"):
             version = legacy.protocol_version if legacy else versions.LATEST_LEGACY_VERSION
             self._check_method(request.method, versions.Era.LEGACY)
-            if legacy is None and request.method == "ping":
-                caps: dict[str, Any] = {}
-            else:
-                caps = legacy.client_capabilities if legacy else {}
             return Call(
-                request.id, request.method, params, False, version, caps,
+                request.id, request.method, params, False, version,
+                legacy.client_capabilities if legacy else {},
                 legacy.client_info if legacy else None,
                 legacy.log_level if legacy else None, connection, channel, principal,
             )

@@ -3,8 +3,8 @@
 In a legacy session each becomes a server→client request. In the modern era the handler is
 interrupted with `InputRequired`; the engine answers `input_required` with the pending
 requests and a sealed `requestState`, and re-runs the handler when the client retries with
-the answers. Answers are validated here: a malformed one counts as not given (the client is
-asked again) rather than reaching the handler.
+the answers. An answer is validated when a request consumes it: a malformed one counts as
+not given (the client is asked again) rather than reaching the handler.
 """
 
 from __future__ import annotations
@@ -75,18 +75,13 @@ def is_valid_answer(method: str, answer: Any) -> bool:
     return False
 
 
-def accept_answers(
-    pending: dict[str, str], responses: Any, previous: dict[str, Any]
-) -> dict[str, Any]:
-    """Merge the valid answers to `pending` (key → method) into the earlier answers.
+def candidate_answers(responses: Any, previous: dict[str, Any]) -> dict[str, Any]:
+    """The answers a retry offers: earlier rounds' (verified) plus this one's `inputResponses`.
 
-    Keys that were not asked for are ignored; malformed answers are dropped so the handler
-    asks again.
+    Nothing is trusted yet: each answer is checked against the method of the request that
+    consumes it (`is_valid_answer`), and keys no request asks for are simply never read.
     """
     answers = dict(previous)
-    if not isinstance(responses, dict):
-        return answers
-    for key, method in pending.items():
-        if key in responses and is_valid_answer(method, responses[key]):
-            answers[key] = responses[key]
+    if isinstance(responses, dict):
+        answers.update(responses)
     return answers

@@ -268,15 +268,14 @@ class Server:
         """The context of a handler run; in a modern retry, with the verified answers."""
         answers: dict[str, Any] = {}
         state: Any = None
-        token = call.params.get("requestState")
-        if call.modern and token is not None:
-            opened = self.state_codec.open(
-                token, call.method, call.params, principal=call.principal
-            )
-            answers = inputs.accept_answers(
-                opened.pending, call.params.get("inputResponses"), opened.answers
-            )
-            state = opened.state
+        if call.modern:
+            token = call.params.get("requestState")
+            if token is not None:
+                opened = self.state_codec.open(
+                    token, call.method, call.params, principal=call.principal
+                )
+                answers, state = opened.answers, opened.state
+            answers = inputs.candidate_answers(call.params.get("inputResponses"), answers)
         return Context(
             self,
             request_id=call.request_id,
@@ -296,9 +295,8 @@ class Server:
     def input_required_result(
         self, call: Call, ctx: Context, need: inputs.InputRequired
     ) -> dict[str, Any]:
-        pending = {key: req["method"] for key, req in need.requests.items()}
         token = self.state_codec.seal(
-            call.method, call.params, state=ctx.state, answers=ctx.answers, pending=pending,
+            call.method, call.params, state=ctx.state, answers=ctx.accepted,
             principal=call.principal,
         )
         return {"resultType": "input_required", "inputRequests": need.requests,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,8 +22,6 @@ from mcpkit.server.signatures import (
     signature_of,
 )
 from mcpkit.server.validation import SchemaValidator, check_schema
-
-_UNSTRUCTURED_RETURNS = (str, type(None), Any)
 
 
 @dataclass(slots=True)
@@ -125,16 +126,45 @@ def error_result(message: str) -> dict[str, Any]:
     return {"content": [results.text_block(message)], "isError": True}
 
 
+def _is_structured_type(tp: Any) -> bool:
+    """Whether a return annotation describes structured output (not text or content).
+
+    Structs, dataclasses, TypedDicts, NamedTuples, numbers and booleans are; so are lists,
+    tuples and string-keyed dicts of them. Plain `dict`/`list`/`Any` and content blocks are
+    not: their shape says nothing a schema could check.
+    """
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        members = [a for a in typing.get_args(tp) if a is not type(None)]
+        return bool(members) and all(_is_structured_type(a) for a in members)
+    if origin is typing.Annotated:
+        return _is_structured_type(typing.get_args(tp)[0])
+    if origin in (list, tuple, set, frozenset, dict):
+        args = [a for a in typing.get_args(tp) if a is not Ellipsis]
+        if origin is dict:
+            args = args[1:]
+        return bool(args) and all(_is_structured_type(a) for a in args)
+    if tp in (int, float, bool):
+        return True
+    if not inspect.isclass(tp):
+        return False
+    if issubclass(tp, msgspec.Struct):
+        return getattr(tp.__struct_config__, "tag", None) not in results.CONTENT_TYPES
+    return (
+        dataclasses.is_dataclass(tp)
+        or typing.is_typeddict(tp)
+        or (issubclass(tp, tuple) and hasattr(tp, "_fields"))
+    )
+
+
 def _output_schema_for(fn: Callable[..., Any]) -> tuple[dict[str, Any] | None, bool]:
     ret = return_type_of(fn)
-    if ret is None or ret in _UNSTRUCTURED_RETURNS or ret is ToolResult:
+    if ret is None or not _is_structured_type(ret):
         return None, False
     try:
         schema = object_schema(ret)
     except (TypeError, ValueError):
         return None, False  # content blocks, unions of them, arbitrary classes: unstructured
-    if _is_content_schema(schema):
-        return None, False
     if schema.get("type") == "object":
         return schema, False
     defs = schema.pop("$defs", None)
@@ -146,11 +176,6 @@ def _output_schema_for(fn: Callable[..., Any]) -> tuple[dict[str, Any] | None, b
     if defs:
         wrapped["$defs"] = defs
     return wrapped, True
-
-
-def _is_content_schema(schema: dict[str, Any]) -> bool:
-    text = results.json_text(schema)
-    return '"const":"text"' in text or "TextContent" in text or "ImageContent" in text
 
 
 def build_tool(

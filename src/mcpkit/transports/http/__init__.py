@@ -1,0 +1,1 @@
+"""Streamable HTTP server transport (both eras), as an ASGI application."""

@@ -1,0 +1,368 @@
+"""The Streamable HTTP endpoint as an ASGI app, serving both eras on one path.
+
+POST /mcp
+  modern (params `_meta` names a version): stateless. Checks in the spec's order: `_meta`
+  (-32602, 400) → MCP-Protocol-Version header = `_meta` version (-32020, 400) → version
+  supported (-32022, 400) → Mcp-Method / Mcp-Name / Mcp-Param-* (-32020, 400) → method
+  exists (-32601, 404). A missing client capability is -32021 with 400.
+  legacy: `initialize` opens a session (Mcp-Session-Id); other requests need a live one
+  (404 once it is gone). Notifications and responses get 202.
+GET /mcp     a legacy session's standalone SSE stream, or a resume with Last-Event-ID.
+DELETE /mcp  ends a legacy session.
+
+Before anything: Host and Origin must be acceptable (403), the body at most
+`max_body_bytes` (413).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import anyio
+
+from mcpkit.protocol import errors, headers, jsonrpc, meta, versions
+from mcpkit.server.connection import Connection
+from mcpkit.server.engine import decode_params
+from mcpkit.server.server import Server
+from mcpkit.transports.batch import answer_batch
+from mcpkit.transports.http import asgi
+from mcpkit.transports.http.asgi import Receive, Scope, Send
+from mcpkit.transports.http.security import HostGuard
+from mcpkit.transports.http.sessions import HttpSession, SessionLimitReached, SessionManager
+from mcpkit.transports.http.streams import SSE_HEADERS, ResponseStream
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+_MODERN_400 = frozenset(
+    {
+        errors.HEADER_MISMATCH,
+        errors.MISSING_REQUIRED_CLIENT_CAPABILITY,
+        errors.UNSUPPORTED_PROTOCOL_VERSION,
+    }
+)
+
+
+def _json_error(status: int, error: errors.McpError, request_id: Any = None) -> tuple[int, bytes]:
+    return status, jsonrpc.encode_error(request_id, error)
+
+
+class McpAsgiApp:
+    """ASGI app serving `server` at `path` (Streamable HTTP, both eras)."""
+
+    def __init__(
+        self,
+        server: Server,
+        *,
+        path: str = "/mcp",
+        allowed_hosts: list[str] | None = None,
+        allowed_origins: list[str] | None = None,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        max_sessions: int = 1000,
+        session_idle_s: float = 1800.0,
+        keepalive_s: float = 15.0,
+    ) -> None:
+        self.server = server
+        self.engine = server.engine
+        self.path = path.rstrip("/") or "/"
+        self.guard = HostGuard(allowed_hosts, allowed_origins)
+        self.max_body_bytes = max_body_bytes
+        self.sessions = SessionManager(max_sessions=max_sessions, idle_s=session_idle_s)
+        self.keepalive_s = keepalive_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self._http(scope, receive, send)
+        elif kind == "lifespan":
+            await self._lifespan(receive, send)
+        else:
+            raise ValueError(f"unsupported ASGI scope type {kind!r}")
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                self.shutdown()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    def shutdown(self) -> None:
+        """End subscriptions gracefully and close every session."""
+        self.server.notifier.end_all()
+        self.sessions.close_all()
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (scope.get("path", "").rstrip("/") or "/") != self.path:
+            await asgi.respond(send, 404, b"Not Found", content_type="text/plain")
+            return
+        hdrs = asgi.header_map(scope)
+        if not self.guard.host_ok(hdrs.get("host")) or not self.guard.origin_ok(hdrs.get("origin")):
+            status, body = _json_error(403, errors.McpError(errors.INVALID_REQUEST, "Forbidden: Host or Origin not allowed"))
+            await asgi.respond(send, status, body, content_type="application/json")
+            return
+        method = scope["method"]
+        if method == "POST":
+            await self._post(hdrs, receive, send)
+        elif method == "GET":
+            await self._get(hdrs, receive, send)
+        elif method == "DELETE":
+            await self._delete(hdrs, send)
+        else:
+            await asgi.respond(send, 405, b"", headers={"allow": "GET, POST, DELETE"})
+
+    # --- POST ----------------------------------------------------------------------------------
+
+    async def _post(self, hdrs: dict[str, str], receive: Receive, send: Send) -> None:
+        accept = hdrs.get("accept", "*/*")
+        can_sse = "text/event-stream" in accept or "*/*" in accept
+        if not (can_sse or "application/json" in accept):
+            await self._error(send, 406, errors.invalid_request("Accept must allow application/json or text/event-stream"))
+            return
+        if not hdrs.get("content-type", "").lower().startswith("application/json"):
+            await self._error(send, 415, errors.invalid_request("Content-Type must be application/json"))
+            return
+        try:
+            body = await asgi.read_body(receive, self.max_body_bytes)
+        except asgi.BodyTooLarge:
+            await self._error(send, 413, errors.invalid_request(f"body exceeds {self.max_body_bytes} bytes"))
+            return
+        except ConnectionResetError:
+            return
+        if jsonrpc.is_batch(body):
+            await self._post_batch(body, hdrs, send)
+            return
+        try:
+            message = jsonrpc.decode_message(body)
+        except jsonrpc.DecodeFailure as failure:
+            await self._error(send, 400, failure.error, failure.id)
+            return
+        if isinstance(message, jsonrpc.Request):
+            await self._post_request(message, hdrs, receive, send, can_sse)
+        else:
+            await self._post_other(message, hdrs, send)
+
+    async def _post_other(self, message: jsonrpc.Message, hdrs: dict[str, str], send: Send) -> None:
+        session_id = hdrs.get("mcp-session-id")
+        if session_id is not None:
+            session = self.sessions.get(session_id)
+            if session is None:
+                await self._error(send, 404, errors.invalid_request("Session not found"))
+                return
+            if isinstance(message, jsonrpc.Notification):
+                await self.engine.handle_notification(message, session.connection)
+            else:
+                assert not isinstance(message, jsonrpc.Request)
+                self.engine.handle_response(message, session.connection)
+        await asgi.respond(send, 202)
+
+    async def _post_batch(self, body: bytes, hdrs: dict[str, str], send: Send) -> None:
+        session = self.sessions.get(hdrs.get("mcp-session-id", ""))
+        if session is None:
+            await self._error(send, 400, errors.invalid_request("JSON-RPC batches need a 2025-03-26 session"))
+            return
+        reply = await answer_batch(self.engine, body, session.connection, session.standalone)
+        if reply is None:
+            await asgi.respond(send, 202)
+        else:
+            await asgi.respond(send, 200, reply, content_type="application/json")
+
+    async def _post_request(
+        self, request: jsonrpc.Request, hdrs: dict[str, str], receive: Receive, send: Send,
+        can_sse: bool,
+    ) -> None:
+        params = decode_params(request)
+        if meta.has_modern_meta(params.get("_meta")):
+            await self._modern(request, params, hdrs, receive, send, can_sse)
+        else:
+            await self._legacy(request, params, hdrs, receive, send, can_sse)
+
+    async def _modern(
+        self, request: jsonrpc.Request, params: dict[str, Any], hdrs: dict[str, str],
+        receive: Receive, send: Send, can_sse: bool,
+    ) -> None:
+        stream = ResponseStream(send, extra_headers={}, log_factory=None, prime=False, can_sse=can_sse)
+        connection = Connection()
+        try:
+            request_meta = meta.parse_request_meta(params.get("_meta"))
+            header_version = hdrs.get("mcp-protocol-version")
+            if header_version != request_meta.protocol_version:
+                raise errors.header_mismatch(
+                    f"MCP-Protocol-Version header {header_version!r} does not match _meta "
+                    f"protocolVersion {request_meta.protocol_version!r}"
+                )
+            call = self.engine.make_call(request, params, connection, stream)
+            headers.check_standard_headers(hdrs, request.method, params)
+            self._check_param_headers(request.method, params, hdrs)
+        except errors.McpError as exc:
+            status = 404 if exc.code == errors.METHOD_NOT_FOUND else 400
+            await self._error(send, status, exc, request.id)
+            return
+        body, code = await self._answer(call, stream, receive, cancel_on_disconnect=True)
+        status = 400 if code in _MODERN_400 else 404 if code == errors.METHOD_NOT_FOUND else 200
+        await stream.finish(body, status)
+
+    def _check_param_headers(self, method: str, params: dict[str, Any], hdrs: dict[str, str]) -> None:
+        if method != "tools/call":
+            return
+        tool = self.server.tools.get(params.get("name", ""))
+        if tool is not None and tool.header_params:
+            headers.check_param_headers(hdrs, tool.header_params, params.get("arguments"))
+
+    async def _legacy(
+        self, request: jsonrpc.Request, params: dict[str, Any], hdrs: dict[str, str],
+        receive: Receive, send: Send, can_sse: bool,
+    ) -> None:
+        session, problem = self._legacy_session(request, hdrs)
+        if problem is not None:
+            status, error = problem
+            await self._error(send, status, error, request.id)
+            return
+        assert session is not None
+        extra = {"mcp-session-id": session.id}
+        version = session.connection.legacy.protocol_version if session.connection.legacy else params.get("protocolVersion", "")
+        stream = ResponseStream(
+            send, extra_headers=extra, log_factory=session.new_log,
+            prime=isinstance(version, str) and version >= "2025-11-25", can_sse=can_sse,
+        )
+        try:
+            call = self.engine.make_call(request, params, session.connection, stream)
+        except errors.McpError as exc:
+            await stream.finish(jsonrpc.encode_error(request.id, exc))
+            return
+        session.open_streams += 1
+        try:
+            body, code = await self._answer(call, stream, receive, cancel_on_disconnect=False)
+        finally:
+            session.open_streams -= 1
+            session.touch()
+        if request.method == "initialize":
+            if code is None:
+                self.server.notifier.connections.add(session.connection)
+            else:
+                self.sessions.close(session.id)
+        await stream.finish(body)
+
+    def _legacy_session(
+        self, request: jsonrpc.Request, hdrs: dict[str, str]
+    ) -> tuple[HttpSession | None, tuple[int, errors.McpError] | None]:
+        """The session a legacy request belongs to, or (status, error) to refuse it with."""
+        if request.method == "initialize":
+            try:
+                return self.sessions.create(), None
+            except SessionLimitReached:
+                return None, (503, errors.McpError(errors.INTERNAL_ERROR, "too many sessions; try again later"))
+        session_id = hdrs.get("mcp-session-id")
+        if session_id is None:
+            return None, (400, errors.invalid_params(
+                "missing Mcp-Session-Id (send initialize first) or per-request _meta (2026-07-28)"))
+        session = self.sessions.get(session_id)
+        if session is None:
+            return None, (404, errors.invalid_request("Session not found"))
+        header_version = hdrs.get("mcp-protocol-version")
+        if header_version is not None and header_version not in self.server.legacy_versions:
+            return None, (400, errors.invalid_request(f"unsupported MCP-Protocol-Version {header_version!r}"))
+        return session, None
+
+    async def _answer(
+        self, call: Any, stream: ResponseStream, receive: Receive, *, cancel_on_disconnect: bool
+    ) -> tuple[bytes | None, int | None]:
+        """Run the call while watching for the client going away: a modern request is then
+        cancelled; a legacy one goes on (its stream is resumable)."""
+
+        def on_disconnect(done: asyncio.Future[Any]) -> None:
+            if done.cancelled() or done.exception() is not None:
+                return
+            if done.result().get("type") != "http.disconnect" or stream.connection_closed:
+                return
+            stream.detach()
+            if cancel_on_disconnect:
+                call.connection.cancel(call.request_id)
+
+        watcher = asyncio.ensure_future(receive())
+        watcher.add_done_callback(on_disconnect)
+        try:
+            return await self.engine.answer(call)
+        finally:
+            watcher.cancel()
+
+    async def _error(self, send: Send, status: int, error: errors.McpError, request_id: Any = None) -> None:
+        await asgi.respond(send, status, jsonrpc.encode_error(request_id, error), content_type="application/json")
+
+    # --- GET -------------------------------------------------------------------------------------
+
+    async def _get(self, hdrs: dict[str, str], receive: Receive, send: Send) -> None:
+        session_id = hdrs.get("mcp-session-id")
+        if session_id is None:
+            await asgi.respond(send, 405, b"", headers={"allow": "POST"})
+            return
+        session = self.sessions.get(session_id)
+        if session is None:
+            await self._error(send, 404, errors.invalid_request("Session not found"))
+            return
+        if "text/event-stream" not in hdrs.get("accept", "text/event-stream"):
+            await self._error(send, 406, errors.invalid_request("Accept must allow text/event-stream"))
+            return
+        last_event_id = hdrs.get("last-event-id")
+        found = session.find_log(last_event_id) if last_event_id else None
+        if found is None and not session.standalone.attach(send):
+            await self._error(send, 409, errors.invalid_request("this session already has a GET stream"))
+            return
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": asgi.encode_headers({**SSE_HEADERS, "mcp-session-id": session.id})})
+        session.open_streams += 1
+        try:
+            await self._hold_stream(session, found, receive, send)
+        finally:
+            session.open_streams -= 1
+            session.touch()
+            if found is None:
+                session.standalone.detach()
+        with contextlib.suppress(OSError):
+            await send({"type": "http.response.body", "body": b""})
+
+    async def _hold_stream(self, session: HttpSession, found: Any, receive: Receive, send: Send) -> None:
+        async with anyio.create_task_group() as tg:
+
+            async def until_disconnect() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                tg.cancel_scope.cancel()
+
+            async def keepalive() -> None:
+                while True:
+                    await anyio.sleep(self.keepalive_s)
+                    await send({"type": "http.response.body", "body": b":\n\n", "more_body": True})
+
+            tg.start_soon(until_disconnect)
+            tg.start_soon(keepalive)
+            if found is not None:
+                event_log, seq = found
+                await event_log.follow(seq, send)
+            else:
+                await session.standalone.log.follow(session.standalone.log.next_seq, _discard)
+            tg.cancel_scope.cancel()
+
+    # --- DELETE ----------------------------------------------------------------------------------
+
+    async def _delete(self, hdrs: dict[str, str], send: Send) -> None:
+        session_id = hdrs.get("mcp-session-id")
+        if session_id is None:
+            await self._error(send, 400, errors.invalid_request("missing Mcp-Session-Id"))
+        elif self.sessions.close(session_id):
+            await asgi.respond(send, 200)
+        else:
+            await self._error(send, 404, errors.invalid_request("Session not found"))
+
+
+async def _discard(message: Any) -> None:
+    """The standalone stream writes to its attached GET itself; following it only waits."""
+
+
+def supported_header_version(version: str | None) -> bool:
+    return version is None or version in versions.ALL_VERSIONS

@@ -1,0 +1,58 @@
+"""Small ASGI helpers: headers, bounded body reading, plain responses."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+def header_map(scope: Scope) -> dict[str, str]:
+    """Request headers keyed by lower-case name (repeated headers joined with ", ")."""
+    out: dict[str, str] = {}
+    for raw_name, raw_value in scope.get("headers", ()):
+        name = raw_name.decode("latin-1").lower()
+        value = raw_value.decode("latin-1")
+        out[name] = f"{out[name]}, {value}" if name in out else value
+    return out
+
+
+async def read_body(receive: Receive, limit: int) -> bytes:
+    """The request body, or `BodyTooLarge` as soon as it passes `limit` bytes."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ConnectionResetError("client disconnected")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks) if len(chunks) != 1 else chunks[0]
+
+
+def encode_headers(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+
+
+async def respond(
+    send: Send, status: int, body: bytes = b"", *, content_type: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> None:
+    out = dict(headers or {})
+    if content_type is not None:
+        out["content-type"] = content_type
+    out["content-length"] = str(len(body))
+    await send({"type": "http.response.start", "status": status, "headers": encode_headers(out)})
+    await send({"type": "http.response.body", "body": body})
