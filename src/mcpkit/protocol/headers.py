@@ -165,5 +165,5 @@ def _same_value(header: str, body: Any) -> bool:
             number = float(header)
         except ValueError:
             return False
-        return math.isfinite(number) and number == body
-    return header == body
+        return math.isfinite(number) and number == float(body)
+    return isinstance(body, str) and header == body

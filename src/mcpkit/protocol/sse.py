@@ -6,7 +6,10 @@ from dataclasses import dataclass
 
 
 def encode_event(
-    data: bytes | str, *, id: str | None = None, event: str | None = None,
+    data: bytes | str,
+    *,
+    id: str | None = None,
+    event: str | None = None,
     retry_ms: int | None = None,
 ) -> bytes:
     """One SSE event. `data` may hold newlines; each line becomes a `data:` field."""

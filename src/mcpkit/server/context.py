@@ -118,14 +118,16 @@ class Context:
         params = {"mode": "form", "message": message, "requestedSchema": requested_schema}
         if self.protocol_version in ("2025-06-18", "2025-03-26", "2024-11-05"):
             params.pop("mode")  # `mode` arrived in 2025-11-25
-        return await self.ask(inputs.ELICIT, params, key=key)
+        answer: dict[str, Any] = await self.ask(inputs.ELICIT, params, key=key)
+        return answer
 
     async def elicit_url(
         self, message: str, url: str, elicitation_id: str, *, key: str | None = None
     ) -> dict[str, Any]:
         """Send the user to a URL (URL mode elicitation). Returns the `ElicitResult`."""
         params = {"mode": "url", "message": message, "url": url, "elicitationId": elicitation_id}
-        return await self.ask(inputs.ELICIT, params, key=key)
+        answer: dict[str, Any] = await self.ask(inputs.ELICIT, params, key=key)
+        return answer
 
     async def sample(
         self,
@@ -146,7 +148,8 @@ class Context:
         """
         params: dict[str, Any] = {
             "messages": [
-                {"role": "user", "content": {"type": "text", "text": m}} if isinstance(m, str)
+                {"role": "user", "content": {"type": "text", "text": m}}
+                if isinstance(m, str)
                 else m
                 for m in messages
             ],
@@ -159,7 +162,8 @@ class Context:
             params["tools"] = list(tools)
         if tool_choice is not None:
             params["toolChoice"] = tool_choice
-        return await self.ask(inputs.SAMPLE, params, key=key)
+        answer: dict[str, Any] = await self.ask(inputs.SAMPLE, params, key=key)
+        return answer
 
     async def list_roots(self, *, key: str | None = None) -> list[dict[str, Any]]:
         """The client's roots (`file://` URIs it exposes)."""

@@ -76,13 +76,15 @@ class RequestCancelled(Exception):
 class Engine:
     def __init__(self, server: Server) -> None:
         self.server = server
-        self.methods: dict[str, tuple[Handler, frozenset[versions.Era], str | None]] = dict(
-            METHODS
-        )
+        self.methods: dict[str, tuple[Handler, frozenset[versions.Era], str | None]] = dict(METHODS)
 
     async def handle_request(
-        self, request: jsonrpc.Request, connection: Connection, channel: Channel,
-        *, principal: str = "",
+        self,
+        request: jsonrpc.Request,
+        connection: Connection,
+        channel: Channel,
+        *,
+        principal: str = "",
     ) -> bytes | None:
         """The encoded response to `request` (a result or an error); None if it was
         cancelled, since nothing more may be sent for a cancelled request."""
@@ -110,8 +112,12 @@ class Engine:
         return jsonrpc.encode_result(call.request_id, result), None
 
     def make_call(
-        self, request: jsonrpc.Request, params: dict[str, Any], connection: Connection,
-        channel: Channel, principal: str = "",
+        self,
+        request: jsonrpc.Request,
+        params: dict[str, Any],
+        connection: Connection,
+        channel: Channel,
+        principal: str = "",
     ) -> Call:
         """Decide the request's era and check what that era requires of it."""
         meta_value = params.get("_meta")
@@ -122,10 +128,17 @@ class Engine:
             version = legacy.protocol_version if legacy else versions.LATEST_LEGACY_VERSION
             self._check_method(request.method, versions.Era.LEGACY)
             return Call(
-                request.id, request.method, params, False, version,
+                request.id,
+                request.method,
+                params,
+                False,
+                version,
                 legacy.client_capabilities if legacy else {},
                 legacy.client_info if legacy else None,
-                legacy.log_level if legacy else None, connection, channel, principal,
+                legacy.log_level if legacy else None,
+                connection,
+                channel,
+                principal,
             )
         raise errors.invalid_params(
             "missing _meta with io.modelcontextprotocol/protocolVersion and clientCapabilities"
@@ -133,8 +146,13 @@ class Engine:
         )
 
     def _modern_call(
-        self, request: jsonrpc.Request, params: dict[str, Any], meta_value: Any,
-        connection: Connection, channel: Channel, principal: str,
+        self,
+        request: jsonrpc.Request,
+        params: dict[str, Any],
+        meta_value: Any,
+        connection: Connection,
+        channel: Channel,
+        principal: str,
     ) -> Call:
         request_meta = meta.parse_request_meta(meta_value)
         version = request_meta.protocol_version
@@ -142,9 +160,17 @@ class Engine:
             raise errors.unsupported_protocol_version(version, self.server.modern_versions)
         self._check_method(request.method, versions.Era.MODERN)
         return Call(
-            request.id, request.method, params, True, version,
-            request_meta.client_capabilities, request_meta.client_info,
-            request_meta.log_level, connection, channel, principal,
+            request.id,
+            request.method,
+            params,
+            True,
+            version,
+            request_meta.client_capabilities,
+            request_meta.client_info,
+            request_meta.log_level,
+            connection,
+            channel,
+            principal,
         )
 
     def _check_method(self, method: str, era: versions.Era) -> None:
@@ -177,9 +203,7 @@ class Engine:
         result_meta = result.setdefault("_meta", {})
         result_meta.setdefault(meta.SERVER_INFO, self.server.info())
 
-    async def handle_notification(
-        self, note: jsonrpc.Notification, connection: Connection
-    ) -> None:
+    async def handle_notification(self, note: jsonrpc.Notification, connection: Connection) -> None:
         params = jsonrpc.decode_value(note.params) if note.params is not None else {}
         if note.method == "notifications/initialized" and connection.legacy is not None:
             connection.legacy.initialized = True

@@ -18,7 +18,7 @@ SAMPLE = "sampling/createMessage"
 LIST_ROOTS = "roots/list"
 
 
-class InputRequired(BaseException):  # noqa: N818 - a control-flow signal, not an error
+class InputRequired(BaseException):
     """Raised inside a modern handler that needs client input it does not have yet.
 
     A BaseException so that a handler's `except Exception` does not swallow it.

@@ -63,7 +63,8 @@ class Notifier:
 
     async def _fan_out(self, method: str, params: dict[str, Any], uri: str | None) -> None:
         message = (
-            jsonrpc.encode_notification(method, params) if params
+            jsonrpc.encode_notification(method, params)
+            if params
             else jsonrpc.encode_notification(method)
         )
         for conn in list(self.connections):

@@ -127,7 +127,11 @@ def build_resource(
 
 
 def build_template(
-    fn: Callable[..., Any], uri_template: str, *, name: str | None, context_type: type,
+    fn: Callable[..., Any],
+    uri_template: str,
+    *,
+    name: str | None,
+    context_type: type,
     **extra: Any,
 ) -> TemplateDef:
     pattern, variables = compile_template(uri_template)

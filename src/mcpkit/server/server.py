@@ -130,7 +130,11 @@ class Server:
         return resource
 
     def add_resource_template(
-        self, fn: Callable[..., Any], uri_template: str, *, name: str | None = None,
+        self,
+        fn: Callable[..., Any],
+        uri_template: str,
+        *,
+        name: str | None = None,
         **options: Any,
     ) -> TemplateDef:
         """Register a reader for every URI matching `uri_template` (`{var}` → parameter)."""
@@ -150,7 +154,9 @@ class Server:
 
         return register
 
-    def add_prompt(self, fn: Callable[..., Any], *, name: str | None = None, **options: Any) -> PromptDef:
+    def add_prompt(
+        self, fn: Callable[..., Any], *, name: str | None = None, **options: Any
+    ) -> PromptDef:
         prompt = build_prompt(fn, name=name, context_type=Context, **options)
         self.prompts[prompt.name] = prompt
         return prompt
@@ -166,7 +172,10 @@ class Server:
         self.prompts.pop(name, None)
 
     def add_completion(
-        self, fn: Callable[..., Any], *, prompt: str | None = None,
+        self,
+        fn: Callable[..., Any],
+        *,
+        prompt: str | None = None,
         resource_template: str | None = None,
     ) -> None:
         """Register `fn(argument, value, context) -> list[str]` for a prompt's or template's
@@ -296,11 +305,17 @@ class Server:
         self, call: Call, ctx: Context, need: inputs.InputRequired
     ) -> dict[str, Any]:
         token = self.state_codec.seal(
-            call.method, call.params, state=ctx.state, answers=ctx.accepted,
+            call.method,
+            call.params,
+            state=ctx.state,
+            answers=ctx.accepted,
             principal=call.principal,
         )
-        return {"resultType": "input_required", "inputRequests": need.requests,
-                "requestState": token}
+        return {
+            "resultType": "input_required",
+            "inputRequests": need.requests,
+            "requestState": token,
+        }
 
     async def on_roots_changed(self, connection: Connection) -> None:
         for callback in self.roots_changed_callbacks:

@@ -47,7 +47,7 @@ def _with_description(annotation: Any) -> Any:
     base, *extras = get_args(annotation)
     metas = [msgspec.Meta(description=x) if isinstance(x, str) else x for x in extras]
     kept = [m for m in metas if isinstance(m, msgspec.Meta)]
-    return Annotated[(base, *kept)] if kept else base  # type: ignore[valid-type]
+    return Annotated[(base, *kept)] if kept else base
 
 
 def context_param_of(fn: Callable[..., Any], context_type: type | None) -> str | None:

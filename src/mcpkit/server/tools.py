@@ -206,7 +206,7 @@ def build_tool(
         name=tool_name,
         fn=fn,
         description=description if description is not None else inspect.getdoc(fn),
-        input_schema=input_schema if sig is None else sig.schema,
+        input_schema=sig.schema if sig is not None else input_schema or {},
         output_schema=output_schema,
         signature=sig,
         context_param=context_param,

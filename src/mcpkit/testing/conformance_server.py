@@ -18,9 +18,10 @@ import anyio
 from mcpkit.server.context import Context
 from mcpkit.server.server import Server
 
-# A 1×1 PNG and a 44-byte silent WAV: real, decodable media.
+# A 1x1 PNG and a 44-byte silent WAV: real, decodable media.
 PNG_B64 = (
-    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9a"
+    "wAAAABJRU5ErkJggg=="
 )
 WAV_B64 = base64.b64encode(
     b"RIFF$\x00\x00\x00WAVEfmt \x10\x00\x00\x00\x01\x00\x01\x00\x40\x1f\x00\x00\x80>\x00\x00"
@@ -99,11 +100,18 @@ def add_content_tools(server: Server) -> None:
         """Always fails, to test error results."""
         raise RuntimeError("This tool intentionally returns an error for testing")
 
-    for fn in (test_simple_text, test_image_content, test_audio_content,
-               test_embedded_resource, test_multiple_content_types, test_error_handling):
+    for fn in (
+        test_simple_text,
+        test_image_content,
+        test_audio_content,
+        test_embedded_resource,
+        test_multiple_content_types,
+        test_error_handling,
+    ):
         server.add_tool(fn)
     server.add_tool(
-        lambda **_: "ok", name="json_schema_2020_12_tool",
+        lambda **_: "ok",
+        name="json_schema_2020_12_tool",
         description="A tool whose input schema uses JSON Schema 2020-12 features.",
         input_schema=JSON_SCHEMA_2020_12,
     )
@@ -140,8 +148,13 @@ def add_streaming_tools(server: Server) -> None:
         """Returns a plain result; sends no requests on the stream."""
         return "Streaming elicitation diagnostic completed"
 
-    for fn in (test_tool_with_logging, test_tool_with_progress, test_reconnection,
-               test_logging_tool, test_streaming_elicitation):
+    for fn in (
+        test_tool_with_logging,
+        test_tool_with_progress,
+        test_reconnection,
+        test_logging_tool,
+        test_streaming_elicitation,
+    ):
         server.add_tool(fn)
 
 
@@ -159,14 +172,20 @@ def add_client_feature_tools(server: Server) -> None:
 
     async def test_elicitation_sep1034_defaults(ctx: Context) -> str:
         """Elicits fields that all carry defaults (SEP-1034)."""
-        schema = {"type": "object", "properties": {
-            "name": {"type": "string", "default": "John Doe"},
-            "age": {"type": "integer", "default": 30},
-            "score": {"type": "number", "default": 95.5},
-            "status": {"type": "string", "enum": ["active", "inactive", "pending"],
-                       "default": "active"},
-            "verified": {"type": "boolean", "default": True},
-        }}
+        schema = {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "default": "John Doe"},
+                "age": {"type": "integer", "default": 30},
+                "score": {"type": "number", "default": 95.5},
+                "status": {
+                    "type": "string",
+                    "enum": ["active", "inactive", "pending"],
+                    "default": "active",
+                },
+                "verified": {"type": "boolean", "default": True},
+            },
+        }
         result = await ctx.elicit("Please review your profile", schema)
         return f"Elicitation completed: action={result.get('action')}"
 
@@ -174,14 +193,20 @@ def add_client_feature_tools(server: Server) -> None:
         """Elicits every enum form (SEP-1330)."""
         options = ["option1", "option2", "option3"]
         titled = [{"const": v, "title": v.title()} for v in options]
-        schema = {"type": "object", "properties": {
-            "untitledSingle": {"type": "string", "enum": options},
-            "titledSingle": {"type": "string", "oneOf": titled},
-            "legacyEnum": {"type": "string", "enum": options,
-                           "enumNames": ["Option One", "Option Two", "Option Three"]},
-            "untitledMulti": {"type": "array", "items": {"type": "string", "enum": options}},
-            "titledMulti": {"type": "array", "items": {"anyOf": titled}},
-        }}
+        schema = {
+            "type": "object",
+            "properties": {
+                "untitledSingle": {"type": "string", "enum": options},
+                "titledSingle": {"type": "string", "oneOf": titled},
+                "legacyEnum": {
+                    "type": "string",
+                    "enum": options,
+                    "enumNames": ["Option One", "Option Two", "Option Three"],
+                },
+                "untitledMulti": {"type": "array", "items": {"type": "string", "enum": options}},
+                "titledMulti": {"type": "array", "items": {"anyOf": titled}},
+            },
+        }
         result = await ctx.elicit("Choose options", schema)
         return f"Elicitation completed: action={result.get('action')}"
 
@@ -189,8 +214,12 @@ def add_client_feature_tools(server: Server) -> None:
         """Needs the client's sampling capability."""
         return "sampling is available"
 
-    for fn in (test_sampling, test_elicitation, test_elicitation_sep1034_defaults,
-               test_elicitation_sep1330_enums):
+    for fn in (
+        test_sampling,
+        test_elicitation,
+        test_elicitation_sep1034_defaults,
+        test_elicitation_sep1330_enums,
+    ):
         server.add_tool(fn)
     server.add_tool(test_missing_capability, required_capabilities={"sampling": {}})
 
@@ -198,9 +227,13 @@ def add_client_feature_tools(server: Server) -> None:
         return f"region={region}"
 
     server.add_tool(
-        test_x_mcp_header, description="Mirrors its region argument into Mcp-Param-Region.",
-        input_schema={"type": "object", "properties": {
-            "region": {"type": "string", "x-mcp-header": "Region"}}, "required": ["region"]},
+        test_x_mcp_header,
+        description="Mirrors its region argument into Mcp-Param-Region.",
+        input_schema={
+            "type": "object",
+            "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
+            "required": ["region"],
+        },
     )
 
 
@@ -214,8 +247,9 @@ def add_mrtr_tools(server: Server) -> None:
 
     async def sampling(ctx: Context) -> str:
         """Asks the client's model with an input-required round."""
-        answer = await ctx.sample(["What is the capital of France?"], max_tokens=100,
-                                  key="capital_question")
+        answer = await ctx.sample(
+            ["What is the capital of France?"], max_tokens=100, key="capital_question"
+        )
         content = answer.get("content") or {}
         return f"Model said: {content.get('text', '') if isinstance(content, dict) else ''}"
 
@@ -227,20 +261,33 @@ def add_mrtr_tools(server: Server) -> None:
     async def request_state(ctx: Context) -> str:
         """Asks for confirmation and carries state across the round."""
         ctx.state = "state-ok"
-        answer = await ctx.elicit("Confirm?", {"type": "object", "properties": {
-            "ok": {"type": "boolean"}}, "required": ["ok"]}, key="confirm")
+        answer = await ctx.elicit(
+            "Confirm?",
+            {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]},
+            key="confirm",
+        )
         return f"Confirmed: {(answer.get('content') or {}).get('ok')} (state {ctx.state})"
 
     async def multiple_inputs(ctx: Context) -> str:
         """Asks for elicitation, sampling and roots in one round."""
-        answers = await ctx.ask_many({
-            "user_name": ("elicitation/create", {"mode": "form", "message": "Name?",
-                                                 "requestedSchema": NAME_SCHEMA}),
-            "capital_question": ("sampling/createMessage", {"messages": [
-                {"role": "user", "content": _text("What is the capital of France?")}],
-                "maxTokens": 100}),
-            "client_roots": ("roots/list", {}),
-        })
+        answers = await ctx.ask_many(
+            {
+                "user_name": (
+                    "elicitation/create",
+                    {"mode": "form", "message": "Name?", "requestedSchema": NAME_SCHEMA},
+                ),
+                "capital_question": (
+                    "sampling/createMessage",
+                    {
+                        "messages": [
+                            {"role": "user", "content": _text("What is the capital of France?")}
+                        ],
+                        "maxTokens": 100,
+                    },
+                ),
+                "client_roots": ("roots/list", {}),
+            }
+        )
         return f"Got {len(answers)} answers"
 
     async def multi_round(ctx: Context) -> str:
@@ -258,10 +305,16 @@ def add_mrtr_tools(server: Server) -> None:
             await ctx.sample(["Say hello"], max_tokens=50, key="greeting")
         return "Capabilities respected"
 
-    handlers = {"elicitation": elicitation, "sampling": sampling, "list_roots": list_roots,
-                "request_state": request_state, "multiple_inputs": multiple_inputs,
-                "multi_round": multi_round, "tampered_state": request_state,
-                "capabilities": capabilities}
+    handlers = {
+        "elicitation": elicitation,
+        "sampling": sampling,
+        "list_roots": list_roots,
+        "request_state": request_state,
+        "multiple_inputs": multiple_inputs,
+        "multi_round": multi_round,
+        "tampered_state": request_state,
+        "capabilities": capabilities,
+    }
     for suffix, fn in handlers.items():
         server.add_tool(fn, name=f"{prefix}_{suffix}")
 
@@ -279,8 +332,11 @@ def add_change_tools(server: Server) -> None:
         if "test_dynamic_tool" in ctx.server.tools:
             ctx.server.remove_tool("test_dynamic_tool")
         else:
-            ctx.server.add_tool(lambda: "dynamic", name="test_dynamic_tool",
-                                description="A tool that comes and goes.")
+            ctx.server.add_tool(
+                lambda: "dynamic",
+                name="test_dynamic_tool",
+                description="A tool that comes and goes.",
+            )
         await ctx.server.notify_list_changed("tools")
         return "Tool list changed"
 
@@ -289,8 +345,11 @@ def add_change_tools(server: Server) -> None:
         if "test_dynamic_prompt" in ctx.server.prompts:
             ctx.server.remove_prompt("test_dynamic_prompt")
         else:
-            ctx.server.add_prompt(lambda: "dynamic", name="test_dynamic_prompt",
-                                  description="A prompt that comes and goes.")
+            ctx.server.add_prompt(
+                lambda: "dynamic",
+                name="test_dynamic_prompt",
+                description="A prompt that comes and goes.",
+            )
         await ctx.server.notify_list_changed("prompts")
         return "Prompt list changed"
 
@@ -299,21 +358,38 @@ def add_change_tools(server: Server) -> None:
 
 
 def add_resources_and_prompts(server: Server) -> None:
-    server.add_resource("This is the content of the static text resource.",
-                        "test://static-text", name="static-text", mime_type="text/plain",
-                        description="A static text resource")
-    server.add_resource(base64.b64decode(PNG_B64), "test://static-binary", name="static-binary",
-                        mime_type="image/png", description="A static binary resource")
-    server.add_resource("Watched resource content.", "test://watched-resource",
-                        name="watched-resource", mime_type="text/plain",
-                        description="A resource that can be subscribed to")
+    server.add_resource(
+        "This is the content of the static text resource.",
+        "test://static-text",
+        name="static-text",
+        mime_type="text/plain",
+        description="A static text resource",
+    )
+    server.add_resource(
+        base64.b64decode(PNG_B64),
+        "test://static-binary",
+        name="static-binary",
+        mime_type="image/png",
+        description="A static binary resource",
+    )
+    server.add_resource(
+        "Watched resource content.",
+        "test://watched-resource",
+        name="watched-resource",
+        mime_type="text/plain",
+        description="A resource that can be subscribed to",
+    )
 
     def template_data(id: str) -> str:
         """Data for an item, by id."""
         return f'{{"id": "{id}", "templateTest": true, "data": "Data for ID: {id}"}}'
 
-    server.add_resource_template(template_data, "test://template/{id}/data", name="template-data",
-                                 mime_type="application/json")
+    server.add_resource_template(
+        template_data,
+        "test://template/{id}/data",
+        name="template-data",
+        mime_type="application/json",
+    )
 
     def test_simple_prompt() -> str:
         """A simple prompt without arguments."""
@@ -323,20 +399,36 @@ def add_resources_and_prompts(server: Server) -> None:
         """A prompt with two required arguments."""
         return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
 
-    def test_prompt_with_embedded_resource(resourceUri: str) -> list[Any]:  # noqa: N803
+    def test_prompt_with_embedded_resource(resourceUri: str) -> list[Any]:
         """A prompt that embeds a resource."""
-        return [{"role": "user", "content": {"type": "resource", "resource": {
-                    "uri": resourceUri, "mimeType": "text/plain",
-                    "text": "Embedded resource content for testing."}}},
-                {"role": "user", "content": _text("Please process the embedded resource above.")}]
+        return [
+            {
+                "role": "user",
+                "content": {
+                    "type": "resource",
+                    "resource": {
+                        "uri": resourceUri,
+                        "mimeType": "text/plain",
+                        "text": "Embedded resource content for testing.",
+                    },
+                },
+            },
+            {"role": "user", "content": _text("Please process the embedded resource above.")},
+        ]
 
     def test_prompt_with_image() -> list[Any]:
         """A prompt that contains an image."""
-        return [{"role": "user", "content": _image()},
-                {"role": "user", "content": _text("Please analyze the image above.")}]
+        return [
+            {"role": "user", "content": _image()},
+            {"role": "user", "content": _text("Please analyze the image above.")},
+        ]
 
-    for fn in (test_simple_prompt, test_prompt_with_arguments,
-               test_prompt_with_embedded_resource, test_prompt_with_image):
+    for fn in (
+        test_simple_prompt,
+        test_prompt_with_arguments,
+        test_prompt_with_embedded_resource,
+        test_prompt_with_image,
+    ):
         server.add_prompt(fn)
 
     def complete(argument: str, value: str, context: dict[str, str]) -> list[str]:
@@ -346,8 +438,9 @@ def add_resources_and_prompts(server: Server) -> None:
 
 
 def build_server() -> Server:
-    server = Server("mcpkit-conformance-server", "1.0.0",
-                    instructions="The mcpkit conformance fixture server.")
+    server = Server(
+        "mcpkit-conformance-server", "1.0.0", instructions="The mcpkit conformance fixture server."
+    )
     add_content_tools(server)
     add_streaming_tools(server)
     add_client_feature_tools(server)

@@ -1,7 +1,7 @@
 """A server with one `echo` tool, for benchmarks and smoke tests.
 
-    python -m mcpkit.testing.echo_server --transport stdio
-    python -m mcpkit.testing.echo_server --transport http --port 8000
+python -m mcpkit.testing.echo_server --transport stdio
+python -m mcpkit.testing.echo_server --transport http --port 8000
 """
 
 from __future__ import annotations

@@ -47,7 +47,11 @@ def encode_headers(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
 
 
 async def respond(
-    send: Send, status: int, body: bytes = b"", *, content_type: str | None = None,
+    send: Send,
+    status: int,
+    body: bytes = b"",
+    *,
+    content_type: str | None = None,
     headers: dict[str, str] | None = None,
 ) -> None:
     out = dict(headers or {})

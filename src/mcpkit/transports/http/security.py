@@ -23,7 +23,8 @@ def _host_name(host: str) -> str:
 
 class HostGuard:
     def __init__(
-        self, allowed_hosts: Iterable[str] | None = None,
+        self,
+        allowed_hosts: Iterable[str] | None = None,
         allowed_origins: Iterable[str] | None = None,
     ) -> None:
         self.any_host = allowed_hosts is not None and "*" in allowed_hosts

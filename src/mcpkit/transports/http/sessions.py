@@ -40,8 +40,13 @@ class StandaloneStream:
         event_id = self.log.append(message)
         if self._send is not None:
             try:
-                await self._send({"type": "http.response.body", "more_body": True,
-                                  "body": sse.encode_event(message, id=event_id)})
+                await self._send(
+                    {
+                        "type": "http.response.body",
+                        "more_body": True,
+                        "body": sse.encode_event(message, id=event_id),
+                    }
+                )
             except OSError:
                 self._send = None
 

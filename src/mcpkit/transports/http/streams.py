@@ -67,8 +67,13 @@ class EventLog:
         while True:
             pending = [(s, d) for s, d in self.events if s > after]
             for seq, data in pending:
-                await send({"type": "http.response.body", "more_body": True,
-                            "body": sse.encode_event(data, id=f"{self.stream_id}.{seq}")})
+                await send(
+                    {
+                        "type": "http.response.body",
+                        "more_body": True,
+                        "body": sse.encode_event(data, id=f"{self.stream_id}.{seq}"),
+                    }
+                )
                 after = seq
             if self.done:
                 return
@@ -150,8 +155,9 @@ class ResponseStream:
             return
         self.started = True
         headers = {**SSE_HEADERS, **self._headers}
-        await self._send({"type": "http.response.start", "status": 200,
-                          "headers": encode_headers(headers)})
+        await self._send(
+            {"type": "http.response.start", "status": 200, "headers": encode_headers(headers)}
+        )
         event_log = self._log()
         if self._prime and event_log is not None:
             prime_id = event_log.reserve_id()
@@ -163,9 +169,13 @@ class ResponseStream:
         headers: dict[str, Any] = {**self._headers, "content-length": str(len(body))}
         if response is not None:
             headers["content-type"] = "application/json"
-        await self._send({"type": "http.response.start",
-                          "status": status if response is not None else 202,
-                          "headers": encode_headers(headers)})
+        await self._send(
+            {
+                "type": "http.response.start",
+                "status": status if response is not None else 202,
+                "headers": encode_headers(headers),
+            }
+        )
         await self._send({"type": "http.response.body", "body": body})
         self.connection_closed = True
 
