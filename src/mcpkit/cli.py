@@ -1,0 +1,47 @@
+"""The `mcpkit` command.
+
+    mcpkit example [--transport http|stdio] [--host H] [--port N]   run the example server
+    mcpkit version
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mcpkit import __version__
+
+
+def _example(args: argparse.Namespace) -> int:
+    from mcpkit.examples.notes import build_server
+
+    server = build_server()
+    if args.transport == "stdio":
+        server.run_stdio()
+    else:
+        print(f"mcpkit example server on http://{args.host}:{args.port}/mcp", file=sys.stderr)
+        server.run_http(host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mcpkit", description="The mcpkit MCP toolkit.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    example = sub.add_parser("example", help="run the example notes server")
+    example.add_argument("--transport", choices=("http", "stdio"), default="http")
+    example.add_argument("--host", default="127.0.0.1")
+    example.add_argument("--port", type=int, default=8000)
+    example.set_defaults(run=_example)
+    version = sub.add_parser("version", help="print the version")
+    version.set_defaults(run=lambda _args: print(__version__) or 0)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    code: int = args.run(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

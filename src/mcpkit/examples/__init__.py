@@ -1,0 +1,1 @@
+"""Example servers built with mcpkit."""
