@@ -1,0 +1,151 @@
+from __future__ import annotations
+
+import json
+
+import msgspec
+import pytest
+
+from mcpkit.protocol import errors, jsonrpc
+
+
+def fail(data: bytes | str) -> jsonrpc.DecodeFailure:
+    with pytest.raises(jsonrpc.DecodeFailure) as info:
+        jsonrpc.decode_message(data)
+    return info.value
+
+
+@pytest.mark.parametrize(
+    "data", [b"{", b'{"jsonrpc": "2.0",', b"", b"nul", b"\xff\xfe{}", b"{'a':1}"]
+)
+def test_unparsable_is_parse_error(data: bytes) -> None:
+    failure = fail(data)
+    assert failure.error.code == errors.PARSE_ERROR
+    assert failure.id is None
+
+
+@pytest.mark.parametrize("data", [b"[]", b"1", b'"x"', b"null", b"true"])
+def test_non_object_is_invalid_request(data: bytes) -> None:
+    failure = fail(data)
+    assert failure.error.code == errors.INVALID_REQUEST
+    assert failure.id is None
+
+
+@pytest.mark.parametrize(
+    ("message", "expected_id"),
+    [
+        ({"jsonrpc": "2.0", "id": None, "method": "x"}, None),
+        ({"jsonrpc": "1.0", "id": 7, "method": "x"}, 7),
+        ({"id": "a", "method": "x"}, "a"),
+        ({"jsonrpc": "2.0", "id": 3, "method": "x", "params": [1, 2]}, 3),
+        ({"jsonrpc": "2.0", "id": 4, "method": "x", "params": "s"}, 4),
+        ({"jsonrpc": "2.0", "id": 5, "method": 12}, 5),
+        ({"jsonrpc": "2.0", "id": 6, "method": ""}, 6),
+        ({"jsonrpc": "2.0", "id": 1.5, "method": "x"}, None),
+        ({"jsonrpc": "2.0", "id": True, "method": "x"}, None),
+        ({"jsonrpc": "2.0", "id": {"a": 1}, "method": "x"}, None),
+        ({"jsonrpc": "2.0", "id": 8}, 8),
+        ({"jsonrpc": "2.0", "id": 9, "result": {}, "error": {"code": 1}}, 9),
+        ({"jsonrpc": "2.0", "result": {}}, None),
+        ({"jsonrpc": "2.0", "id": 10, "error": {"message": "no code"}}, 10),
+        ({"jsonrpc": 2.0, "id": 11, "method": "x"}, 11),
+    ],
+)
+def test_invalid_request_echoes_readable_id(message: dict, expected_id: object) -> None:
+    failure = fail(json.dumps(message))
+    assert failure.error.code == errors.INVALID_REQUEST
+    assert failure.id == expected_id
+
+
+def test_decodes_request_notification_and_responses() -> None:
+    request = jsonrpc.decode_message(
+        b'{"jsonrpc":"2.0","id":"r1","method":"ping","params":{"a":1}}'
+    )
+    assert isinstance(request, jsonrpc.Request)
+    assert request.id == "r1" and request.method == "ping"
+    assert jsonrpc.decode_value(request.params) == {"a": 1}
+
+    note = jsonrpc.decode_message('{"jsonrpc":"2.0","method":"notifications/initialized"}')
+    assert note == jsonrpc.Notification("notifications/initialized", None)
+
+    response = jsonrpc.decode_message(b'{"jsonrpc":"2.0","id":2,"result":{"ok":true}}')
+    assert isinstance(response, jsonrpc.Response)
+    assert response.id == 2 and jsonrpc.decode_value(response.result) == {"ok": True}
+
+    error = jsonrpc.decode_message(
+        b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad","data":[1]}}'
+    )
+    assert error == jsonrpc.ErrorResponse(None, -32700, "bad", [1])
+
+
+def test_zero_and_negative_ids_are_valid() -> None:
+    for value in (0, -1, 2**62, ""):
+        message = jsonrpc.decode_message(json.dumps({"jsonrpc": "2.0", "id": value, "method": "m"}))
+        assert isinstance(message, jsonrpc.Request) and message.id == value
+
+
+def test_whitespace_before_object_params() -> None:
+    message = jsonrpc.decode_message(b'{"jsonrpc":"2.0","id":1,"method":"m","params":  {}}')
+    assert isinstance(message, jsonrpc.Request)
+    assert jsonrpc.decode_value(message.params) == {}
+
+
+def test_batch_decoding() -> None:
+    assert jsonrpc.is_batch(b"  [1]") and jsonrpc.is_batch("[") and not jsonrpc.is_batch(b"{}")
+    items = jsonrpc.decode_batch(
+        b'[{"jsonrpc":"2.0","id":1,"method":"ping"}, 1, {"jsonrpc":"2.0","method":"n"},'
+        b' {"jsonrpc":"1.0","id":2,"method":"x"}]'
+    )
+    assert isinstance(items[0], jsonrpc.Request)
+    assert isinstance(items[1], jsonrpc.DecodeFailure)
+    assert items[1].error.code == errors.INVALID_REQUEST
+    assert isinstance(items[2], jsonrpc.Notification)
+    assert isinstance(items[3], jsonrpc.DecodeFailure) and items[3].id == 2
+    with pytest.raises(jsonrpc.DecodeFailure) as empty:
+        jsonrpc.decode_batch(b"[]")
+    assert empty.value.error.code == errors.INVALID_REQUEST
+    with pytest.raises(jsonrpc.DecodeFailure) as broken:
+        jsonrpc.decode_batch(b"[{")
+    assert broken.value.error.code == errors.PARSE_ERROR
+
+
+def test_encoders_round_trip() -> None:
+    assert json.loads(jsonrpc.encode_request(1, "ping")) == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "ping",
+    }
+    assert json.loads(jsonrpc.encode_request("a", "m", {"x": 1}))["params"] == {"x": 1}
+    assert json.loads(jsonrpc.encode_notification("n")) == {"jsonrpc": "2.0", "method": "n"}
+    assert json.loads(jsonrpc.encode_result(3, {"r": []})) == {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "result": {"r": []},
+    }
+    err = json.loads(jsonrpc.encode_error(None, errors.method_not_found("zap")))
+    assert err == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32601, "message": "Method not found: zap", "data": {"method": "zap"}},
+    }
+    # no data member when there is no data
+    assert "data" not in json.loads(jsonrpc.encode_error(1, errors.parse_error()))["error"]
+    raw = jsonrpc.encode_result(1, msgspec.Raw(b'{"pre":"encoded"}'))
+    assert json.loads(raw)["result"] == {"pre": "encoded"}
+
+
+def test_decode_value_none() -> None:
+    assert jsonrpc.decode_value(None) is None
+
+
+def test_error_helpers() -> None:
+    assert errors.unsupported_protocol_version("1999", ("2026-07-28",)).data == {
+        "supported": ["2026-07-28"],
+        "requested": "1999",
+    }
+    assert errors.resource_not_found("x://y").code == errors.INVALID_PARAMS
+    assert errors.resource_not_found("x://y", legacy_code=True).code == -32002
+    assert errors.missing_client_capability({"sampling": {}}).data == {
+        "requiredCapabilities": {"sampling": {}}
+    }
+    assert errors.header_mismatch("x").code == -32020
+    assert isinstance(errors.invalid_params("x"), errors.ProtocolError)
