@@ -9,6 +9,8 @@ POST /mcp
   (404 once it is gone). Notifications and responses get 202.
 GET /mcp     a legacy session's standalone SSE stream, or a resume with Last-Event-ID.
 DELETE /mcp  ends a legacy session.
+GET /sse, POST /messages   the HTTP+SSE transport of 2024-11-05 (`legacy_sse.py`).
+WebSocket /mcp and /ws     the WebSocket transport, subprotocol `mcp` (`websocket.py`).
 
 Before anything: Host and Origin must be acceptable (403), the body at most
 `max_body_bytes` (413).
@@ -30,9 +32,11 @@ from mcpkit.server.server import Server
 from mcpkit.transports.batch import answer_batch
 from mcpkit.transports.http import asgi
 from mcpkit.transports.http.asgi import Receive, Scope, Send
+from mcpkit.transports.http.legacy_sse import LegacySseTransport
 from mcpkit.transports.http.security import HostGuard
 from mcpkit.transports.http.sessions import HttpSession, SessionLimitReached, SessionManager
 from mcpkit.transports.http.streams import SSE_HEADERS, ResponseStream
+from mcpkit.transports.http.websocket import WebSocketTransport
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +68,11 @@ class McpAsgiApp:
         max_sessions: int = 1000,
         session_idle_s: float = 1800.0,
         keepalive_s: float = 15.0,
+        sse_path: str = "/sse",
+        messages_path: str = "/messages",
+        legacy_sse: bool = True,
+        ws_path: str = "/ws",
+        websocket: bool = True,
     ) -> None:
         self.server = server
         self.engine = server.engine
@@ -72,11 +81,22 @@ class McpAsgiApp:
         self.max_body_bytes = max_body_bytes
         self.sessions = SessionManager(max_sessions=max_sessions, idle_s=session_idle_s)
         self.keepalive_s = keepalive_s
+        self.legacy_sse = (
+            LegacySseTransport(self, _norm(sse_path), _norm(messages_path)) if legacy_sse else None
+        )
+        self.ws_paths = {self.path, _norm(ws_path)}
+        self.websocket = WebSocketTransport(self) if websocket else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
             await self._http(scope, receive, send)
+        elif kind == "websocket":
+            if self.websocket is not None and _route_path(scope) in self.ws_paths:
+                await self.websocket.handle(scope, receive, send)
+            else:
+                await receive()  # websocket.connect
+                await send({"type": "websocket.close", "code": 1000})
         elif kind == "lifespan":
             await self._lifespan(receive, send)
         else:
@@ -96,9 +116,16 @@ class McpAsgiApp:
         """End subscriptions gracefully and close every session."""
         self.server.notifier.end_all()
         self.sessions.close_all()
+        if self.legacy_sse is not None:
+            self.legacy_sse.close_all()
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (scope.get("path", "").rstrip("/") or "/") != self.path:
+        path = _route_path(scope)
+        sse = self.legacy_sse
+        if sse is not None and path in (sse.sse_path, sse.messages_path):
+            await sse.handle(path, scope, receive, send)
+            return
+        if path != self.path:
             await asgi.respond(send, 404, b"Not Found", content_type="text/plain")
             return
         hdrs = asgi.header_map(scope)
@@ -358,6 +385,19 @@ class McpAsgiApp:
             await asgi.respond(send, 200)
         else:
             await self._error(send, 404, errors.invalid_request("Session not found"))
+
+
+def _norm(path: str) -> str:
+    return path.rstrip("/") or "/"
+
+
+def _route_path(scope: Scope) -> str:
+    """The request path relative to the app's mount point (`root_path`)."""
+    path: str = scope.get("path", "")
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root):]
+    return _norm(path)
 
 
 async def _discard(message: Any) -> None:

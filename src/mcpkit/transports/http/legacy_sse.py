@@ -1,0 +1,224 @@
+"""The HTTP+SSE transport of protocol version 2024-11-05, served by the same ASGI app.
+
+GET  /sse                          opens a session: an SSE stream whose first event is
+                                   `endpoint` with the URI to POST to (`/messages?session_id=…`,
+                                   under the app's mount point `root_path`). Every server message
+                                   (responses included) follows as an `event: message`.
+POST /messages?session_id=<id>     one JSON-RPC message (or batch) → 202 Accepted; its reply
+                                   goes on the session's stream. Unknown session → 404.
+
+Each session is one `Connection` whose outbound channel is its stream. Requests run in the
+GET's task group, so the session ending (the GET disconnecting, or server shutdown) cancels
+what runs for it. Host/Origin checks (403) and the body limit (413) are the main app's.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from mcpkit.protocol import errors, jsonrpc, sse
+from mcpkit.server.connection import Connection
+from mcpkit.transports.batch import answer_batch
+from mcpkit.transports.http import asgi
+from mcpkit.transports.http.asgi import Receive, Scope, Send
+from mcpkit.transports.http.streams import SSE_HEADERS
+
+if TYPE_CHECKING:
+    from mcpkit.transports.http.app import McpAsgiApp
+
+log = logging.getLogger(__name__)
+
+_QUEUE_SIZE = 256
+
+
+class SseChannel:
+    """A session's outbound channel: queues messages for the GET that writes them."""
+
+    def __init__(self, queue: MemoryObjectSendStream[bytes]) -> None:
+        self._queue = queue
+
+    async def send(self, message: bytes) -> None:
+        try:
+            await self._queue.send(sse.encode_event(message, event="message"))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            raise ConnectionResetError("SSE session closed") from None
+
+
+class SseSession:
+    def __init__(
+        self, session_id: str, tg: TaskGroup, queue: MemoryObjectSendStream[bytes]
+    ) -> None:
+        self.id = session_id
+        self.tg = tg
+        self.queue = queue
+        self.channel = SseChannel(queue)
+        self.connection = Connection(self.channel, session_id=session_id)
+
+    def close(self) -> None:
+        self.connection.close()
+        self.queue.close()
+        self.tg.cancel_scope.cancel()
+
+
+class LegacySseTransport:
+    """GET `sse_path` and POST `messages_path` for `app` (an `McpAsgiApp`)."""
+
+    def __init__(self, app: McpAsgiApp, sse_path: str, messages_path: str) -> None:
+        self.app = app
+        self.sse_path = sse_path
+        self.messages_path = messages_path
+        self.sessions: dict[str, SseSession] = {}
+
+    def close_all(self) -> None:
+        for session in list(self.sessions.values()):
+            session.close()
+
+    async def handle(self, path: str, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve one HTTP request whose (mount-relative) path is `sse_path` or `messages_path`."""
+        hdrs = asgi.header_map(scope)
+        guard = self.app.guard
+        if not guard.host_ok(hdrs.get("host")) or not guard.origin_ok(hdrs.get("origin")):
+            await _error(send, 403, errors.invalid_request("Forbidden: Host or Origin not allowed"))
+            return
+        method = scope["method"]
+        if path == self.sse_path:
+            if method != "GET":
+                await asgi.respond(send, 405, b"", headers={"allow": "GET"})
+                return
+            await self._get(scope, receive, send)
+        elif method != "POST":
+            await asgi.respond(send, 405, b"", headers={"allow": "POST"})
+        else:
+            await self._post(scope, receive, send)
+
+    # --- GET: the session's stream ----------------------------------------------------------
+
+    async def _get(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if len(self.sessions) >= self.app.sessions.max_sessions:
+            await _error(send, 503, errors.McpError(errors.INTERNAL_ERROR, "too many sessions"))
+            return
+        session_id = secrets.token_hex(16)
+        endpoint = f"{scope.get('root_path', '')}{self.messages_path}?session_id={session_id}"
+        sender, receiver = anyio.create_memory_object_stream[bytes](_QUEUE_SIZE)
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": asgi.encode_headers(dict(SSE_HEADERS))})
+        notifier = self.app.server.notifier
+        session: SseSession | None = None
+        try:
+            async with anyio.create_task_group() as tg:
+                session = SseSession(session_id, tg, sender)
+                self.sessions[session_id] = session
+                notifier.connections.add(session.connection)
+                tg.start_soon(self._until_disconnect, receive, tg)
+                tg.start_soon(self._keepalive, sender)
+                await self._pump(endpoint, receiver, send)
+                tg.cancel_scope.cancel()
+        finally:
+            self.sessions.pop(session_id, None)
+            if session is not None:
+                session.connection.close()
+                notifier.connections.discard(session.connection)
+            sender.close()
+            receiver.close()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
+            try:
+                await send({"type": "http.response.body", "body": b""})
+            except OSError:
+                pass
+
+    @staticmethod
+    async def _pump(endpoint: str, receiver: MemoryObjectReceiveStream[bytes], send: Send) -> None:
+        try:
+            await _body(send, sse.encode_event(endpoint, event="endpoint"))
+            async for chunk in receiver:
+                await _body(send, chunk)
+        except OSError:
+            log.debug("SSE stream: the client went away")
+
+    @staticmethod
+    async def _until_disconnect(receive: Receive, tg: TaskGroup) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        tg.cancel_scope.cancel()
+
+    async def _keepalive(self, sender: MemoryObjectSendStream[bytes]) -> None:
+        while True:
+            await anyio.sleep(self.app.keepalive_s)
+            try:
+                sender.send_nowait(sse.KEEPALIVE)
+            except anyio.WouldBlock:
+                pass  # the stream is busy anyway
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
+
+    # --- POST: one message for a session -----------------------------------------------------
+
+    async def _post(self, scope: Scope, receive: Receive, send: Send) -> None:
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        session_id = (query.get("session_id") or query.get("sessionId") or [""])[0]
+        if not session_id:
+            await _error(send, 400, errors.invalid_request("missing session_id"))
+            return
+        session = self.sessions.get(session_id)
+        if session is None:
+            await _error(send, 404, errors.invalid_request("Session not found"))
+            return
+        limit = self.app.max_body_bytes
+        try:
+            body = await asgi.read_body(receive, limit)
+        except asgi.BodyTooLarge:
+            await _error(send, 413, errors.invalid_request(f"body exceeds {limit} bytes"))
+            return
+        except ConnectionResetError:
+            return
+        if jsonrpc.is_batch(body):
+            session.tg.start_soon(self._batch, session, body)
+            await asgi.respond(send, 202, b"Accepted", content_type="text/plain")
+            return
+        try:
+            message = jsonrpc.decode_message(body)
+        except jsonrpc.DecodeFailure as failure:
+            await _error(send, 400, failure.error, failure.id)
+            return
+        engine = self.app.engine
+        if isinstance(message, jsonrpc.Request):
+            session.tg.start_soon(self._request, session, message)
+        elif isinstance(message, jsonrpc.Notification):
+            session.tg.start_soon(engine.handle_notification, message, session.connection)
+        else:
+            engine.handle_response(message, session.connection)
+        await asgi.respond(send, 202, b"Accepted", content_type="text/plain")
+
+    async def _request(self, session: SseSession, request: jsonrpc.Request) -> None:
+        reply = await self.app.engine.handle_request(request, session.connection, session.channel)
+        await _reply(session, reply)
+
+    async def _batch(self, session: SseSession, body: bytes) -> None:
+        reply = await answer_batch(self.app.engine, body, session.connection, session.channel)
+        await _reply(session, reply)
+
+
+async def _reply(session: SseSession, reply: bytes | None) -> None:
+    if reply is None:
+        return
+    try:
+        await session.channel.send(reply)
+    except ConnectionResetError:
+        log.debug("SSE session %s closed; dropping a reply", session.id)
+
+
+async def _body(send: Send, chunk: bytes) -> None:
+    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+
+async def _error(send: Send, status: int, error: errors.McpError, request_id: Any = None) -> None:
+    await asgi.respond(
+        send, status, jsonrpc.encode_error(request_id, error), content_type="application/json"
+    )

@@ -1,0 +1,150 @@
+"""The WebSocket transport (ASGI `websocket` scope): one JSON-RPC message per text frame.
+
+- The handshake must offer the subprotocol `mcp`; it is accepted with it. A handshake
+  without it, or with an unacceptable Host/Origin, is denied (the server answers 403).
+- One socket is one legacy session: its own `Connection`, whose outbound channel is the
+  socket. Requests run concurrently; responses are sent as they complete.
+- A binary frame closes the socket with 1003 (unsupported data); a text frame over
+  `max_message_bytes` closes it with 1009 (message too big).
+- The socket closing ends the session: what runs for it is cancelled.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import anyio
+from anyio.abc import TaskGroup
+
+from mcpkit.protocol import jsonrpc
+from mcpkit.server.connection import Connection
+from mcpkit.transports.batch import answer_batch
+from mcpkit.transports.http import asgi
+from mcpkit.transports.http.asgi import Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from mcpkit.transports.http.app import McpAsgiApp
+
+log = logging.getLogger(__name__)
+
+SUBPROTOCOL = "mcp"
+CLOSE_NORMAL = 1000
+CLOSE_PROTOCOL_ERROR = 1002
+CLOSE_UNSUPPORTED_DATA = 1003
+CLOSE_TOO_BIG = 1009
+
+
+class WebSocketChannel:
+    """Sends text frames on one socket, one whole message at a time."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self._lock = anyio.Lock()
+        self.closed = False
+
+    async def send(self, message: bytes) -> None:
+        if self.closed:
+            raise ConnectionResetError("WebSocket closed")
+        async with self._lock:
+            await self._send({"type": "websocket.send", "text": message.decode("utf-8")})
+
+    async def close(self, code: int, reason: str = "") -> None:
+        if self.closed:
+            return
+        self.closed = True
+        async with self._lock:
+            try:
+                await self._send({"type": "websocket.close", "code": code, "reason": reason})
+            except (OSError, RuntimeError):
+                log.debug("WebSocket already closed")
+
+
+def _offered_subprotocols(scope: Scope) -> list[str]:
+    return [str(p).strip() for p in scope.get("subprotocols") or ()]
+
+
+class WebSocketTransport:
+    def __init__(self, app: McpAsgiApp) -> None:
+        self.app = app
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        first = await receive()
+        if first["type"] != "websocket.connect":
+            return
+        hdrs = asgi.header_map(scope)
+        guard = self.app.guard
+        host_ok = guard.host_ok(hdrs.get("host")) and guard.origin_ok(hdrs.get("origin"))
+        if not host_ok or SUBPROTOCOL not in _offered_subprotocols(scope):
+            await send({"type": "websocket.close", "code": CLOSE_PROTOCOL_ERROR})
+            return
+        await send({"type": "websocket.accept", "subprotocol": SUBPROTOCOL})
+        channel = WebSocketChannel(send)
+        connection = Connection(channel)
+        notifier = self.app.server.notifier
+        notifier.connections.add(connection)
+        try:
+            async with anyio.create_task_group() as tg:
+                await self._read(receive, channel, connection, tg)
+                tg.cancel_scope.cancel()
+        finally:
+            connection.close()
+            notifier.connections.discard(connection)
+            channel.closed = True
+
+    async def _read(
+        self, receive: Receive, channel: WebSocketChannel, connection: Connection, tg: TaskGroup
+    ) -> None:
+        limit = self.app.max_body_bytes
+        while True:
+            message = await receive()
+            kind = message["type"]
+            if kind == "websocket.disconnect":
+                return
+            if kind != "websocket.receive":
+                continue
+            text = message.get("text")
+            if text is None:
+                await channel.close(CLOSE_UNSUPPORTED_DATA, "binary frames are not supported")
+                return
+            data = text.encode("utf-8")
+            if len(data) > limit:
+                await channel.close(CLOSE_TOO_BIG, f"message exceeds {limit} bytes")
+                return
+            self._dispatch(data, channel, connection, tg)
+
+    def _dispatch(
+        self, data: bytes, channel: WebSocketChannel, connection: Connection, tg: TaskGroup
+    ) -> None:
+        engine = self.app.engine
+        if jsonrpc.is_batch(data):
+            tg.start_soon(self._batch, data, channel, connection)
+            return
+        try:
+            message = jsonrpc.decode_message(data)
+        except jsonrpc.DecodeFailure as failure:
+            tg.start_soon(_reply, channel, jsonrpc.encode_error(failure.id, failure.error))
+            return
+        if isinstance(message, jsonrpc.Request):
+            tg.start_soon(self._request, message, channel, connection)
+        elif isinstance(message, jsonrpc.Notification):
+            tg.start_soon(engine.handle_notification, message, connection)
+        else:
+            engine.handle_response(message, connection)
+
+    async def _request(
+        self, request: jsonrpc.Request, channel: WebSocketChannel, connection: Connection
+    ) -> None:
+        await _reply(channel, await self.app.engine.handle_request(request, connection, channel))
+
+    async def _batch(self, data: bytes, channel: WebSocketChannel, connection: Connection) -> None:
+        await _reply(channel, await answer_batch(self.app.engine, data, connection, channel))
+
+
+async def _reply(channel: WebSocketChannel, reply: bytes | None) -> None:
+    if reply is None:
+        return
+    try:
+        await channel.send(reply)
+    except (ConnectionResetError, OSError, RuntimeError):
+        log.debug("WebSocket closed; dropping a reply")
