@@ -203,9 +203,16 @@ class Context:
         async def one(key: str, method: str, params: dict[str, Any]) -> None:
             answers[key] = await self.connection.request(method, params, self.channel)
 
-        async with anyio.create_task_group() as tg:
-            for key, (method, params) in requests.items():
-                tg.start_soon(one, key, method, params)
+        try:
+            async with anyio.create_task_group() as tg:
+                for key, (method, params) in requests.items():
+                    tg.start_soon(one, key, method, params)
+        except BaseExceptionGroup as group:
+            # The first failure cancels the others: raise it as itself (an McpError from the
+            # client must reach the engine as an McpError, not hidden in a group).
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
         return answers
 
     def _auto_key(self, method: str) -> str:
