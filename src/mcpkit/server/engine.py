@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from mcpkit.protocol import errors, jsonrpc, meta, versions
-from mcpkit.server import handlers
+from mcpkit.server import handlers, tasks
 from mcpkit.server.call import Call
 from mcpkit.server.connection import Channel, Connection
 
@@ -50,6 +50,10 @@ METHODS: dict[str, tuple[Handler, frozenset[versions.Era], str | None]] = {
     "prompts/list": (handlers.list_prompts, _BOTH, "prompts"),
     "prompts/get": (handlers.get_prompt, _BOTH, "prompts"),
     "completion/complete": (handlers.complete, _BOTH, "completions"),
+    # The tasks extension (tasks/result and tasks/list no longer exist: -32601).
+    "tasks/get": (tasks.get, _MODERN, None),
+    "tasks/update": (tasks.update, _MODERN, None),
+    "tasks/cancel": (tasks.cancel, _MODERN, None),
 }
 
 CACHEABLE = frozenset(

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from mcpkit.protocol import errors, jsonrpc, meta, pagination, versions
-from mcpkit.server import inputs, notifier, prompts, results, tools
+from mcpkit.server import inputs, notifier, prompts, results, tasks, tools
 from mcpkit.server.call import Call
 from mcpkit.server.connection import LegacySession
 from mcpkit.server.context import Context
@@ -108,10 +108,31 @@ async def call_tool(server: Server, call: Call) -> dict[str, Any]:
         raise errors.invalid_params('"arguments" must be an object')
     if tool.required_capabilities:
         server.require_client_capabilities(tool.required_capabilities, call)
+    as_task = tasks.run_as_task(server, call, tool)
     kwargs, problems = tool.validate_arguments(arguments)
     if problems:
         return tools.error_result(f"Invalid arguments for tool {name}: " + "; ".join(problems))
+    if as_task:
+        return await _start_task(server, call, tool, kwargs)
     return await run_with_inputs(server, call, tool.context_param, tool.fn, kwargs, tool)
+
+
+async def _start_task(
+    server: Server, call: Call, tool: tools.ToolDef, kwargs: dict[str, Any]
+) -> dict[str, Any]:
+    async def execute(ctx: Context) -> dict[str, Any]:
+        run_kwargs = dict(kwargs)
+        if tool.context_param is not None:
+            run_kwargs[tool.context_param] = ctx
+        return await run_handler(tool.fn, run_kwargs, tool)
+
+    return await server.tasks.start(
+        server,
+        call,
+        server.make_context,
+        execute,
+        escalates_itself=bool(getattr(tool.fn, tasks.ESCALATES, False)),
+    )
 
 
 async def run_with_inputs(
@@ -129,10 +150,21 @@ async def run_with_inputs(
         ctx = server.make_context(call)
         kwargs[context_param] = ctx
     try:
-        value = await _invoke(fn, kwargs)
+        return await run_handler(fn, kwargs, tool, shape)
     except inputs.InputRequired as need:
         assert ctx is not None
         return server.input_required_result(call, ctx, need)
+
+
+async def run_handler(
+    fn: Callable[..., Any],
+    kwargs: dict[str, Any],
+    tool: tools.ToolDef | None = None,
+    shape: Callable[[Any], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Run a handler and shape its value into a result; `InputRequired` propagates."""
+    try:
+        value = await _invoke(fn, kwargs)
     except errors.McpError:
         raise
     except Exception as exc:

@@ -33,6 +33,7 @@ from mcpkit.server.resources import (
     build_template,
     is_template,
 )
+from mcpkit.server.tasks import TaskStore
 from mcpkit.server.tools import ToolDef, build_tool
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -69,6 +70,7 @@ class Server:
         self.page_size: int | None = None
         self.cache_ttl_ms = 0
         self.notifier = Notifier()
+        self.tasks = TaskStore()  # the tasks extension: advertise it in `extensions` to use it
         self.state_codec = RequestStateCodec()
         self.roots_changed_callbacks: list[Callable[[Connection], Any]] = []
         self._engine: Any = None

@@ -15,6 +15,8 @@ from typing import Any
 
 import anyio
 
+from mcpkit.protocol import errors
+from mcpkit.server import tasks
 from mcpkit.server.context import Context
 from mcpkit.server.server import Server
 
@@ -437,6 +439,71 @@ def add_resources_and_prompts(server: Server) -> None:
     server.add_completion(complete, prompt="test_prompt_with_arguments")
 
 
+def add_task_tools(server: Server) -> None:
+    """The tasks extension's fixtures (FIXTURE.md §3 "Tasks")."""
+    server.extensions[tasks.EXTENSION] = {}
+
+    def greet(name: str) -> str:
+        """Greets someone (never a task)."""
+        return f"Hello, {name}!"
+
+    async def slow_compute(seconds: float, label: str = "") -> str:
+        """Sleeps `seconds` seconds, then reports; runs as a task when it can."""
+        await anyio.sleep(max(0.0, min(seconds, 600.0)))
+        return f"Computed {label!r} after {seconds} seconds"
+
+    async def failing_job() -> str:
+        """Fails with a tool execution error after about a second."""
+        await anyio.sleep(1.0)
+        raise RuntimeError("the job failed")
+
+    async def protocol_error_job() -> str:
+        """Fails with a protocol-level error."""
+        await anyio.sleep(0.1)
+        raise errors.internal_error("protocol_error_job: deliberate protocol error")
+
+    async def confirm_delete(filename: str, ctx: Context) -> str:
+        """Asks for confirmation, then 'deletes' the file."""
+        schema = {
+            "type": "object",
+            "properties": {"confirm": {"type": "boolean"}},
+            "required": ["confirm"],
+        }
+        answer = await ctx.elicit(f"Delete {filename}?", schema, key="confirm_delete")
+        content = answer.get("content") or {}
+        if answer.get("action") == "accept" and content.get("confirm"):
+            return f"Deleted {filename}"
+        return f"Kept {filename}"
+
+    async def multi_input(ctx: Context) -> str:
+        """Asks two questions at once."""
+        form = {"mode": "form", "requestedSchema": NAME_SCHEMA}
+        answers = await ctx.ask_many(
+            {
+                "first": ("elicitation/create", {**form, "message": "First name?"}),
+                "second": ("elicitation/create", {**form, "message": "Second name?"}),
+            }
+        )
+        names = [(a.get("content") or {}).get("name", "?") for a in answers.values()]
+        return "Got " + " and ".join(str(n) for n in names)
+
+    @tasks.escalates
+    async def test_tool_with_task(ctx: Context) -> str:
+        """Asks for a name in an input round, then becomes a task."""
+        answer = await ctx.elicit("What is your name?", NAME_SCHEMA, key="user_name")
+        await tasks.escalate(ctx)
+        await anyio.sleep(0.2)
+        return f"Hello, {(answer.get('content') or {}).get('name', 'unknown')}"
+
+    server.add_tool(greet)
+    server.add_tool(slow_compute, task_support="optional")
+    server.add_tool(failing_job, task_support="required")
+    server.add_tool(protocol_error_job, task_support="required")
+    server.add_tool(confirm_delete, task_support="optional")
+    server.add_tool(multi_input, task_support="optional")
+    server.add_tool(test_tool_with_task, task_support="required")
+
+
 def build_server() -> Server:
     server = Server(
         "mcpkit-conformance-server", "1.0.0", instructions="The mcpkit conformance fixture server."
@@ -447,6 +514,7 @@ def build_server() -> Server:
     add_mrtr_tools(server)
     add_change_tools(server)
     add_resources_and_prompts(server)
+    add_task_tools(server)
     return server
 
 

@@ -115,6 +115,7 @@ class McpAsgiApp:
     def shutdown(self) -> None:
         """End subscriptions gracefully and close every session."""
         self.server.notifier.end_all()
+        self.server.tasks.cancel_all()
         self.sessions.close_all()
         if self.legacy_sse is not None:
             self.legacy_sse.close_all()

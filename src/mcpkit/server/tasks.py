@@ -1,0 +1,444 @@
+"""The Tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663), server side.
+
+A `tools/call` of a task-supporting tool, from a request whose client capabilities declare
+the extension, answers at once with a flat `CreateTaskResult` (`resultType: "task"`) while
+the tool runs in the background, owned by the server's `TaskStore`. The client polls
+`tasks/get` (the result, or the protocol error, is inlined once terminal), answers the
+task's input requests with `tasks/update` and stops it with `tasks/cancel`.
+
+    server.extensions[tasks.EXTENSION] = {}
+    server.add_tool(slow_job, task_support="optional")   # or "required"
+
+Which calls become tasks is decided in one place, `run_as_task`:
+
+| tool's taskSupport  | extension declared | not declared |
+|---------------------|--------------------|--------------|
+| None / "forbidden"  | synchronous        | synchronous  |
+| "optional"          | task               | synchronous  |
+| "required"          | task               | -32021       |
+
+Input: when the tool asks for input (`ctx.elicit`, `ctx.ask_many`…) inside a task, the task
+goes `input_required` and lists the pending requests on `tasks/get`; once `tasks/update` has
+answered every one of them, the tool is run again from the top with all the answers (the
+same re-run model as the modern `input_required` round).
+
+A tool decorated with `@tasks.escalates` first runs inside the request: its input rounds are
+ordinary synchronous `input_required` results, and it becomes a task only when it calls
+`await tasks.escalate(ctx)` (the rest of it then runs in the background).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import secrets
+import time
+import weakref
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+
+from mcpkit.protocol import capabilities, errors
+from mcpkit.server import inputs
+
+if TYPE_CHECKING:
+    from mcpkit.server.call import Call
+    from mcpkit.server.context import Context
+    from mcpkit.server.server import Server
+    from mcpkit.server.tools import ToolDef
+
+log = logging.getLogger(__name__)
+
+EXTENSION = "io.modelcontextprotocol/tasks"
+
+WORKING = "working"
+INPUT_REQUIRED = "input_required"
+COMPLETED = "completed"
+FAILED = "failed"
+CANCELLED = "cancelled"
+TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED})
+
+Execute = Callable[["Context"], Awaitable[dict[str, Any]]]
+F = TypeVar("F", bound=Callable[..., Any])
+
+ESCALATES = "__mcpkit_task_escalates__"
+_ROUND_PARAMS = ("requestState", "inputResponses")
+_escalations: weakref.WeakKeyDictionary[Context, Callable[[], None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def escalates(fn: F) -> F:
+    """Mark a task-supporting tool that runs in the request until `await escalate(ctx)`."""
+    setattr(fn, ESCALATES, True)
+    return fn
+
+
+async def escalate(ctx: Context) -> None:
+    """From here on, run as a task (the request answers with its `CreateTaskResult`).
+    A no-op when the call is not becoming a task, or already is one."""
+    hook = _escalations.pop(ctx, None)
+    if hook is not None:
+        hook()
+    await anyio.lowlevel.checkpoint()
+
+
+def _now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def client_declares(call: Call) -> bool:
+    return capabilities.has_extension(call.client_capabilities, EXTENSION)
+
+
+def require_extension(call: Call) -> None:
+    """-32021 unless the request's client capabilities declare the extension."""
+    if not client_declares(call):
+        raise errors.missing_client_capability({"extensions": {EXTENSION: {}}})
+
+
+def run_as_task(server: Server, call: Call, tool: ToolDef) -> bool:
+    """Whether this call of `tool` runs as a task (raises -32021 when it must and cannot)."""
+    support = tool.task_support
+    if support not in ("optional", "required"):
+        return False
+    if call.modern and client_declares(call) and EXTENSION in server.extensions:
+        return True
+    if support == "required":
+        require_extension(call)
+    return False
+
+
+@dataclasses.dataclass(eq=False)
+class Task:
+    """One task: its status and, once terminal, its result or error."""
+
+    task_id: str
+    principal: str
+    ttl_ms: int
+    poll_interval_ms: int
+    status: str = WORKING
+    status_message: str | None = None
+    created_at: str = dataclasses.field(default_factory=_now_iso)
+    updated_at: str = ""
+    created_mono: float = dataclasses.field(default_factory=time.monotonic)
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    pending: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    answers: dict[str, Any] = dataclasses.field(default_factory=dict)
+    answered: anyio.Event = dataclasses.field(default_factory=anyio.Event)
+    runner: asyncio.Task[None] | None = None
+
+    def __post_init__(self) -> None:
+        self.updated_at = self.updated_at or self.created_at
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    def expired(self, now: float) -> bool:
+        return now - self.created_mono > self.ttl_ms / 1000
+
+    def remaining_s(self) -> float:
+        return max(0.0, self.ttl_ms / 1000 - (time.monotonic() - self.created_mono))
+
+    def set_status(self, status: str, message: str | None = None) -> None:
+        self.status = status
+        self.status_message = message
+        self.updated_at = _now_iso()
+
+    def envelope(self) -> dict[str, Any]:
+        """The `Task` fields shared by `CreateTaskResult` and `tasks/get`."""
+        wire: dict[str, Any] = {
+            "taskId": self.task_id,
+            "status": self.status,
+            "createdAt": self.created_at,
+            "lastUpdatedAt": self.updated_at,
+            "ttlMs": self.ttl_ms,
+            "pollIntervalMs": self.poll_interval_ms,
+        }
+        if self.status_message is not None:
+            wire["statusMessage"] = self.status_message
+        return wire
+
+    def detailed(self) -> dict[str, Any]:
+        """The `tasks/get` answer (a `DetailedTask`)."""
+        wire = self.envelope()
+        if self.status == COMPLETED and self.result is not None:
+            wire["result"] = self.result
+        elif self.status == FAILED and self.error is not None:
+            wire["error"] = self.error
+        elif self.status == INPUT_REQUIRED:
+            wire["inputRequests"] = dict(self.pending)
+        return wire
+
+
+@dataclasses.dataclass(eq=False)
+class _Handoff:
+    """The request's side of a task being born: escalated, or settled synchronously."""
+
+    ready: anyio.Event = dataclasses.field(default_factory=anyio.Event)
+    escalated: bool = False
+    outcome: dict[str, Any] | None = None
+    failure: errors.McpError | inputs.InputRequired | None = None
+
+
+class TaskStore:
+    """The server's tasks: bounded in number, each kept for its TTL, runners owned here."""
+
+    def __init__(
+        self,
+        *,
+        ttl_ms: int = 10 * 60 * 1000,
+        poll_interval_ms: int = 250,
+        max_tasks: int = 1000,
+    ) -> None:
+        self.ttl_ms = ttl_ms
+        self.poll_interval_ms = poll_interval_ms
+        self.max_tasks = max_tasks
+        self.tasks: dict[str, Task] = {}
+
+    # --- lookup -------------------------------------------------------------------------------
+
+    def get(self, task_id: Any, principal: str) -> Task:
+        """The live task `task_id` of `principal`; -32602 for anything else."""
+        if not isinstance(task_id, str):
+            raise errors.invalid_params('"taskId" must be a string')
+        self.purge()
+        task = self.tasks.get(task_id)
+        if task is None or task.principal != principal:
+            raise errors.invalid_params(f"Unknown task: {task_id}", {"taskId": task_id})
+        return task
+
+    def purge(self) -> None:
+        """Forget expired tasks (cancelling any still running)."""
+        now = time.monotonic()
+        for task_id, task in list(self.tasks.items()):
+            if task.expired(now):
+                del self.tasks[task_id]
+                if task.runner is not None:
+                    task.runner.cancel()
+
+    def _register(self, task: Task) -> None:
+        self.purge()
+        if len(self.tasks) >= self.max_tasks:
+            finished = [t for t in self.tasks.values() if t.terminal]
+            if not finished:
+                raise errors.internal_error("too many tasks in progress")
+            oldest = min(finished, key=lambda t: t.created_mono)
+            del self.tasks[oldest.task_id]
+        self.tasks[task.task_id] = task
+
+    # --- creating and running -----------------------------------------------------------------
+
+    async def start(
+        self,
+        server: Server,
+        call: Call,
+        make_context: Callable[[Call], Context],
+        execute: Execute,
+        *,
+        escalates_itself: bool = False,
+    ) -> dict[str, Any]:
+        """Run `execute` as a task; the `CreateTaskResult` (or, for a tool that had not
+        escalated yet, its synchronous outcome)."""
+        task = Task(secrets.token_urlsafe(16), call.principal, self.ttl_ms, self.poll_interval_ms)
+        handoff = _Handoff()
+        ctx = make_context(call)
+
+        def promote() -> None:
+            self._register(task)
+            handoff.escalated = True
+            handoff.ready.set()
+
+        if escalates_itself:
+            _escalations[ctx] = promote
+        else:
+            promote()
+        task.runner = asyncio.get_running_loop().create_task(
+            self._run(task, call, ctx, make_context, execute, handoff),
+            name=f"mcpkit-task-{task.task_id}",
+        )
+        if not handoff.escalated:
+            await self._await_handoff(task, handoff)
+        if handoff.escalated:
+            return {"resultType": "task", **task.envelope()}
+        if isinstance(handoff.failure, inputs.InputRequired):
+            return server.input_required_result(call, ctx, handoff.failure)
+        if handoff.failure is not None:
+            raise handoff.failure
+        if handoff.outcome is None:
+            raise errors.internal_error("the tool ended without a result")
+        return handoff.outcome
+
+    async def _await_handoff(self, task: Task, handoff: _Handoff) -> None:
+        try:
+            with anyio.move_on_after(task.ttl_ms / 1000):
+                await handoff.ready.wait()
+        finally:
+            if not handoff.escalated and task.runner is not None and not handoff.ready.is_set():
+                task.runner.cancel()
+        if not handoff.ready.is_set():
+            raise errors.internal_error("the tool neither finished nor became a task in time")
+
+    async def _run(
+        self,
+        task: Task,
+        call: Call,
+        ctx: Context,
+        make_context: Callable[[Call], Context],
+        execute: Execute,
+        handoff: _Handoff,
+    ) -> None:
+        try:
+            await self._drive(task, call, ctx, make_context, execute, handoff)
+        except asyncio.CancelledError:
+            if not task.terminal:
+                task.set_status(CANCELLED, "The task was cancelled.")
+            raise
+        finally:
+            _escalations.pop(ctx, None)
+            task.runner = None
+
+    async def _drive(
+        self,
+        task: Task,
+        call: Call,
+        ctx: Context,
+        make_context: Callable[[Call], Context],
+        execute: Execute,
+        handoff: _Handoff,
+    ) -> None:
+        task.answers = dict(ctx.answers)
+        while True:
+            try:
+                with anyio.fail_after(max(task.remaining_s(), 0.001)):
+                    result = await execute(ctx)
+            except inputs.InputRequired as need:
+                if not handoff.escalated:
+                    handoff.failure = need
+                    handoff.ready.set()
+                    return
+                task.answers.update(ctx.accepted)
+                if not await self._wait_for_input(task, need.requests):
+                    return
+                ctx = self._retry_context(call, ctx, task, make_context)
+                continue
+            except errors.McpError as exc:
+                self._settle_error(task, handoff, exc)
+                return
+            except TimeoutError:
+                self._settle_error(task, handoff, errors.internal_error("the task timed out"))
+                return
+            except Exception:
+                log.exception("task %s crashed", task.task_id)
+                self._settle_error(task, handoff, errors.internal_error())
+                return
+            if handoff.escalated:
+                task.result = result
+                task.set_status(COMPLETED)
+            else:
+                handoff.outcome = result
+                handoff.ready.set()
+            return
+
+    @staticmethod
+    def _settle_error(task: Task, handoff: _Handoff, exc: errors.McpError) -> None:
+        if handoff.escalated:
+            task.error = exc.to_error()
+            task.set_status(FAILED, exc.message)
+        else:
+            handoff.failure = exc
+            handoff.ready.set()
+
+    async def _wait_for_input(self, task: Task, requests: dict[str, dict[str, Any]]) -> bool:
+        """Park the task until every request is answered (False: it expired meanwhile)."""
+        task.pending = dict(requests)
+        task.answered = anyio.Event()
+        task.set_status(INPUT_REQUIRED, "Waiting for input from the client.")
+        with anyio.move_on_after(task.remaining_s()):
+            await task.answered.wait()
+        if task.pending:
+            task.error = errors.internal_error("the task expired waiting for input").to_error()
+            task.set_status(FAILED, "Expired waiting for input.")
+            return False
+        task.set_status(WORKING)
+        return True
+
+    @staticmethod
+    def _retry_context(
+        call: Call, previous: Context, task: Task, make_context: Callable[[Call], Context]
+    ) -> Context:
+        """A fresh context for the next run, carrying every answer so far."""
+        params = {k: v for k, v in call.params.items() if k not in _ROUND_PARAMS}
+        ctx = make_context(dataclasses.replace(call, params=params))
+        ctx.answers = dict(task.answers)
+        ctx.state = previous.state
+        return ctx
+
+    # --- client operations --------------------------------------------------------------------
+
+    def update(self, task: Task, responses: Any) -> None:
+        """Take the answers to the task's pending input requests (others are ignored)."""
+        if not isinstance(responses, dict):
+            raise errors.invalid_params('"inputResponses" must be an object')
+        if task.status != INPUT_REQUIRED:
+            return
+        for key, answer in responses.items():
+            request = task.pending.get(key)
+            if request is None or not inputs.is_valid_answer(str(request.get("method")), answer):
+                continue
+            task.answers[key] = answer
+            del task.pending[key]
+        task.updated_at = _now_iso()
+        if not task.pending:
+            task.answered.set()
+
+    def cancel(self, task: Task) -> None:
+        """Stop the task cooperatively; a terminal task stays as it is."""
+        if task.terminal:
+            return
+        task.set_status(CANCELLED, "The task was cancelled.")
+        if task.runner is not None:
+            task.runner.cancel()
+
+    def cancel_all(self) -> None:
+        """Shutdown: cancel every running task."""
+        for task in self.tasks.values():
+            if task.runner is not None:
+                task.runner.cancel()
+
+    async def aclose(self, grace_s: float = 1.0) -> None:
+        """Cancel every running task and wait (bounded) for them to end."""
+        runners = [t.runner for t in self.tasks.values() if t.runner is not None]
+        self.cancel_all()
+        if runners:
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait(runners, timeout=grace_s)
+
+
+# --- the tasks/* methods (modern era) -----------------------------------------------------------
+
+
+def _task_of(server: Server, call: Call) -> Task:
+    require_extension(call)
+    return server.tasks.get(call.params.get("taskId"), call.principal)
+
+
+async def get(server: Server, call: Call) -> dict[str, Any]:
+    return _task_of(server, call).detailed()
+
+
+async def update(server: Server, call: Call) -> dict[str, Any]:
+    task = _task_of(server, call)
+    server.tasks.update(task, call.params.get("inputResponses"))
+    return {}
+
+
+async def cancel(server: Server, call: Call) -> dict[str, Any]:
+    server.tasks.cancel(_task_of(server, call))
+    return {}
