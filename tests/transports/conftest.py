@@ -8,9 +8,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
 
+import anyio
 import pytest
+
+from mcpkit.testing.conformance_server import build_server
 
 
 def free_port() -> int:
@@ -57,3 +62,36 @@ def fixture_server() -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         _stop(proc)
+
+
+@asynccontextmanager
+async def inprocess_uvicorn(**app_options: Any) -> AsyncIterator[str]:
+    """The fixture server's app under uvicorn in this process, mounted at /prefix."""
+    import uvicorn
+
+    port = free_port()
+    app = build_server().asgi_app(**app_options)
+
+    async def mounted(scope: Any, receive: Any, send: Any) -> None:
+        """Mounts `app` at /prefix the way Starlette's Mount does (root_path, full path)."""
+        if scope["type"] in ("http", "websocket") and scope["path"].startswith("/prefix/"):
+            await app({**scope, "root_path": scope.get("root_path", "") + "/prefix"},
+                      receive, send)
+        else:
+            await receive()
+            await send({"type": "http.response.start", "status": 404, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+
+    config = uvicorn.Config(mounted, host="127.0.0.1", port=port, lifespan="off",
+                            log_level="warning")
+    server = uvicorn.Server(config)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.serve)
+        with anyio.fail_after(10):
+            while not server.started:  # noqa: ASYNC110 (uvicorn exposes a flag only)
+                await anyio.sleep(0.02)
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            app.shutdown()
+            server.should_exit = True

@@ -12,9 +12,8 @@ import anyio
 import pytest
 
 from mcpkit.protocol.sse import Event, EventParser
-from mcpkit.testing.conformance_server import build_server
 
-from .conftest import free_port
+from .conftest import inprocess_uvicorn
 
 pytestmark = pytest.mark.anyio
 
@@ -130,39 +129,6 @@ async def test_official_sdk_sse_client(fixture_server: str) -> None:
                 assert not result.is_error
                 text = result.content[0]
                 assert getattr(text, "text", "").startswith("This is a simple text")
-
-
-@asynccontextmanager
-async def inprocess_uvicorn(**app_options: Any) -> AsyncIterator[str]:
-    """The fixture server's app under uvicorn in this process, mounted at /prefix."""
-    import uvicorn
-
-    port = free_port()
-    app = build_server().asgi_app(**app_options)
-
-    async def mounted(scope: Any, receive: Any, send: Any) -> None:
-        """Mounts `app` at /prefix the way Starlette's Mount does (root_path, full path)."""
-        if scope["type"] == "http" and scope["path"].startswith("/prefix/"):
-            await app({**scope, "root_path": scope.get("root_path", "") + "/prefix"},
-                      receive, send)
-        else:
-            await receive()
-            await send({"type": "http.response.start", "status": 404, "headers": []})
-            await send({"type": "http.response.body", "body": b""})
-
-    config = uvicorn.Config(mounted, host="127.0.0.1", port=port, lifespan="off",
-                            log_level="warning")
-    server = uvicorn.Server(config)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(server.serve)
-        with anyio.fail_after(10):
-            while not server.started:  # noqa: ASYNC110 (uvicorn exposes a flag only)
-                await anyio.sleep(0.02)
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            app.shutdown()
-            server.should_exit = True
 
 
 async def test_mounted_under_prefix_and_checks() -> None:

@@ -9,6 +9,8 @@ import aiohttp
 import anyio
 import pytest
 
+from .conftest import inprocess_uvicorn
+
 pytestmark = pytest.mark.anyio
 
 INIT_PARAMS = {
@@ -94,3 +96,32 @@ async def test_binary_frame_closes_with_1003(fixture_server: str) -> None:
                 msg = await ws.receive()
             assert msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
             assert ws.close_code == 1003
+
+
+async def test_server_notifications_reach_the_socket(fixture_server: str) -> None:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+        async with http.ws_connect(fixture_server + "/ws", protocols=("mcp",)) as ws:
+            await ws.send_str(json.dumps(
+                {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT_PARAMS}))
+            assert (await _receive(ws))["id"] == 1
+            await ws.send_str(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            params = {"name": "test_trigger_tool_change", "arguments": {}}
+            await ws.send_str(json.dumps(
+                {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}))
+            seen = [await _receive(ws), await _receive(ws)]
+            assert {m.get("method") for m in seen} == {"notifications/tools/list_changed", None}
+            assert any(m.get("id") == 2 and "result" in m for m in seen)
+
+
+async def test_oversized_message_closes_with_1009() -> None:
+    async with inprocess_uvicorn(max_body_bytes=1024) as base:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+            async with http.ws_connect(base + "/prefix/mcp", protocols=("mcp",)) as ws:
+                await ws.send_str(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+                assert (await _receive(ws)) == {"jsonrpc": "2.0", "id": 1, "result": {}}
+                await ws.send_str(json.dumps(
+                    {"jsonrpc": "2.0", "id": 2, "method": "ping", "params": {"x": "a" * 2048}}))
+                with anyio.fail_after(10):
+                    msg = await ws.receive()
+                assert msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+                assert ws.close_code == 1009
