@@ -67,9 +67,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 ESCALATES = "__mcpkit_task_escalates__"
 _ROUND_PARAMS = ("requestState", "inputResponses")
-_escalations: weakref.WeakKeyDictionary[Context, Callable[[], None]] = (
-    weakref.WeakKeyDictionary()
-)
+_escalations: weakref.WeakKeyDictionary[Context, Callable[[], None]] = weakref.WeakKeyDictionary()
 
 
 def escalates(fn: F) -> F:
@@ -409,8 +407,7 @@ class TaskStore:
     def cancel_all(self) -> None:
         """Shutdown: cancel every running task."""
         for task in self.tasks.values():
-            if task.runner is not None:
-                task.runner.cancel()
+            self.cancel(task)
 
     async def aclose(self, grace_s: float = 1.0) -> None:
         """Cancel every running task and wait (bounded) for them to end."""
