@@ -152,3 +152,23 @@ async def test_mounted_under_prefix_and_checks() -> None:
                 assert r.status == 403
             async with http.get(base + "/prefix/sse", headers={"Host": "evil.example"}) as r:
                 assert r.status == 403
+
+
+async def test_server_notifications_come_as_message_events(fixture_server: str) -> None:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+        async with open_session(http, fixture_server) as (stream, endpoint):
+            url = fixture_server + endpoint
+            for message in (
+                {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT_PARAMS},
+                {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            ):
+                async with http.post(url, json=message) as response:
+                    assert response.status == 202
+            assert (await stream.next_message())["id"] == 1
+            params = {"name": "test_trigger_tool_change", "arguments": {}}
+            async with http.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                            "params": params}) as response:
+                assert response.status == 202
+            seen = [await stream.next_message(), await stream.next_message()]
+            assert {m.get("method") for m in seen} == {"notifications/tools/list_changed", None}
+            assert any(m.get("id") == 2 and "result" in m for m in seen)
