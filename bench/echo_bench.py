@@ -1,6 +1,6 @@
 """Echo benchmark: mcpkit's echo server against the official Python SDK's, in the same run.
 
-    .venv/bin/python bench/echo_bench.py            # full run (3 s per cell after 0.5 s warm-up)
+    .venv/bin/python bench/echo_bench.py            # full: 3 s per cell after 0.5 s warm-up, x3
     .venv/bin/python bench/echo_bench.py --quick    # short run
     .venv/bin/python bench/echo_bench.py --json     # machine-readable results on stdout
 
@@ -49,7 +49,8 @@ INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
 INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
 # A tools/call line with its id spliced in: PREFIX + id + SUFFIX.
 CALL_PREFIX = b'{"jsonrpc":"2.0","id":'
-CALL_SUFFIX = b',"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world"}}}'
+CALL_SUFFIX = (b',"method":"tools/call",'
+               b'"params":{"name":"echo","arguments":{"text":"hello, world"}}}')
 STEP_TIMEOUT = 15.0
 
 
@@ -384,6 +385,7 @@ async def rss_after_calls(server: str, transport: str, calls: int = 1000) -> flo
 
 async def bench(args: argparse.Namespace) -> Results:
     res = Results(settings={"warmup_s": args.warmup, "duration_s": args.duration,
+                            "repeat": args.repeat,
                             "start_runs": args.start_runs, "cpus": os.cpu_count(),
                             "python": sys.version.split()[0],
                             "loop": type(asyncio.get_running_loop()).__module__})
@@ -391,12 +393,19 @@ async def bench(args: argparse.Namespace) -> Results:
         lambda *a: None)
     for transport in args.transports:
         for in_flight in args.in_flight:
-            for server in ("mcpkit", "official"):
-                cell = await run_cell(server, transport, in_flight, args.warmup, args.duration)
-                log(f"  {transport:5} x{in_flight:<3} {server:8} {cell.calls_per_s:10.0f} calls/s"
-                    f"  (server cpu {cell.server_cpu_pct:.0f}%, driver cpu "
-                    f"{cell.driver_cpu_pct:.0f}%, errors {cell.errors})")
-                res.cells.append(cell)
+            runs: dict[str, list[Cell]] = {"mcpkit": [], "official": []}
+            for _ in range(args.repeat):  # interleaved, so machine noise hits both servers
+                for server in ("mcpkit", "official"):
+                    cell = await run_cell(server, transport, in_flight, args.warmup,
+                                          args.duration)
+                    log(f"  {transport:5} x{in_flight:<3} {server:8} "
+                        f"{cell.calls_per_s:10.0f} calls/s  (server cpu "
+                        f"{cell.server_cpu_pct:.0f}%, driver cpu {cell.driver_cpu_pct:.0f}%,"
+                        f" errors {cell.errors})")
+                    runs[server].append(cell)
+            for server_runs in runs.values():  # the median run of each server
+                res.cells.append(sorted(server_runs, key=lambda c: c.calls_per_s)[
+                    len(server_runs) // 2])
     for server in ("mcpkit", "official"):
         runs = [await start_time_ms(server) for _ in range(args.start_runs)]
         res.start_ms_all[server] = [round(r, 1) for r in runs]
@@ -443,11 +452,15 @@ def main() -> None:
     parser.add_argument("--transports", nargs="+", default=["stdio", "http"],
                         choices=["stdio", "http"])
     parser.add_argument("--in-flight", nargs="+", type=int, default=[1, 32])
+    parser.add_argument("--repeat", type=int, default=None,
+                        help="runs per cell, interleaved; the median is reported "
+                             "(default 3, 1 with --quick)")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     args = parser.parse_args()
     args.duration = args.duration or (1.0 if args.quick else 3.0)
     args.warmup = args.warmup if args.warmup is not None else (0.3 if args.quick else 0.5)
     args.start_runs = 5 if args.quick else 10
+    args.repeat = args.repeat or (1 if args.quick else 3)
     try:
         import uvloop
         runner: Any = uvloop.run
