@@ -5,7 +5,6 @@
 Each returns a struct of `mcpkit.protocol.types`; binary data is base64-encoded for you.
 """
 
-from __future__ import annotations
 
 import base64
 from typing import Any, Literal
