@@ -16,7 +16,7 @@ serves both eras at once, over any number of transports.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from mcpkit.protocol import capabilities, errors, versions
 from mcpkit.protocol.request_state import RequestStateCodec
@@ -35,6 +35,9 @@ from mcpkit.server.resources import (
 )
 from mcpkit.server.tasks import TaskStore
 from mcpkit.server.tools import ToolDef, build_tool
+
+if TYPE_CHECKING:
+    from mcpkit.server.engine import Engine
 
 F = TypeVar("F", bound=Callable[..., Any])
 CompletionKey = tuple[str, str]
@@ -73,7 +76,7 @@ class Server:
         self.tasks = TaskStore()  # the tasks extension: advertise it in `extensions` to use it
         self.state_codec = RequestStateCodec()
         self.roots_changed_callbacks: list[Callable[[Connection], Any]] = []
-        self._engine: Any = None
+        self._engine: Engine | None = None
 
     # --- registration -----------------------------------------------------------------------
 
@@ -263,7 +266,8 @@ class Server:
     # --- request plumbing (used by the engine and handlers) --------------------------------
 
     @property
-    def engine(self) -> Any:
+    def engine(self) -> Engine:
+        """The engine that answers requests (made on first use: it imports the handlers)."""
         if self._engine is None:
             from mcpkit.server.engine import Engine
 

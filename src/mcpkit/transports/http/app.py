@@ -131,7 +131,10 @@ class McpAsgiApp:
             return
         hdrs = asgi.header_map(scope)
         if not self.guard.host_ok(hdrs.get("host")) or not self.guard.origin_ok(hdrs.get("origin")):
-            status, body = _json_error(403, errors.McpError(errors.INVALID_REQUEST, "Forbidden: Host or Origin not allowed"))
+            status, body = _json_error(
+                403,
+                errors.McpError(errors.INVALID_REQUEST, "Forbidden: Host or Origin not allowed"),
+            )
             await asgi.respond(send, status, body, content_type="application/json")
             return
         method = scope["method"]
@@ -150,15 +153,23 @@ class McpAsgiApp:
         accept = hdrs.get("accept", "*/*")
         can_sse = "text/event-stream" in accept or "*/*" in accept
         if not (can_sse or "application/json" in accept):
-            await self._error(send, 406, errors.invalid_request("Accept must allow application/json or text/event-stream"))
+            await self._error(
+                send,
+                406,
+                errors.invalid_request("Accept must allow application/json or text/event-stream"),
+            )
             return
         if not hdrs.get("content-type", "").lower().startswith("application/json"):
-            await self._error(send, 415, errors.invalid_request("Content-Type must be application/json"))
+            await self._error(
+                send, 415, errors.invalid_request("Content-Type must be application/json")
+            )
             return
         try:
             body = await asgi.read_body(receive, self.max_body_bytes)
         except asgi.BodyTooLarge:
-            await self._error(send, 413, errors.invalid_request(f"body exceeds {self.max_body_bytes} bytes"))
+            await self._error(
+                send, 413, errors.invalid_request(f"body exceeds {self.max_body_bytes} bytes")
+            )
             return
         except ConnectionResetError:
             return
@@ -192,7 +203,9 @@ class McpAsgiApp:
     async def _post_batch(self, body: bytes, hdrs: dict[str, str], send: Send) -> None:
         session = self.sessions.get(hdrs.get("mcp-session-id", ""))
         if session is None:
-            await self._error(send, 400, errors.invalid_request("JSON-RPC batches need a 2025-03-26 session"))
+            await self._error(
+                send, 400, errors.invalid_request("JSON-RPC batches need a 2025-03-26 session")
+            )
             return
         reply = await answer_batch(self.engine, body, session.connection, session.standalone)
         if reply is None:
@@ -201,7 +214,11 @@ class McpAsgiApp:
             await asgi.respond(send, 200, reply, content_type="application/json")
 
     async def _post_request(
-        self, request: jsonrpc.Request, hdrs: dict[str, str], receive: Receive, send: Send,
+        self,
+        request: jsonrpc.Request,
+        hdrs: dict[str, str],
+        receive: Receive,
+        send: Send,
         can_sse: bool,
     ) -> None:
         params = decode_params(request)
@@ -211,10 +228,17 @@ class McpAsgiApp:
             await self._legacy(request, params, hdrs, receive, send, can_sse)
 
     async def _modern(
-        self, request: jsonrpc.Request, params: dict[str, Any], hdrs: dict[str, str],
-        receive: Receive, send: Send, can_sse: bool,
+        self,
+        request: jsonrpc.Request,
+        params: dict[str, Any],
+        hdrs: dict[str, str],
+        receive: Receive,
+        send: Send,
+        can_sse: bool,
     ) -> None:
-        stream = ResponseStream(send, extra_headers={}, log_factory=None, prime=False, can_sse=can_sse)
+        stream = ResponseStream(
+            send, extra_headers={}, log_factory=None, prime=False, can_sse=can_sse
+        )
         connection = Connection()
         try:
             request_meta = meta.parse_request_meta(params.get("_meta"))
@@ -235,7 +259,9 @@ class McpAsgiApp:
         status = 400 if code in _MODERN_400 else 404 if code == errors.METHOD_NOT_FOUND else 200
         await stream.finish(body, status)
 
-    def _check_param_headers(self, method: str, params: dict[str, Any], hdrs: dict[str, str]) -> None:
+    def _check_param_headers(
+        self, method: str, params: dict[str, Any], hdrs: dict[str, str]
+    ) -> None:
         if method != "tools/call":
             return
         tool = self.server.tools.get(params.get("name", ""))
@@ -243,8 +269,13 @@ class McpAsgiApp:
             headers.check_param_headers(hdrs, tool.header_params, params.get("arguments"))
 
     async def _legacy(
-        self, request: jsonrpc.Request, params: dict[str, Any], hdrs: dict[str, str],
-        receive: Receive, send: Send, can_sse: bool,
+        self,
+        request: jsonrpc.Request,
+        params: dict[str, Any],
+        hdrs: dict[str, str],
+        receive: Receive,
+        send: Send,
+        can_sse: bool,
     ) -> None:
         session, problem = self._legacy_session(request, hdrs)
         if problem is not None:
@@ -253,10 +284,17 @@ class McpAsgiApp:
             return
         assert session is not None
         extra = {"mcp-session-id": session.id}
-        version = session.connection.legacy.protocol_version if session.connection.legacy else params.get("protocolVersion", "")
+        version = (
+            session.connection.legacy.protocol_version
+            if session.connection.legacy
+            else params.get("protocolVersion", "")
+        )
         stream = ResponseStream(
-            send, extra_headers=extra, log_factory=session.new_log,
-            prime=isinstance(version, str) and version >= "2025-11-25", can_sse=can_sse,
+            send,
+            extra_headers=extra,
+            log_factory=session.new_log,
+            prime=isinstance(version, str) and version >= "2025-11-25",
+            can_sse=can_sse,
         )
         try:
             call = self.engine.make_call(request, params, session.connection, stream)
@@ -284,17 +322,28 @@ class McpAsgiApp:
             try:
                 return self.sessions.create(), None
             except SessionLimitReached:
-                return None, (503, errors.McpError(errors.INTERNAL_ERROR, "too many sessions; try again later"))
+                return None, (
+                    503,
+                    errors.McpError(errors.INTERNAL_ERROR, "too many sessions; try again later"),
+                )
         session_id = hdrs.get("mcp-session-id")
         if session_id is None:
-            return None, (400, errors.invalid_params(
-                "missing Mcp-Session-Id (send initialize first) or per-request _meta (2026-07-28)"))
+            return None, (
+                400,
+                errors.invalid_params(
+                    "missing Mcp-Session-Id (send initialize first)"
+                    " or per-request _meta (2026-07-28)"
+                ),
+            )
         session = self.sessions.get(session_id)
         if session is None:
             return None, (404, errors.invalid_request("Session not found"))
         header_version = hdrs.get("mcp-protocol-version")
         if header_version is not None and header_version not in self.server.legacy_versions:
-            return None, (400, errors.invalid_request(f"unsupported MCP-Protocol-Version {header_version!r}"))
+            return None, (
+                400,
+                errors.invalid_request(f"unsupported MCP-Protocol-Version {header_version!r}"),
+            )
         return session, None
 
     async def _answer(
@@ -319,8 +368,12 @@ class McpAsgiApp:
         finally:
             watcher.cancel()
 
-    async def _error(self, send: Send, status: int, error: errors.McpError, request_id: Any = None) -> None:
-        await asgi.respond(send, status, jsonrpc.encode_error(request_id, error), content_type="application/json")
+    async def _error(
+        self, send: Send, status: int, error: errors.McpError, request_id: Any = None
+    ) -> None:
+        await asgi.respond(
+            send, status, jsonrpc.encode_error(request_id, error), content_type="application/json"
+        )
 
     # --- GET -------------------------------------------------------------------------------------
 
@@ -334,15 +387,24 @@ class McpAsgiApp:
             await self._error(send, 404, errors.invalid_request("Session not found"))
             return
         if "text/event-stream" not in hdrs.get("accept", "text/event-stream"):
-            await self._error(send, 406, errors.invalid_request("Accept must allow text/event-stream"))
+            await self._error(
+                send, 406, errors.invalid_request("Accept must allow text/event-stream")
+            )
             return
         last_event_id = hdrs.get("last-event-id")
         found = session.find_log(last_event_id) if last_event_id else None
         if found is None and not session.standalone.attach(send):
-            await self._error(send, 409, errors.invalid_request("this session already has a GET stream"))
+            await self._error(
+                send, 409, errors.invalid_request("this session already has a GET stream")
+            )
             return
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": asgi.encode_headers({**SSE_HEADERS, "mcp-session-id": session.id})})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": asgi.encode_headers({**SSE_HEADERS, "mcp-session-id": session.id}),
+            }
+        )
         session.open_streams += 1
         try:
             await self._hold_stream(session, found, receive, send)
@@ -354,7 +416,9 @@ class McpAsgiApp:
         with contextlib.suppress(OSError):
             await send({"type": "http.response.body", "body": b""})
 
-    async def _hold_stream(self, session: HttpSession, found: Any, receive: Receive, send: Send) -> None:
+    async def _hold_stream(
+        self, session: HttpSession, found: Any, receive: Receive, send: Send
+    ) -> None:
         async with anyio.create_task_group() as tg:
 
             async def until_disconnect() -> None:
@@ -397,13 +461,9 @@ def _route_path(scope: Scope) -> str:
     path: str = scope.get("path", "")
     root: str = scope.get("root_path", "")
     if root and path.startswith(root):
-        path = path[len(root):]
+        path = path[len(root) :]
     return _norm(path)
 
 
 async def _discard(message: Any) -> None:
     """The standalone stream writes to its attached GET itself; following it only waits."""
-
-
-def supported_header_version(version: str | None) -> bool:
-    return version is None or version in versions.ALL_VERSIONS
