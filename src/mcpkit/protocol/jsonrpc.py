@@ -134,7 +134,9 @@ def decode_message(data: bytes | str) -> Message:
     except msgspec.ValidationError:
         # Valid JSON, but not an object (an array, a number…).
         raise DecodeFailure(errors.invalid_request("a message must be a JSON object")) from None
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
+        # msgspec raises UnicodeDecodeError for invalid UTF-8 inside a JSON string, and
+        # RecursionError for nesting deeper than it can follow.
         raise DecodeFailure(errors.parse_error(str(exc))) from None
     return _from_envelope(env)
 
@@ -152,7 +154,7 @@ def decode_batch(data: bytes | str) -> list[Message | DecodeFailure]:
     """
     try:
         items = _batch_decoder.decode(data)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise DecodeFailure(errors.parse_error(str(exc))) from None
     if not items:
         raise DecodeFailure(errors.invalid_request("empty batch"))
