@@ -23,6 +23,30 @@ def test_unparsable_is_parse_error(data: bytes) -> None:
     assert failure.id is None
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"jsonrpc":"2.0","id":1,"method":"\xff\xfe"}',
+        b'{"jsonrpc":"2.0","id":"\xc3","method":"ping"}',
+        b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"a":'
+        + b"[" * 5000
+        + b"]" * 5000
+        + b"}}",
+    ],
+    ids=["bad-utf8-method", "bad-utf8-id", "deep-nesting"],
+)
+def test_undecodable_content_is_parse_error(data: bytes) -> None:
+    failure = fail(data)
+    assert failure.error.code == errors.PARSE_ERROR
+    try:
+        items = jsonrpc.decode_batch(b"[" + data + b"]")
+    except jsonrpc.DecodeFailure as whole:
+        assert whole.error.code == errors.PARSE_ERROR
+    else:
+        assert isinstance(items[0], jsonrpc.DecodeFailure)
+        assert items[0].error.code == errors.PARSE_ERROR
+
+
 @pytest.mark.parametrize("data", [b"[]", b"1", b'"x"', b"null", b"true"])
 def test_non_object_is_invalid_request(data: bytes) -> None:
     failure = fail(data)
