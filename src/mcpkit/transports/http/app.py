@@ -25,7 +25,7 @@ from typing import Any
 
 import anyio
 
-from mcpkit.protocol import errors, headers, jsonrpc, meta, versions
+from mcpkit.protocol import errors, headers, jsonrpc, meta
 from mcpkit.server.connection import Connection
 from mcpkit.server.engine import decode_params
 from mcpkit.server.server import Server
