@@ -215,3 +215,23 @@ def test_split_and_crlf_lines(stdio_peer: Any, chunks: list[bytes]) -> None:
         peer.write(chunk)
         time.sleep(0.02)
     assert peer.response(1)["result"] == {}
+
+
+@pytest.mark.parametrize("stdin_null", [True, False])
+def test_dev_null_streams_do_not_crash(stdin_null: bool, tmp_path: Path) -> None:
+    """/dev/null as stdin or stdout is a character device that is not a terminal: the server
+    must fall back to plain reads/writes, not hand it to the event loop (uvloop aborts)."""
+    import subprocess
+
+    cmd = [sys.executable, "-m", "mcpkit.testing.echo_server", "--transport", "stdio"]
+    if stdin_null:
+        out = tmp_path / "out.txt"
+        with open(out, "wb") as sink:
+            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=sink, timeout=20)
+        assert out.read_bytes() == b""
+    else:
+        ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}) + "\n"
+        proc = subprocess.run(
+            cmd, input=ping.encode(), stdout=subprocess.DEVNULL, timeout=20, check=False
+        )
+    assert proc.returncode == 0

@@ -208,10 +208,11 @@ async def serve_stdio(
 
 
 def _is_stream(fd: int) -> bool:
-    """Pipes, sockets and terminals can use event-loop transports; regular files cannot
-    (uvloop aborts the process on them instead of raising)."""
+    """Pipes, sockets and terminals can use event-loop transports; regular files and other
+    character devices such as /dev/null cannot (uvloop aborts the process on them instead of
+    raising), so those are read and written with plain blocking calls."""
     mode = os.fstat(fd).st_mode
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
 
 
 async def _read_file(in_file: Any, conn: StdioServerConnection) -> None:
