@@ -1,4 +1,5 @@
-"""The official Python SDK client (`mcp`) against mcpkit servers, over stdio and Streamable HTTP."""
+"""The official Python SDK client (`mcp`) against mcpkit servers, over stdio, Streamable HTTP
+and the legacy HTTP+SSE transport (2024-11-05)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client, types
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
 from .conftest import ROOT
@@ -42,6 +44,9 @@ async def _session(transport: str, url: str | None) -> AsyncIterator[ClientSessi
             cwd=ROOT,
         )
         streams = stdio_client(params)
+    elif transport == "sse":
+        assert url is not None
+        streams = sse_client(url.removesuffix("/mcp") + "/sse")
     else:
         assert url is not None
         streams = streamable_http_client(url)
@@ -122,6 +127,10 @@ def test_python_sdk_stdio() -> None:
 
 def test_python_sdk_streamable_http(conformance_http_url: str) -> None:
     _check(anyio.run(_scenario, "http", conformance_http_url))
+
+
+def test_python_sdk_legacy_http_sse(conformance_http_url: str) -> None:
+    _check(anyio.run(_scenario, "sse", conformance_http_url))
 
 
 async def _modern(url: str) -> dict[str, Any]:
