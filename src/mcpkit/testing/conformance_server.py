@@ -239,8 +239,11 @@ def add_client_feature_tools(server: Server) -> None:
     )
 
 
+MRTR_PREFIX = "test_input_required_result"
+
+
 def add_mrtr_tools(server: Server) -> None:
-    prefix = "test_input_required_result"
+    """MRTR tools with one input each (elicitation, sampling, roots, request state)."""
 
     async def elicitation(ctx: Context) -> str:
         """Asks for the user's name with an input-required round."""
@@ -269,6 +272,20 @@ def add_mrtr_tools(server: Server) -> None:
             key="confirm",
         )
         return f"Confirmed: {(answer.get('content') or {}).get('ok')} (state {ctx.state})"
+
+    handlers = {
+        "elicitation": elicitation,
+        "sampling": sampling,
+        "list_roots": list_roots,
+        "request_state": request_state,
+        "tampered_state": request_state,
+    }
+    for suffix, fn in handlers.items():
+        server.add_tool(fn, name=f"{MRTR_PREFIX}_{suffix}")
+
+
+def add_mrtr_compound_tools(server: Server) -> None:
+    """MRTR tools with several inputs: one round of many, several rounds, capability-aware."""
 
     async def multiple_inputs(ctx: Context) -> str:
         """Asks for elicitation, sampling and roots in one round."""
@@ -308,24 +325,19 @@ def add_mrtr_tools(server: Server) -> None:
         return "Capabilities respected"
 
     handlers = {
-        "elicitation": elicitation,
-        "sampling": sampling,
-        "list_roots": list_roots,
-        "request_state": request_state,
         "multiple_inputs": multiple_inputs,
         "multi_round": multi_round,
-        "tampered_state": request_state,
         "capabilities": capabilities,
     }
     for suffix, fn in handlers.items():
-        server.add_tool(fn, name=f"{prefix}_{suffix}")
+        server.add_tool(fn, name=f"{MRTR_PREFIX}_{suffix}")
 
     async def mrtr_prompt(ctx: Context) -> str:
         """A prompt that needs the user's name first."""
         answer = await ctx.elicit("Your name?", NAME_SCHEMA, key="user_name")
         return f"Write a greeting for {(answer.get('content') or {}).get('name', 'someone')}."
 
-    server.add_prompt(mrtr_prompt, name=f"{prefix}_prompt")
+    server.add_prompt(mrtr_prompt, name=f"{MRTR_PREFIX}_prompt")
 
 
 def add_change_tools(server: Server) -> None:
@@ -512,6 +524,7 @@ def build_server() -> Server:
     add_streaming_tools(server)
     add_client_feature_tools(server)
     add_mrtr_tools(server)
+    add_mrtr_compound_tools(server)
     add_change_tools(server)
     add_resources_and_prompts(server)
     add_task_tools(server)
