@@ -231,9 +231,17 @@ def _private_stdout() -> int:
 
 
 def run_stdio_server(server: Server, **options: Any) -> None:
-    """Run `serve_stdio` in a fresh event loop (uvloop when installed)."""
+    """Run `serve_stdio` in a fresh event loop (uvloop when installed); when stdin closes,
+    background tasks (tasks extension) are cancelled as the process ends."""
+
+    async def serve_then_close() -> None:
+        try:
+            await serve_stdio(server, **options)
+        finally:
+            await server.tasks.aclose()
+
     with contextlib.suppress(KeyboardInterrupt):
-        _run(serve_stdio(server, **options))
+        _run(serve_then_close())
 
 
 def _run(coro: Any) -> None:

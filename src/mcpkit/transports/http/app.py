@@ -25,7 +25,7 @@ from typing import Any
 
 import anyio
 
-from mcpkit.protocol import errors, headers, jsonrpc, meta
+from mcpkit.protocol import errors, headers, jsonrpc, meta, versions
 from mcpkit.server.connection import Connection
 from mcpkit.server.engine import decode_params
 from mcpkit.server.server import Server
@@ -202,7 +202,10 @@ class McpAsgiApp:
 
     async def _post_batch(self, body: bytes, hdrs: dict[str, str], send: Send) -> None:
         session = self.sessions.get(hdrs.get("mcp-session-id", ""))
-        if session is None:
+        legacy = session.connection.legacy if session is not None else None
+        if session is None or legacy is None or not versions.allows_batches(
+            legacy.protocol_version
+        ):
             await self._error(
                 send, 400, errors.invalid_request("JSON-RPC batches need a 2025-03-26 session")
             )
