@@ -284,3 +284,42 @@ async def test_wrong_content_type_and_accept(
     headers = {**modern_headers("tools/list"), "accept": "text/html"}
     async with client.post(http_server.url, data=body, headers=headers) as resp:
         assert resp.status == 406
+
+
+async def _standalone_messages(
+    client: aiohttp.ClientSession, url: str, sid: str, count: int
+) -> list[dict[str, Any]]:
+    """Open the session's GET stream and return its first `count` messages."""
+    headers = {"accept": "text/event-stream", "mcp-session-id": sid,
+               "mcp-protocol-version": "2025-11-25"}
+    messages: list[dict[str, Any]] = []
+    with anyio.fail_after(8):
+        async with client.get(url, headers=headers) as resp:
+            assert resp.status == 200
+            parser = EventParser()
+            async for chunk in resp.content.iter_any():
+                messages += [json.loads(e.data) for e in parser.feed(chunk) if e.data]
+                if len(messages) >= count:
+                    return messages
+    raise AssertionError(f"the GET stream ended after {len(messages)} messages")
+
+
+async def test_standalone_messages_wait_for_the_next_get(
+    client: aiohttp.ClientSession, http_server: Any
+) -> None:
+    """List changes announced while no GET stream is open are delivered by the next GET."""
+    url = http_server.url
+    sid = await _initialize(client, url)
+    headers = legacy_headers(sid)
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    async with client.post(url, json=note, headers=headers) as resp:
+        assert resp.status == 202
+    for call_id in (2, 3):  # adds, then removes, the dynamic tool: two announcements
+        call = {"jsonrpc": "2.0", "id": call_id, "method": "tools/call",
+                "params": {"name": "test_trigger_tool_change", "arguments": {}}}
+        async with client.post(url, json=call, headers=headers) as resp:
+            assert (await read_messages(resp))[-1]["id"] == call_id
+    messages = await _standalone_messages(client, url, sid, 2)
+    assert [m["method"] for m in messages] == ["notifications/tools/list_changed"] * 2
+    async with client.delete(url, headers=headers) as resp:
+        assert resp.status in (200, 204)

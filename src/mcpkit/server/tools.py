@@ -44,7 +44,6 @@ class ToolDef:
     input_validator: SchemaValidator | None = None
     output_validator: SchemaValidator | None = None
     wrap_result: bool = False  # structured output of a non-object return type: {"result": …}
-    is_async: bool = False
     header_params: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def to_wire(self) -> dict[str, Any]:
@@ -213,7 +212,6 @@ def build_tool(
         input_validator=SchemaValidator(input_schema) if input_schema is not None else None,
         output_validator=SchemaValidator(output_schema) if output_schema is not None else None,
         wrap_result=wrap,
-        is_async=inspect.iscoroutinefunction(fn),
         **extra,
     )
     tool.header_params = headers.header_params(tool.input_schema)

@@ -396,7 +396,7 @@ class McpAsgiApp:
             return
         last_event_id = hdrs.get("last-event-id")
         found = session.find_log(last_event_id) if last_event_id else None
-        if found is None and not session.standalone.attach(send):
+        if found is None and not session.standalone.attach():
             await self._error(
                 send, 409, errors.invalid_request("this session already has a GET stream")
             )
@@ -440,7 +440,8 @@ class McpAsgiApp:
                 event_log, seq = found
                 await event_log.follow(seq, send)
             else:
-                await session.standalone.log.follow(session.standalone.log.next_seq, _discard)
+                standalone = session.standalone
+                await standalone.log.follow(standalone.delivered, send, standalone.mark_delivered)
             tg.cancel_scope.cancel()
 
     # --- DELETE ----------------------------------------------------------------------------------
@@ -466,7 +467,3 @@ def _route_path(scope: Scope) -> str:
     if root and path.startswith(root):
         path = path[len(root) :]
     return _norm(path)
-
-
-async def _discard(message: Any) -> None:
-    """The standalone stream writes to its attached GET itself; following it only waits."""

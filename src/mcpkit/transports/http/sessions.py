@@ -13,11 +13,7 @@ import secrets
 import time
 from collections import OrderedDict
 
-import anyio
-
-from mcpkit.protocol import sse
 from mcpkit.server.connection import Connection
-from mcpkit.transports.http.asgi import Send
 from mcpkit.transports.http.streams import EventLog
 
 MAX_LOGS_PER_SESSION = 256
@@ -27,37 +23,31 @@ STANDALONE_STREAM = "0"
 class StandaloneStream:
     """The session's GET stream: messages unrelated to any request (list changes…).
 
-    While no GET is attached, messages wait in a bounded backlog.
+    Messages go to the stream's event log (bounded, see `EventLog`); the attached GET
+    follows the log. Messages sent while no GET is attached wait there and are delivered
+    when the next GET arrives, from the last one delivered on.
     """
 
-    def __init__(self, backlog: int = 1000) -> None:
+    def __init__(self) -> None:
         self.log = EventLog(STANDALONE_STREAM)
-        self._send: Send | None = None
-        self._backlog = backlog
-        self.attached = anyio.Event()
+        self.delivered = -1  # seq of the last event a GET received
+        self.attached = False
 
     async def send(self, message: bytes) -> None:
-        event_id = self.log.append(message)
-        if self._send is not None:
-            try:
-                await self._send(
-                    {
-                        "type": "http.response.body",
-                        "more_body": True,
-                        "body": sse.encode_event(message, id=event_id),
-                    }
-                )
-            except OSError:
-                self._send = None
+        self.log.append(message)
 
-    def attach(self, send: Send) -> bool:
-        if self._send is not None:
+    def attach(self) -> bool:
+        """Claim the stream for one GET; False if another GET holds it."""
+        if self.attached:
             return False
-        self._send = send
+        self.attached = True
         return True
 
     def detach(self) -> None:
-        self._send = None
+        self.attached = False
+
+    def mark_delivered(self, seq: int) -> None:
+        self.delivered = seq
 
 
 class HttpSession:

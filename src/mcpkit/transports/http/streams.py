@@ -62,8 +62,11 @@ class EventLog:
         self._changed.set()
         self._changed = anyio.Event()
 
-    async def follow(self, after: int, send: Send) -> None:
-        """Send every event after seq `after`, then new ones until the stream is done."""
+    async def follow(
+        self, after: int, send: Send, on_sent: Callable[[int], None] | None = None
+    ) -> None:
+        """Send every event after seq `after`, then new ones until the stream is done;
+        `on_sent(seq)` is told of each event sent."""
         while True:
             pending = [(s, d) for s, d in self.events if s > after]
             for seq, data in pending:
@@ -75,6 +78,8 @@ class EventLog:
                     }
                 )
                 after = seq
+                if on_sent is not None:
+                    on_sent(seq)
             if self.done:
                 return
             await self._changed.wait()
