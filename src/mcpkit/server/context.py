@@ -24,6 +24,7 @@ import anyio
 
 from mcpkit.protocol import capabilities, jsonrpc, meta
 from mcpkit.server import inputs
+from mcpkit.server.call import Call
 from mcpkit.server.connection import Channel, Connection
 
 if TYPE_CHECKING:
@@ -36,36 +37,60 @@ class Context:
     def __init__(
         self,
         server: Server,
+        call: Call,
         *,
-        request_id: jsonrpc.RequestId,
-        method: str,
-        params: dict[str, Any],
-        modern: bool,
-        protocol_version: str,
-        client_capabilities: dict[str, Any],
-        client_info: dict[str, Any] | None,
-        log_level: str | None,
-        connection: Connection,
-        channel: Channel,
         answers: dict[str, Any] | None = None,
         state: Any = None,
     ) -> None:
         self.server = server
-        self.request_id = request_id
-        self.method = method
-        self.params = params
-        self.modern = modern
-        self.protocol_version = protocol_version
-        self.client_capabilities = client_capabilities
-        self.client_info = client_info
-        self.log_level = log_level
-        self.connection = connection
-        self.channel = channel
-        self.progress_token = meta.progress_token_of(params.get("_meta"))
+        self.call = call
+        self.progress_token = meta.progress_token_of(call.params.get("_meta"))
         self.answers: dict[str, Any] = answers or {}  # offered by the client, unchecked
         self.accepted: dict[str, Any] = {}  # checked and consumed; carried to the next round
         self.state: Any = state
         self._counters: dict[str, itertools.count[int]] = {}
+
+    # The request, as the engine decided it (era, version, what the client declared).
+
+    @property
+    def request_id(self) -> jsonrpc.RequestId:
+        return self.call.request_id
+
+    @property
+    def method(self) -> str:
+        return self.call.method
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.call.params
+
+    @property
+    def modern(self) -> bool:
+        return self.call.modern
+
+    @property
+    def protocol_version(self) -> str:
+        return self.call.protocol_version
+
+    @property
+    def client_capabilities(self) -> dict[str, Any]:
+        return self.call.client_capabilities
+
+    @property
+    def client_info(self) -> dict[str, Any] | None:
+        return self.call.client_info
+
+    @property
+    def log_level(self) -> str | None:
+        return self.call.log_level
+
+    @property
+    def connection(self) -> Connection:
+        return self.call.connection
+
+    @property
+    def channel(self) -> Channel:
+        return self.call.channel
 
     # --- facts about the request ------------------------------------------------------------
 

@@ -182,7 +182,7 @@ class Engine:
         if entry is None or era not in entry[1]:
             raise errors.method_not_found(method)
         capability = entry[2]
-        if capability is not None and capability not in self.server.capabilities():
+        if capability is not None and not self.server.has_capability(capability):
             raise errors.method_not_found(method)
 
     async def dispatch(self, call: Call) -> dict[str, Any]:

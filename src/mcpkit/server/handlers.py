@@ -78,8 +78,7 @@ async def set_level(server: Server, call: Call) -> dict[str, Any]:
     level = _string_param(call, "level")
     if level not in meta.LOG_LEVELS:
         raise errors.invalid_params(f"unknown log level {level!r}")
-    assert call.connection.legacy is not None
-    call.connection.legacy.log_level = level
+    _session(call).log_level = level
     return {}
 
 
@@ -228,23 +227,21 @@ async def read_resource(server: Server, call: Call) -> dict[str, Any]:
     return await run_with_inputs(server, call, ctx_param, fn, kwargs, shape=shape)
 
 
-def _subscription_uri(server: Server, call: Call) -> str:
-    uri = _string_param(call, "uri")
-    assert call.connection.legacy is not None
-    return uri
+def _session(call: Call) -> LegacySession:
+    """The legacy session of a legacy-only method (the engine routes those only to one)."""
+    session = call.connection.legacy
+    if session is None:
+        raise errors.invalid_request(f"{call.method} needs an initialized session")
+    return session
 
 
 async def subscribe(server: Server, call: Call) -> dict[str, Any]:
-    uri = _subscription_uri(server, call)
-    assert call.connection.legacy is not None
-    call.connection.legacy.subscriptions.add(uri)
+    _session(call).subscriptions.add(_string_param(call, "uri"))
     return {}
 
 
 async def unsubscribe(server: Server, call: Call) -> dict[str, Any]:
-    uri = _subscription_uri(server, call)
-    assert call.connection.legacy is not None
-    call.connection.legacy.subscriptions.discard(uri)
+    _session(call).subscriptions.discard(_string_param(call, "uri"))
     return {}
 
 

@@ -40,6 +40,15 @@ if TYPE_CHECKING:
     from mcpkit.server.engine import Engine
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# What each capability declares when offered (every list can change at run time).
+_CAPABILITY_SETTINGS: dict[str, dict[str, Any]] = {
+    "logging": {},
+    "tools": {"listChanged": True},
+    "resources": {"subscribe": True, "listChanged": True},
+    "prompts": {"listChanged": True},
+    "completions": {},
+}
 CompletionKey = tuple[str, str]
 
 
@@ -211,16 +220,27 @@ class Server:
             info["websiteUrl"] = self.website_url
         return info
 
+    def has_capability(self, name: str) -> bool:
+        """Whether the server offers `name` right now: its registry is not empty (logging is
+        always offered). Cheap: the engine asks on every request."""
+        if name == "logging":
+            return True
+        if name == "tools":
+            return bool(self.tools)
+        if name == "resources":
+            return bool(self.resources or self.templates)
+        if name == "prompts":
+            return bool(self.prompts)
+        if name == "completions":
+            return bool(self.completions)
+        return False
+
     def capabilities(self) -> dict[str, Any]:
-        caps: dict[str, Any] = {"logging": {}}
-        if self.tools:
-            caps["tools"] = {"listChanged": True}
-        if self.resources or self.templates:
-            caps["resources"] = {"subscribe": True, "listChanged": True}
-        if self.prompts:
-            caps["prompts"] = {"listChanged": True}
-        if self.completions:
-            caps["completions"] = {}
+        caps: dict[str, Any] = {
+            name: dict(settings)
+            for name, settings in _CAPABILITY_SETTINGS.items()
+            if self.has_capability(name)
+        }
         if self.extensions:
             caps["extensions"] = dict(self.extensions)
         return caps
@@ -291,21 +311,7 @@ class Server:
                 )
                 answers, state = opened.answers, opened.state
             answers = inputs.candidate_answers(call.params.get("inputResponses"), answers)
-        return Context(
-            self,
-            request_id=call.request_id,
-            method=call.method,
-            params=call.params,
-            modern=call.modern,
-            protocol_version=call.protocol_version,
-            client_capabilities=call.client_capabilities,
-            client_info=call.client_info,
-            log_level=call.log_level,
-            connection=call.connection,
-            channel=call.channel,
-            answers=answers,
-            state=state,
-        )
+        return Context(self, call, answers=answers, state=state)
 
     def input_required_result(
         self, call: Call, ctx: Context, need: inputs.InputRequired
