@@ -55,3 +55,9 @@ def allows_batches(version: str) -> bool:
 def has_protocol_version_header(version: str) -> bool:
     """Whether HTTP clients of this version send `MCP-Protocol-Version` (2025-06-18 on)."""
     return version not in ("2024-11-05", "2025-03-26")
+
+
+def primes_sse_streams(version: str) -> bool:
+    """Whether Streamable HTTP SSE streams open with a priming event (id, empty data) so the
+    client can resume them: 2025-11-25 on."""
+    return version in LEGACY_VERSIONS and version >= "2025-11-25"

@@ -296,7 +296,7 @@ class McpAsgiApp:
             send,
             extra_headers=extra,
             log_factory=session.new_log,
-            prime=isinstance(version, str) and version >= "2025-11-25",
+            prime=isinstance(version, str) and versions.primes_sse_streams(version),
             can_sse=can_sse,
         )
         try:
