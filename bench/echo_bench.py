@@ -1,4 +1,4 @@
-"""Echo benchmark: mcpkit's echo server against the official Python SDK's, in the same run.
+"""Echo benchmark: mcpkit's echo server against the official Python and TypeScript SDKs'.
 
     .venv/bin/python bench/echo_bench.py            # full: 3 s per cell after 0.5 s warm-up, x3
     .venv/bin/python bench/echo_bench.py --quick    # short run
@@ -8,6 +8,8 @@ Measures `tools/call echo` calls/s at 1 and 32 requests in flight over stdio and
 HTTP, server start time (spawn -> initialize answered, median of 10) and RSS after 1000 calls.
 The load driver is raw: pre-encoded JSON lines over pipes (stdio) and aiohttp with a
 connection pool (HTTP); it runs on uvloop when available. Every wait is bounded.
+The TypeScript SDK peer (bench/peers/ts_echo_server.mjs) needs `node` on PATH and
+tests/js/node_modules (`bash scripts/install_js_peers.sh`); without them it is skipped.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -42,6 +45,25 @@ SERVERS: dict[str, dict[str, list[str]]] = {
                  "--transport", "http", "--port", "{port}"],
     },
 }
+PEERS = ("official", "ts")  # compared against mcpkit, in this order
+JS_MODULES = ROOT / "tests/js/node_modules"
+TS_SERVER = ROOT / "bench/peers/ts_echo_server.mjs"
+
+
+def add_ts_peer() -> str | None:
+    """Register the TypeScript SDK peer; return why it is skipped, or None."""
+    node = shutil.which("node")
+    if node is None:
+        return "node not found on PATH"
+    for need in ("@modelcontextprotocol/sdk/package.json", "zod/package.json"):
+        if not (JS_MODULES / need).is_file():
+            return (f"{JS_MODULES.relative_to(ROOT) / need} missing "
+                    "(run: bash scripts/install_js_peers.sh)")
+    SERVERS["ts"] = {
+        "stdio": [node, str(TS_SERVER), "--transport", "stdio"],
+        "http": [node, str(TS_SERVER), "--transport", "http", "--port", "{port}"],
+    }
+    return None
 PROTOCOL_VERSION = "2025-06-18"
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
     "protocolVersion": PROTOCOL_VERSION, "capabilities": {},
@@ -391,11 +413,17 @@ async def bench(args: argparse.Namespace) -> Results:
                             "loop": type(asyncio.get_running_loop()).__module__})
     log = (lambda *a: print(*a, file=sys.stderr, flush=True)) if not args.quiet else (
         lambda *a: None)
+    servers = [s for s in ("mcpkit", *PEERS) if s in SERVERS]
+    res.settings["servers"] = servers
+    if args.ts_skipped:
+        res.settings["ts_skipped"] = args.ts_skipped
+        print(f"echo_bench: skipping the TypeScript SDK peer: {args.ts_skipped}",
+              file=sys.stderr, flush=True)
     for transport in args.transports:
         for in_flight in args.in_flight:
-            runs: dict[str, list[Cell]] = {"mcpkit": [], "official": []}
-            for _ in range(args.repeat):  # interleaved, so machine noise hits both servers
-                for server in ("mcpkit", "official"):
+            runs: dict[str, list[Cell]] = {server: [] for server in servers}
+            for _ in range(args.repeat):  # interleaved, so machine noise hits all servers
+                for server in servers:
                     cell = await run_cell(server, transport, in_flight, args.warmup,
                                           args.duration)
                     log(f"  {transport:5} x{in_flight:<3} {server:8} "
@@ -406,7 +434,7 @@ async def bench(args: argparse.Namespace) -> Results:
             for server_runs in runs.values():  # the median run of each server
                 res.cells.append(sorted(server_runs, key=lambda c: c.calls_per_s)[
                     len(server_runs) // 2])
-    for server in ("mcpkit", "official"):
+    for server in servers:
         runs = [await start_time_ms(server) for _ in range(args.start_runs)]
         res.start_ms_all[server] = [round(r, 1) for r in runs]
         res.start_ms[server] = round(statistics.median(runs), 1)
@@ -418,20 +446,25 @@ async def bench(args: argparse.Namespace) -> Results:
 
 
 def table(res: Results) -> str:
-    rows = ["| transport | in flight | mcpkit calls/s | official calls/s | ratio |"
-            " mcpkit srv/driver CPU | official srv/driver CPU |",
-            "|---|---:|---:|---:|---:|---:|---:|"]
+    peers = [p for p in PEERS if p in res.settings.get("servers", ())]
+    servers = ["mcpkit", *peers]
+    rows = ["| transport | in flight | "
+            + " | ".join(f"{s} calls/s" for s in servers) + " | "
+            + " | ".join(f"mcpkit/{p}" for p in peers) + " | "
+            + " | ".join(f"{s} srv/driver CPU" for s in servers) + " |",
+            "|---|---:|" + "---:|" * (2 * len(servers) + len(peers))]
     by = {(c.server, c.transport, c.in_flight): c for c in res.cells}
     for c in res.cells:
         if c.server != "mcpkit":
             continue
-        o = by.get(("official", c.transport, c.in_flight))
-        ocps = o.calls_per_s if o else 0.0
-        ratio = f"{c.calls_per_s / ocps:.1f}x" if ocps else "-"
-        rows.append(
-            f"| {c.transport} | {c.in_flight} | {c.calls_per_s:,.0f} | {ocps:,.0f} | {ratio} |"
-            f" {c.server_cpu_pct:.0f}% / {c.driver_cpu_pct:.0f}% |"
-            f" {(o.server_cpu_pct if o else 0):.0f}% / {(o.driver_cpu_pct if o else 0):.0f}% |")
+        cells = [by.get((s, c.transport, c.in_flight)) for s in servers]
+        cps = [x.calls_per_s if x else 0.0 for x in cells]
+        ratios = [f"{c.calls_per_s / r:.1f}x" if r else "-" for r in cps[1:]]
+        cpu = [f"{x.server_cpu_pct:.0f}% / {x.driver_cpu_pct:.0f}%" if x else "-"
+               for x in cells]
+        rows.append(f"| {c.transport} | {c.in_flight} | "
+                    + " | ".join(f"{v:,.0f}" for v in cps) + " | "
+                    + " | ".join(ratios) + " | " + " | ".join(cpu) + " |")
     rows.append("")
     rows.append("| server | start (spawn -> initialize answered, median) | "
                 + " | ".join(f"RSS after 1000 calls ({t})" for t in
@@ -461,12 +494,15 @@ def main() -> None:
     args.warmup = args.warmup if args.warmup is not None else (0.3 if args.quick else 0.5)
     args.start_runs = 5 if args.quick else 10
     args.repeat = args.repeat or (1 if args.quick else 3)
+    args.ts_skipped = add_ts_peer()
     try:
         import uvloop
         runner: Any = uvloop.run
     except ImportError:
         runner = asyncio.run
     res = runner(bench(args))
+    if args.ts_skipped and not args.json:
+        print(f"(TypeScript SDK peer skipped: {args.ts_skipped})")
     if args.json:
         out = asdict(res)
         print(json.dumps(out, indent=2))
