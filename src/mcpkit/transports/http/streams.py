@@ -9,6 +9,7 @@ are neither primed nor resumable (2026-07-28 dropped resumption).
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -68,8 +69,9 @@ class EventLog:
         """Send every event after seq `after`, then new ones until the stream is done;
         `on_sent(seq)` is told of each event sent."""
         while True:
-            pending = [(s, d) for s, d in self.events if s > after]
-            for seq, data in pending:
+            # Seqs only grow, so the first event after `after` is found by bisection.
+            start = bisect.bisect_right(self.events, after, key=lambda event: event[0])
+            for seq, data in self.events[start:]:
                 await send(
                     {
                         "type": "http.response.body",
