@@ -10,17 +10,16 @@ import argparse
 import sys
 
 from mcpkit import __version__
+from mcpkit.transports.arguments import add_transport_arguments
 
 
 def _example(args: argparse.Namespace) -> int:
     from mcpkit.examples.notes import build_server
+    from mcpkit.transports.arguments import serve
 
-    server = build_server()
-    if args.transport == "stdio":
-        server.run_stdio()
-    else:
+    if args.transport == "http":
         print(f"mcpkit example server on http://{args.host}:{args.port}/mcp", file=sys.stderr)
-        server.run_http(host=args.host, port=args.port, log_level="warning")
+    serve(build_server(), args)
     return 0
 
 
@@ -28,9 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcpkit", description="The mcpkit MCP toolkit.")
     sub = parser.add_subparsers(dest="command", required=True)
     example = sub.add_parser("example", help="run the example notes server")
-    example.add_argument("--transport", choices=("http", "stdio"), default="http")
-    example.add_argument("--host", default="127.0.0.1")
-    example.add_argument("--port", type=int, default=8000)
+    add_transport_arguments(example)
     example.set_defaults(run=_example)
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(run=lambda _args: print(__version__) or 0)

@@ -19,6 +19,7 @@ from mcpkit.protocol import errors
 from mcpkit.server import tasks
 from mcpkit.server.context import Context
 from mcpkit.server.server import Server
+from mcpkit.transports.arguments import add_transport_arguments, serve
 
 # A 1x1 PNG and a 44-byte silent WAV: real, decodable media.
 PNG_B64 = (
@@ -533,15 +534,8 @@ def build_server() -> Server:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="mcpkit conformance fixture server")
-    parser.add_argument("--transport", choices=("http", "stdio"), default="http")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=3001)
-    args = parser.parse_args(argv)
-    server = build_server()
-    if args.transport == "stdio":
-        server.run_stdio()
-    else:
-        server.run_http(host=args.host, port=args.port, log_level="warning")
+    add_transport_arguments(parser, default_port=3001)
+    serve(build_server(), parser.parse_args(argv))
 
 
 if __name__ == "__main__":

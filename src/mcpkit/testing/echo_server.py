@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from mcpkit.server.server import Server
+from mcpkit.transports.arguments import add_transport_arguments, serve
 
 
 def build_server() -> Server:
@@ -24,15 +25,8 @@ def build_server() -> Server:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
-    args = parser.parse_args(argv)
-    server = build_server()
-    if args.transport == "stdio":
-        server.run_stdio()
-    else:
-        server.run_http(host=args.host, port=args.port, log_level="warning")
+    add_transport_arguments(parser, default_transport="stdio")
+    serve(build_server(), parser.parse_args(argv))
 
 
 if __name__ == "__main__":
