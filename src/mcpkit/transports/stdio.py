@@ -18,11 +18,13 @@ import logging
 import os
 import stat
 import sys
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from mcpkit.protocol import errors, jsonrpc
 from mcpkit.protocol.framing import DEFAULT_MAX_LINE_BYTES, LineFramer
 from mcpkit.server.connection import Connection
+from mcpkit.transports.routing import route
 
 if TYPE_CHECKING:
     from mcpkit.server.server import Server
@@ -105,37 +107,17 @@ class StdioServerConnection:
                 self.on_line(line)
 
     def on_line(self, line: bytes) -> None:
-        if jsonrpc.is_batch(line):
-            self._spawn(self._batch(line))
-            return
-        try:
-            message = jsonrpc.decode_message(line)
-        except jsonrpc.DecodeFailure as failure:
+        failure = route(self.engine, line, self.connection, self.writer, self._spawn, self._reply)
+        if failure is not None:
             self._reply_error(failure.id, failure.error)
-            return
-        if isinstance(message, jsonrpc.Request):
-            self._spawn(self._request(message))
-        elif isinstance(message, jsonrpc.Notification):
-            self._spawn(self.engine.handle_notification(message, self.connection))
-        else:
-            self.engine.handle_response(message, self.connection)
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
+    def _spawn(self, fn: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
+        task = asyncio.get_running_loop().create_task(fn(*args))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def _request(self, request: jsonrpc.Request) -> None:
-        response = await self.engine.handle_request(request, self.connection, self.writer)
-        if response is not None:
-            self._write(response)
-
-    async def _batch(self, line: bytes) -> None:
-        from mcpkit.transports.batch import answer_batch
-
-        response = await answer_batch(self.engine, line, self.connection, self.writer)
-        if response is not None:
-            self._write(response)
+    async def _reply(self, response: bytes) -> None:
+        self._write(response)
 
     def _reply_error(self, request_id: jsonrpc.RequestId | None, error: errors.McpError) -> None:
         self._write(jsonrpc.encode_error(request_id, error))

@@ -25,10 +25,10 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from mcpkit.protocol import errors, jsonrpc, sse
 from mcpkit.server.connection import Connection
-from mcpkit.transports.batch import answer_batch
 from mcpkit.transports.http import asgi
 from mcpkit.transports.http.asgi import Receive, Scope, Send
 from mcpkit.transports.http.streams import SSE_HEADERS
+from mcpkit.transports.routing import route
 
 if TYPE_CHECKING:
     from mcpkit.transports.http.app import McpAsgiApp
@@ -107,8 +107,13 @@ class LegacySseTransport:
         session_id = secrets.token_hex(16)
         endpoint = f"{scope.get('root_path', '')}{self.messages_path}?session_id={session_id}"
         sender, receiver = anyio.create_memory_object_stream[bytes](_QUEUE_SIZE)
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": asgi.encode_headers(dict(SSE_HEADERS))})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": asgi.encode_headers(dict(SSE_HEADERS)),
+            }
+        )
         notifier = self.app.server.notifier
         session: SseSession | None = None
         try:
@@ -178,36 +183,21 @@ class LegacySseTransport:
             return
         except ConnectionResetError:
             return
-        if jsonrpc.is_batch(body):
-            session.tg.start_soon(self._batch, session, body)
-            await asgi.respond(send, 202, b"Accepted", content_type="text/plain")
-            return
-        try:
-            message = jsonrpc.decode_message(body)
-        except jsonrpc.DecodeFailure as failure:
+        failure = route(
+            self.app.engine,
+            body,
+            session.connection,
+            session.channel,
+            session.tg.start_soon,
+            lambda reply: _reply(session, reply),
+        )
+        if failure is not None:
             await _error(send, 400, failure.error, failure.id)
             return
-        engine = self.app.engine
-        if isinstance(message, jsonrpc.Request):
-            session.tg.start_soon(self._request, session, message)
-        elif isinstance(message, jsonrpc.Notification):
-            session.tg.start_soon(engine.handle_notification, message, session.connection)
-        else:
-            engine.handle_response(message, session.connection)
         await asgi.respond(send, 202, b"Accepted", content_type="text/plain")
 
-    async def _request(self, session: SseSession, request: jsonrpc.Request) -> None:
-        reply = await self.app.engine.handle_request(request, session.connection, session.channel)
-        await _reply(session, reply)
 
-    async def _batch(self, session: SseSession, body: bytes) -> None:
-        reply = await answer_batch(self.app.engine, body, session.connection, session.channel)
-        await _reply(session, reply)
-
-
-async def _reply(session: SseSession, reply: bytes | None) -> None:
-    if reply is None:
-        return
+async def _reply(session: SseSession, reply: bytes) -> None:
     try:
         await session.channel.send(reply)
     except ConnectionResetError:

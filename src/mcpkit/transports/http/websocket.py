@@ -19,9 +19,9 @@ from anyio.abc import TaskGroup
 
 from mcpkit.protocol import jsonrpc
 from mcpkit.server.connection import Connection
-from mcpkit.transports.batch import answer_batch
 from mcpkit.transports.http import asgi
 from mcpkit.transports.http.asgi import Receive, Scope, Send
+from mcpkit.transports.routing import route
 
 if TYPE_CHECKING:
     from mcpkit.transports.http.app import McpAsgiApp
@@ -111,39 +111,19 @@ class WebSocketTransport:
             if len(data) > limit:
                 await channel.close(CLOSE_TOO_BIG, f"message exceeds {limit} bytes")
                 return
-            self._dispatch(data, channel, connection, tg)
-
-    def _dispatch(
-        self, data: bytes, channel: WebSocketChannel, connection: Connection, tg: TaskGroup
-    ) -> None:
-        engine = self.app.engine
-        if jsonrpc.is_batch(data):
-            tg.start_soon(self._batch, data, channel, connection)
-            return
-        try:
-            message = jsonrpc.decode_message(data)
-        except jsonrpc.DecodeFailure as failure:
-            tg.start_soon(_reply, channel, jsonrpc.encode_error(failure.id, failure.error))
-            return
-        if isinstance(message, jsonrpc.Request):
-            tg.start_soon(self._request, message, channel, connection)
-        elif isinstance(message, jsonrpc.Notification):
-            tg.start_soon(engine.handle_notification, message, connection)
-        else:
-            engine.handle_response(message, connection)
-
-    async def _request(
-        self, request: jsonrpc.Request, channel: WebSocketChannel, connection: Connection
-    ) -> None:
-        await _reply(channel, await self.app.engine.handle_request(request, connection, channel))
-
-    async def _batch(self, data: bytes, channel: WebSocketChannel, connection: Connection) -> None:
-        await _reply(channel, await answer_batch(self.app.engine, data, connection, channel))
+            failure = route(
+                self.app.engine,
+                data,
+                connection,
+                channel,
+                tg.start_soon,
+                lambda reply: _reply(channel, reply),
+            )
+            if failure is not None:
+                await _reply(channel, jsonrpc.encode_error(failure.id, failure.error))
 
 
-async def _reply(channel: WebSocketChannel, reply: bytes | None) -> None:
-    if reply is None:
-        return
+async def _reply(channel: WebSocketChannel, reply: bytes) -> None:
     try:
         await channel.send(reply)
     except (ConnectionResetError, OSError, RuntimeError):
