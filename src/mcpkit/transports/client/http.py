@@ -1,0 +1,538 @@
+"""The Streamable HTTP client transport (both eras), on aiohttp.
+
+Each request is one POST run by a background task in the session's task group; its answer
+(a JSON body, or an SSE stream carrying progress, server requests and finally the response)
+is delivered through `Inbound`. Closing that POST's connection (`abandon`) is the modern
+era's cancellation. A legacy SSE stream that ends before the response is resumed with GET +
+`Last-Event-ID` after the server's `retry`. Notifications and responses are POSTed and
+waited for (2xx, usually 202).
+
+Legacy sessions: the `Mcp-Session-Id` of any response is kept and sent on every later
+request; `open_standalone_stream` attaches the session's GET stream; `close` DELETEs the
+session.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import aiohttp
+import anyio
+import msgspec
+from anyio.abc import TaskGroup, TaskStatus
+from multidict import CIMultiDict
+
+from mcpkit.protocol import jsonrpc, sse, versions
+from mcpkit.protocol.jsonrpc import RequestId
+from mcpkit.transports.client._aiohttp import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    EVENT_STREAM,
+    JSON,
+    NETWORK_ERRORS,
+    MessageTooLarge,
+    SseDecoder,
+    common_headers,
+    event_payload,
+    network_error,
+    new_session,
+    read_body,
+    read_events,
+    response_headers,
+)
+from mcpkit.transports.client.base import (
+    HttpStatusError,
+    Inbound,
+    Outgoing,
+    SessionExpired,
+    TransportError,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+SESSION_HEADER = "Mcp-Session-Id"
+VERSION_HEADER = "MCP-Protocol-Version"
+DELETE_TIMEOUT_S = 2.0
+MAX_BACKOFF_S = 30.0
+
+
+class _Probe(msgspec.Struct):
+    """Just enough of a JSON-RPC message to tell whether it answers a request."""
+
+    id: Any = None
+    method: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    error: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+
+
+_probe_one = msgspec.json.Decoder(_Probe)
+_probe_batch = msgspec.json.Decoder(list[_Probe])
+
+
+def answers(data: bytes, request_id: RequestId, *, errors_only: bool = False) -> bool:
+    """Whether `data` (a message or a batch) holds the response (or, with `errors_only`, the
+    error response) to `request_id`. Never raises."""
+    try:
+        probes = _probe_batch.decode(data) if jsonrpc.is_batch(data) else [_probe_one.decode(data)]
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return False
+    for probe in probes:
+        if probe.method is not msgspec.UNSET:
+            continue
+        # 1 and "1" (and True) are different ids.
+        if type(probe.id) is not type(request_id) or probe.id != request_id:
+            continue
+        if probe.error is not msgspec.UNSET or (
+            not errors_only and probe.result is not msgspec.UNSET
+        ):
+            return True
+    return False
+
+
+@dataclass(slots=True)
+class _StreamState:
+    """Where one SSE stream (a request's, or the standalone one) stands, for resumption."""
+
+    request_id: RequestId | None
+    """The request whose response ends the stream; None for the standalone stream."""
+    last_event_id: str | None = None
+    retry_s: float | None = None
+    answered: bool = False
+    progressed: bool = False
+    """Whether the current connection brought a new event id or a message."""
+
+
+class StreamableHttpTransport:
+    """A client's connection to one Streamable HTTP endpoint."""
+
+    kind = "http"
+    per_request_streams = True
+    read_timeout_s: float = 30.0
+    """How long a notification or response POST may wait for its status after connecting."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        bearer_token: str | None = None,
+        connect_timeout: float = 10.0,
+        max_reconnects: int = 5,
+        default_retry_s: float = 1.0,
+        session: aiohttp.ClientSession | None = None,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        self.url = url
+        self.connect_timeout = connect_timeout
+        self.max_reconnects = max_reconnects
+        self.default_retry_s = default_retry_s
+        self.max_message_bytes = max_message_bytes
+        self.protocol_version: str | None = None
+        self.session_id: str | None = None
+        self._user_headers = common_headers(headers, bearer_token)
+        self._http = session
+        self._owns_http = session is None
+        self._inbound: Inbound | None = None
+        self._tg: TaskGroup | None = None
+        self._requests: dict[RequestId, anyio.CancelScope] = {}
+        self._standalone: anyio.CancelScope | None = None
+        self._closed = False
+        # Requests stream for as long as the server takes (the session bounds them through
+        # `abandon`); notifications wait for their status at most connect + read.
+        self._stream_timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout)
+        self._short_timeout = aiohttp.ClientTimeout(
+            total=connect_timeout + self.read_timeout_s, sock_connect=connect_timeout
+        )
+
+    # --- the ClientTransport protocol --------------------------------------------------------
+
+    async def open(self, inbound: Inbound, task_group: TaskGroup) -> None:
+        """Get ready; nothing is sent until the first message."""
+        if self._closed:
+            raise TransportError(f"the transport to {self.url} is closed")
+        self._inbound = inbound
+        self._tg = task_group
+        if self._http is None:
+            self._http = new_session(self.connect_timeout)
+
+    async def send(self, message: Outgoing) -> None:
+        http, _, tg = self._ready()
+        if message.request_id is not None:
+            # Returns once the task is registered (so `abandon` finds it); the POST runs on.
+            await tg.start(self._request_task, message)
+        else:
+            await self._post_and_wait(http, message)
+
+    async def abandon(self, request_id: RequestId) -> None:
+        scope = self._requests.pop(request_id, None)
+        if scope is not None:
+            scope.cancel()  # the task's aiohttp response is closed: the server sees it go
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for scope in self._requests.values():
+            scope.cancel()
+        self._requests.clear()
+        self._stop_standalone()
+        http = self._http
+        with anyio.CancelScope(shield=True):
+            if http is not None and not http.closed and self.session_id is not None:
+                with anyio.move_on_after(DELETE_TIMEOUT_S):
+                    await self._delete(http, self.session_id)
+            if http is not None and self._owns_http:
+                await http.close()
+
+    def describe(self) -> str:
+        return self.url
+
+    # --- legacy sessions ---------------------------------------------------------------------
+
+    def reset_session(self) -> None:
+        """Forget the session id and stop the standalone stream (the session is gone)."""
+        self.session_id = None
+        self._stop_standalone()
+
+    async def open_standalone_stream(self) -> bool:
+        """Attach the legacy session's GET stream (server-initiated messages). False when the
+        server offers none (405, or another refusal); the reason is logged at debug."""
+        self._ready()
+        if self._standalone is not None:
+            return True
+        assert self._tg is not None
+        opened: bool = await self._tg.start(self._standalone_task)
+        return opened
+
+    # --- headers -----------------------------------------------------------------------------
+
+    def _headers(self, accept: str, extra: Mapping[str, str] | None = None) -> CIMultiDict[str]:
+        out: CIMultiDict[str] = CIMultiDict()
+        out["Accept"] = accept
+        version = self.protocol_version
+        if version is not None and versions.has_protocol_version_header(version):
+            out[VERSION_HEADER] = version
+        if self.session_id is not None:
+            out[SESSION_HEADER] = self.session_id
+        out.update(self._user_headers)
+        if extra:
+            out.update(extra)
+        return out
+
+    def _post_headers(self, message: Outgoing) -> CIMultiDict[str]:
+        out = self._headers(f"{JSON}, {EVENT_STREAM}", message.headers)
+        out["Content-Type"] = JSON
+        return out
+
+    def _capture_session(self, resp: aiohttp.ClientResponse) -> None:
+        session_id = resp.headers.get(SESSION_HEADER)
+        if session_id:
+            self.session_id = session_id
+
+    def _ready(self) -> tuple[aiohttp.ClientSession, Inbound, TaskGroup]:
+        if self._closed:
+            raise TransportError(f"the transport to {self.url} is closed")
+        if self._http is None or self._inbound is None or self._tg is None:
+            raise TransportError(f"the transport to {self.url} is not open")
+        return self._http, self._inbound, self._tg
+
+    # --- notifications and responses ---------------------------------------------------------
+
+    async def _post_and_wait(self, http: aiohttp.ClientSession, message: Outgoing) -> None:
+        headers = self._post_headers(message)
+        sent_session = SESSION_HEADER in headers
+        try:
+            async with http.post(
+                self.url, data=message.data, headers=headers, allow_redirects=False,
+                timeout=self._short_timeout,
+            ) as resp:
+                self._capture_session(resp)
+                status = resp.status
+                ok = 200 <= status < 300
+                body = b""
+                if not ok or resp.content_type == JSON:
+                    body = await read_body(resp, self.max_message_bytes, truncate=not ok)
+                hdrs = response_headers(resp)
+        except NETWORK_ERRORS as exc:
+            raise network_error(
+                f"POST of {message.method or 'a response'} to", self.url, exc
+            ) from exc
+        if ok:
+            if body.strip() and self._inbound is not None:
+                self._inbound.receive(body)  # a 200 with messages in it
+            return
+        if status == 404 and sent_session:
+            raise SessionExpired(status, body, hdrs, url=self.url)
+        raise HttpStatusError(status, body, hdrs, url=self.url)
+
+    # --- requests ----------------------------------------------------------------------------
+
+    async def _request_task(
+        self, message: Outgoing, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        request_id = message.request_id
+        assert request_id is not None
+        with anyio.CancelScope() as scope:
+            self._requests[request_id] = scope
+            task_status.started()
+            try:
+                error = await self._exchange(message, request_id)
+            except TransportError as exc:
+                error = exc
+            except Exception as exc:  # a bug here must fail one request, not the session
+                log.exception("Streamable HTTP request %r failed unexpectedly", request_id)
+                error = TransportError(f"request {request_id!r} to {self.url} failed: {exc!r}")
+            finally:
+                if self._requests.get(request_id) is scope:
+                    del self._requests[request_id]
+            # Only reached when not abandoned: an abandoned request reports nothing.
+            if error is not None and self._inbound is not None:
+                self._inbound.request_failed(request_id, error)
+
+    async def _exchange(self, message: Outgoing, request_id: RequestId) -> TransportError | None:
+        """POST the request and deliver its answer; the error to report, if any."""
+        http, _, _ = self._ready()
+        headers = self._post_headers(message)
+        state = _StreamState(request_id)
+        try:
+            async with http.post(
+                self.url, data=message.data, headers=headers, allow_redirects=False,
+                timeout=self._stream_timeout,
+            ) as resp:
+                self._capture_session(resp)
+                error = await _closing_on_error(
+                    resp, self._first_answer(resp, state, SESSION_HEADER in headers)
+                )
+        except NETWORK_ERRORS as exc:
+            return network_error(f"POST of request {request_id!r} ({message.method}) to",
+                                 self.url, exc)
+        if error is not None or state.answered:
+            return error
+        return await self._resume(state)
+
+    async def _first_answer(
+        self, resp: aiohttp.ClientResponse, state: _StreamState, sent_session: bool
+    ) -> TransportError | None:
+        request_id = state.request_id
+        assert request_id is not None
+        status = resp.status
+        if not 200 <= status < 300:
+            body = await read_body(resp, self.max_message_bytes, truncate=True)
+            if status == 404 and sent_session:
+                return SessionExpired(status, body, response_headers(resp), url=self.url)
+            if answers(body, request_id, errors_only=True):
+                # A JSON-RPC error with an HTTP status (modern -32022, -32601…): the session
+                # handles it like any error response.
+                self._deliver(body)
+                state.answered = True
+                return None
+            return HttpStatusError(status, body, response_headers(resp), url=self.url)
+        if status == 202:
+            return TransportError(
+                f"{self.url} answered request {request_id!r} with 202 Accepted and no response"
+            )
+        kind = resp.content_type
+        if kind == JSON:
+            body = await read_body(resp, self.max_message_bytes)
+            self._deliver(body)
+            state.answered = answers(body, request_id)
+            if not state.answered:
+                return TransportError(
+                    f"the JSON body from {self.url} holds no response to request {request_id!r}"
+                )
+            return None
+        if kind == EVENT_STREAM:
+            await self._read_stream(resp, state)
+            return None
+        return TransportError(
+            f"{self.url} answered request {request_id!r} with an unexpected content type "
+            f"{kind!r} (status {status})"
+        )
+
+    async def _resume(self, state: _StreamState) -> TransportError | None:
+        """Resume a request's stream with GET + Last-Event-ID until the response arrives.
+
+        Reconnects that bring nothing new count against `max_reconnects`; one that brings a
+        new event id or a message resets the count (servers may close streams on purpose).
+        """
+        request_id = state.request_id
+        failures = 0
+        while True:
+            if state.last_event_id is None:
+                return TransportError(
+                    f"the response stream of request {request_id!r} from {self.url} ended "
+                    "before the response, with no event id to resume from"
+                )
+            if failures >= self.max_reconnects:
+                return TransportError(
+                    f"the response stream of request {request_id!r} from {self.url} ended "
+                    f"before the response; gave up after {failures} reconnect(s)"
+                )
+            failures += 1
+            await anyio.sleep(self._retry_delay(state))
+            try:
+                resp = await self._get_stream(state.last_event_id)
+            except _Retryable as exc:
+                log.debug("resuming request %r: %s", request_id, exc)
+                continue
+            except TransportError as exc:
+                if isinstance(exc, SessionExpired):
+                    return exc
+                return TransportError(
+                    f"could not resume the response stream of request {request_id!r}: {exc}"
+                )
+            await self._read_resumed(resp, state)
+            if state.answered:
+                return None
+            if state.progressed:
+                failures = 0
+
+    # --- SSE streams -------------------------------------------------------------------------
+
+    async def _read_stream(self, resp: aiohttp.ClientResponse, state: _StreamState) -> None:
+        """Deliver the stream's messages until it ends or carries the awaited response."""
+        decoder = SseDecoder(self.max_message_bytes, self.url)
+        state.progressed = False
+
+        def on_event(event: sse.Event) -> bool:
+            if event.id is not None and event.id != state.last_event_id:
+                state.last_event_id = event.id
+                state.progressed = True
+            if event.retry_ms is not None:
+                state.retry_s = event.retry_ms / 1000
+            data = event_payload(event, self.max_message_bytes, self.url)
+            if data is None:
+                return False
+            state.progressed = True
+            self._deliver(data)
+            if state.request_id is not None and answers(data, state.request_id):
+                state.answered = True
+            return state.answered
+
+        await read_events(resp, decoder, on_event)
+
+    async def _read_resumed(self, resp: aiohttp.ClientResponse, state: _StreamState) -> None:
+        async with resp:
+            await _closing_on_error(resp, self._read_stream(resp, state))
+
+    async def _get_stream(self, last_event_id: str | None) -> aiohttp.ClientResponse:
+        """GET an SSE stream (a resumption, or the standalone stream). Raises `_Retryable`
+        when the connection failed, TransportError when the server refused."""
+        http, _, _ = self._ready()
+        extra = {} if last_event_id is None else {"Last-Event-ID": last_event_id}
+        headers = self._headers(EVENT_STREAM, extra)
+        sent_session = SESSION_HEADER in headers
+        try:
+            resp = await http.get(
+                self.url, headers=headers, allow_redirects=False, timeout=self._stream_timeout
+            )
+        except NETWORK_ERRORS as exc:
+            raise _Retryable(str(network_error("GET", self.url, exc))) from exc
+        try:
+            self._capture_session(resp)
+            if not 200 <= resp.status < 300:
+                body = await read_body(resp, 64 * 1024, truncate=True)
+                hdrs = response_headers(resp)
+                if resp.status == 404 and sent_session:
+                    raise SessionExpired(resp.status, body, hdrs, url=self.url)
+                raise HttpStatusError(resp.status, body, hdrs, url=self.url)
+            if resp.content_type != EVENT_STREAM:
+                raise TransportError(
+                    f"GET {self.url} answered with {resp.content_type!r}, not an SSE stream"
+                )
+        except BaseException:
+            resp.close()
+            raise
+        return resp
+
+    async def _standalone_task(
+        self, *, task_status: TaskStatus[bool] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        state = _StreamState(None)
+        with anyio.CancelScope() as scope:
+            try:
+                resp = await self._get_stream(None)
+            except TransportError as exc:
+                log.debug("no standalone SSE stream from %s: %s", self.url, exc)
+                task_status.started(False)
+                return
+            self._standalone = scope
+            task_status.started(True)
+            try:
+                await self._read_resumed(resp, state)
+                await self._follow_standalone(state)
+            except TransportError as exc:
+                log.warning("the standalone SSE stream from %s failed: %s", self.url, exc)
+            except Exception:  # a bug must end this stream, not the session's task group
+                log.exception("the standalone SSE stream from %s failed", self.url)
+            finally:
+                if self._standalone is scope:
+                    self._standalone = None
+
+    async def _follow_standalone(self, state: _StreamState) -> None:
+        """Reconnect the standalone stream whenever it ends, backing off while nothing new
+        comes; stops on a refusal or after `max_reconnects` fruitless attempts."""
+        failures = 0
+        while failures < self.max_reconnects:
+            delay = min(self._retry_delay(state) * 2**failures, MAX_BACKOFF_S)
+            failures += 1
+            await anyio.sleep(delay)
+            try:
+                resp = await self._get_stream(state.last_event_id)
+            except _Retryable as exc:
+                log.debug("standalone SSE stream: %s", exc)
+                continue
+            except TransportError as exc:
+                log.debug("standalone SSE stream from %s not resumed: %s", self.url, exc)
+                return
+            await self._read_resumed(resp, state)
+            if state.progressed:
+                failures = 0
+        log.debug("standalone SSE stream from %s: gave up reconnecting", self.url)
+
+    def _stop_standalone(self) -> None:
+        if self._standalone is not None:
+            self._standalone.cancel()
+            self._standalone = None
+
+    def _retry_delay(self, state: _StreamState) -> float:
+        return self.default_retry_s if state.retry_s is None else state.retry_s
+
+    def _deliver(self, data: bytes) -> None:
+        if self._inbound is not None:
+            self._inbound.receive(data)
+
+    # --- DELETE ------------------------------------------------------------------------------
+
+    async def _delete(self, http: aiohttp.ClientSession, session_id: str) -> None:
+        headers = self._headers(JSON)
+        headers[SESSION_HEADER] = session_id
+        try:
+            async with http.delete(
+                self.url, headers=headers, allow_redirects=False, timeout=self._short_timeout
+            ) as resp:
+                if not 200 <= resp.status < 300 and resp.status not in (404, 405):
+                    log.debug("DELETE of session at %s answered %d", self.url, resp.status)
+        except NETWORK_ERRORS as exc:
+            log.debug("DELETE of session at %s failed: %s", self.url, exc)
+
+
+class _Retryable(TransportError):
+    """A GET that failed to connect: worth another attempt."""
+
+
+async def _closing_on_error(resp: aiohttp.ClientResponse, work: Awaitable[T]) -> T:
+    """Await `work`; on any exit but a normal one (cancellation included) close the
+    connection rather than returning it to the pool half-read."""
+    try:
+        return await work
+    except BaseException:
+        resp.close()
+        raise
+
+
+__all__ = ["MessageTooLarge", "StreamableHttpTransport", "answers"]

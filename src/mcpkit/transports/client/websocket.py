@@ -1,0 +1,169 @@
+"""The WebSocket client transport, on aiohttp: subprotocol `mcp`, one JSON-RPC message per
+frame (text frames are sent; text or binary frames are accepted)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+import aiohttp
+import anyio
+from anyio.abc import TaskGroup
+
+from mcpkit.protocol.jsonrpc import RequestId
+from mcpkit.transports.client._aiohttp import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    NETWORK_ERRORS,
+    common_headers,
+    network_error,
+    new_session,
+)
+from mcpkit.transports.client.base import (
+    ConnectionClosed,
+    HttpStatusError,
+    Inbound,
+    Outgoing,
+    TransportError,
+)
+
+log = logging.getLogger(__name__)
+
+SUBPROTOCOL = "mcp"
+CLOSE_TIMEOUT_S = 2.0
+
+
+class WebSocketTransport:
+    """A client's connection to an MCP server over one WebSocket."""
+
+    kind = "websocket"
+    per_request_streams = False
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        bearer_token: str | None = None,
+        connect_timeout: float = 10.0,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        self.url = url
+        self.connect_timeout = connect_timeout
+        self.max_message_bytes = max_message_bytes
+        self.protocol_version: str | None = None
+        self._headers = common_headers(headers, bearer_token)
+        self._http: aiohttp.ClientSession | None = None
+        self._ws: aiohttp.ClientWebSocketResponse | None = None
+        self._reader: anyio.CancelScope | None = None
+        self._send_lock = anyio.Lock()
+        self._closed = False
+
+    async def open(self, inbound: Inbound, task_group: TaskGroup) -> None:
+        """Connect (bounded by `connect_timeout`); then frames are read in the background.
+        Raises HttpStatusError for a refused handshake, TransportError otherwise."""
+        if self._closed or self._http is not None:
+            raise TransportError(f"the transport to {self.url} is already open or closed")
+        self._http = http = new_session(self.connect_timeout)
+        try:
+            self._ws = ws = await self._connect(http)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await http.close()
+            raise
+        self._reader = anyio.CancelScope()
+        task_group.start_soon(self._read, ws, inbound, self._reader)
+
+    async def send(self, message: Outgoing) -> None:
+        if self._closed:
+            raise TransportError(f"the transport to {self.url} is closed")
+        ws = self._ws
+        if ws is None:
+            raise TransportError(f"the transport to {self.url} is not open")
+        if ws.closed:
+            raise ConnectionClosed(f"the WebSocket to {self.url} is closed")
+        try:
+            async with self._send_lock:  # one whole frame at a time
+                await ws.send_str(message.data.decode("utf-8"))
+        except NETWORK_ERRORS as exc:
+            raise ConnectionClosed(f"sending on the WebSocket to {self.url} failed: {exc}") from exc
+
+    async def abandon(self, request_id: RequestId) -> None:
+        """Nothing to close: answers share the socket (the session sends
+        `notifications/cancelled`)."""
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._reader is not None:
+            self._reader.cancel()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT_S):
+            if self._ws is not None:
+                try:
+                    await self._ws.close()
+                except NETWORK_ERRORS as exc:
+                    log.debug("closing the WebSocket to %s: %s", self.url, exc)
+            if self._http is not None:
+                await self._http.close()
+
+    def describe(self) -> str:
+        return self.url
+
+    # --- internals ---------------------------------------------------------------------------
+
+    async def _connect(self, http: aiohttp.ClientSession) -> aiohttp.ClientWebSocketResponse:
+        try:
+            with anyio.fail_after(self.connect_timeout):
+                ws = await http.ws_connect(
+                    self.url,
+                    protocols=(SUBPROTOCOL,),
+                    headers=self._headers,
+                    max_msg_size=self.max_message_bytes,
+                    timeout=aiohttp.ClientWSTimeout(ws_close=CLOSE_TIMEOUT_S),
+                )
+        except aiohttp.WSServerHandshakeError as exc:
+            hdrs = dict(exc.headers.items()) if exc.headers else {}
+            error = HttpStatusError(exc.status, exc.message.encode(), hdrs, url=self.url)
+            raise error from exc
+        except NETWORK_ERRORS as exc:
+            raise network_error("WebSocket connection to", self.url, exc) from exc
+        if ws.protocol not in (None, SUBPROTOCOL):
+            await ws.close()
+            raise TransportError(f"{self.url} chose the WebSocket subprotocol {ws.protocol!r}")
+        return ws
+
+    async def _read(
+        self, ws: aiohttp.ClientWebSocketResponse, inbound: Inbound, scope: anyio.CancelScope
+    ) -> None:
+        """Deliver frames until the socket closes; then tell the session (unless `close()`
+        cancelled this reader)."""
+        with scope:
+            error = await self._pump(ws, inbound)
+            inbound.closed(error)
+
+    async def _pump(self, ws: aiohttp.ClientWebSocketResponse, inbound: Inbound) -> TransportError:
+        try:
+            while True:
+                msg = await ws.receive()
+                if msg.type is aiohttp.WSMsgType.TEXT:
+                    inbound.receive(msg.data.encode("utf-8"))
+                elif msg.type is aiohttp.WSMsgType.BINARY:
+                    inbound.receive(msg.data)
+                elif msg.type is aiohttp.WSMsgType.ERROR:
+                    return ConnectionClosed(
+                        f"the WebSocket to {self.url} failed: {ws.exception() or msg.data}"
+                    )
+                elif msg.type in (
+                    aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED
+                ):
+                    return ConnectionClosed(
+                        f"the WebSocket to {self.url} closed (code {ws.close_code})"
+                    )
+        except NETWORK_ERRORS as exc:
+            return ConnectionClosed(f"the WebSocket to {self.url} failed: {exc}")
+        except Exception as exc:  # a bug must end this connection, not the session's tasks
+            log.exception("reading the WebSocket to %s failed", self.url)
+            return TransportError(f"reading the WebSocket to {self.url} failed: {exc!r}")
+
+
+__all__ = ["WebSocketTransport"]
