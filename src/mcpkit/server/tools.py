@@ -21,7 +21,7 @@ from mcpkit.server.signatures import (
     return_type_of,
     signature_of,
 )
-from mcpkit.server.validation import SchemaValidator, check_schema
+from mcpkit.validation import SchemaValidator, check_schema
 
 
 @dataclass(slots=True)

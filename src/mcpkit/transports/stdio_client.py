@@ -75,25 +75,41 @@ class StdioProcess:
     # --- lifecycle -------------------------------------------------------------------------
 
     async def __aenter__(self) -> StdioProcess:
-        self._process = await anyio.open_process(
-            self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            cwd=self.cwd, env=self.env, start_new_session=True,
-        )
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
-        self._tg.start_soon(self._collect_stderr)
+        try:
+            await self.start(self._tg)
+        except BaseException:
+            self._tg.cancel_scope.cancel()
+            await self._tg.__aexit__(None, None, None)
+            raise
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        with anyio.CancelScope(shield=True):
-            await self.shutdown()
-            await self._drain_stderr()
+        await self.aclose()
         assert self._tg is not None
         self._tg.cancel_scope.cancel()
         await self._tg.__aexit__(None, None, None)
+
+    async def start(self, task_group: TaskGroup) -> None:
+        """Start the child; its stderr is collected by a task in `task_group` (which must
+        outlive the process: call `aclose()` before leaving it)."""
+        self._process = await anyio.open_process(
+            self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=self.cwd, env=self.env, start_new_session=True,
+        )
+        task_group.start_soon(self._collect_stderr)
+
+    async def aclose(self) -> None:
+        """Shut the child down (see the module docstring) and close its pipes. Bounded."""
+        if self._process is None:
+            return
+        with anyio.CancelScope(shield=True):
+            await self.shutdown()
+            await self._drain_stderr()
         process = self._require()
         for stream in (process.stdout, process.stderr):
             if stream is not None:
@@ -161,6 +177,12 @@ class StdioProcess:
     async def receive(self) -> AsyncIterator[str]:
         """The child's stdout lines, decoded, until it closes stdout. An oversized line is
         dropped (logged)."""
+        async for line in self.lines():
+            yield line.decode("utf-8", "replace")
+
+    async def lines(self) -> AsyncIterator[bytes]:
+        """The child's stdout lines as bytes, until it closes stdout. An oversized line is
+        dropped (logged)."""
         process = self._require()
         if process.stdout is None:
             return
@@ -175,7 +197,7 @@ class StdioProcess:
                     log.warning("dropping a line over %d bytes from the server",
                                 self.max_line_bytes)
                 else:
-                    yield line.decode("utf-8", "replace")
+                    yield line
 
     async def _collect_stderr(self) -> None:
         process = self._require()

@@ -1,0 +1,33 @@
+"""The MCP client: `Client` for one server, in either era, over any transport."""
+
+from mcpkit.client.client import Client
+from mcpkit.client.errors import (
+    ClientError,
+    IncompatibleServer,
+    InvalidToolOutput,
+    TooManyInputRounds,
+)
+from mcpkit.client.responders import form_defaults
+from mcpkit.client.session import RequestTimeout, ServerError, Timeouts
+from mcpkit.transports.client.base import (
+    ConnectionClosed,
+    HttpStatusError,
+    SessionExpired,
+    TransportError,
+)
+
+__all__ = [
+    "Client",
+    "ClientError",
+    "ConnectionClosed",
+    "HttpStatusError",
+    "IncompatibleServer",
+    "InvalidToolOutput",
+    "RequestTimeout",
+    "ServerError",
+    "SessionExpired",
+    "Timeouts",
+    "TooManyInputRounds",
+    "TransportError",
+    "form_defaults",
+]

@@ -1,0 +1,27 @@
+"""Errors the client raises itself (the server's JSON-RPC errors are `ServerError`)."""
+
+from __future__ import annotations
+
+from mcpkit.protocol import errors
+
+
+class ClientError(errors.LocalError):
+    """The client cannot do what was asked (misuse, or a server it cannot work with)."""
+
+    def __init__(self, message: str, data: object = None) -> None:
+        super().__init__(errors.INTERNAL_ERROR, message, data)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class IncompatibleServer(ClientError):
+    """No protocol version both sides speak, or the server broke the handshake."""
+
+
+class TooManyInputRounds(ClientError):
+    """A modern server kept answering `input_required` past the client's bound."""
+
+
+class InvalidToolOutput(ClientError):
+    """A tool's `structuredContent` does not match its `outputSchema`."""

@@ -1,0 +1,412 @@
+"""The client side of one connection: ids, pending requests, timeouts, cancellation, and
+dispatch of what the server sends.
+
+Era-neutral: `Client` decides what goes into params (`_meta`, MRTR rounds) and what a
+server→client request means; the session only moves JSON-RPC.
+
+Invariants:
+- Every request gets a fresh integer id; an answer resolves at most one pending request,
+  and an answer for an id nobody waits for is logged and dropped.
+- A request ends in exactly one way: a result, an `McpError` from the server's error
+  response, a `RequestTimeout`, a transport failure, or the caller's cancellation. In the
+  last two non-answer cases the server is told: the transport abandons the request's
+  stream (per-request transports in the modern era) and/or `notifications/cancelled` is sent.
+- When the connection closes, every pending request fails at once with the close reason.
+- A message from the server that does not decode is logged and skipped, never fatal.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from mcpkit.protocol import errors, jsonrpc
+from mcpkit.protocol.jsonrpc import RequestId
+from mcpkit.transports.client.base import (
+    ClientTransport,
+    ConnectionClosed,
+    Outgoing,
+    TransportError,
+)
+
+log = logging.getLogger(__name__)
+
+ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None] | None]
+"""`(progress, total, message)`; may be a plain function or a coroutine function."""
+RequestHandler = Callable[[str, dict[str, Any]], Awaitable[Any]]
+"""Answers a server→client request: `(method, params) -> result`; raises McpError to refuse."""
+NotificationHandler = Callable[[str, dict[str, Any]], Awaitable[None]]
+
+MAX_LOGGED_GARBAGE = 200
+"""Bytes of an undecodable message quoted in the log."""
+
+
+class RequestTimeout(TimeoutError):
+    """A request got no answer in time (the server was told to cancel it)."""
+
+    def __init__(self, method: str, seconds: float, *, hard: bool) -> None:
+        kind = "maximum time" if hard else "timeout"
+        super().__init__(f"{method}: no answer within the {kind} of {seconds:g} s")
+        self.method = method
+        self.seconds = seconds
+
+
+@dataclass(slots=True)
+class Timeouts:
+    """How long a request may take.
+
+    `timeout` is the idle limit: it restarts whenever progress arrives for the request when
+    `reset_on_progress` is set. `maximum` bounds the request regardless of progress.
+    None means no limit of that kind.
+    """
+
+    timeout: float | None = 60.0
+    maximum: float | None = 600.0
+    reset_on_progress: bool = True
+
+
+@dataclass(slots=True, eq=False)
+class _Pending:
+    method: str
+    done: anyio.Event = field(default_factory=anyio.Event)
+    result: Any = None
+    error: BaseException | None = None
+    progress_token: RequestId | None = None
+    on_progress: ProgressCallback | None = None
+    last_activity: float = 0.0
+    reset_on_progress: bool = True
+
+    def settle(self, result: Any = None, error: BaseException | None = None) -> None:
+        if self.done.is_set():
+            return
+        self.result, self.error = result, error
+        self.done.set()
+
+
+class ClientSession:
+    """Requests and answers over one transport (not reusable after close)."""
+
+    def __init__(
+        self,
+        transport: ClientTransport,
+        *,
+        on_request: RequestHandler,
+        on_notification: NotificationHandler,
+    ) -> None:
+        self.transport = transport
+        self._on_request = on_request
+        self._on_notification = on_notification
+        self._ids = itertools.count(1)
+        self._progress_tokens = itertools.count(1)
+        self._pending: dict[RequestId, _Pending] = {}
+        self._by_token: dict[RequestId, _Pending] = {}
+        self._inbound: dict[RequestId, anyio.CancelScope] = {}
+        self._tg: TaskGroup | None = None
+        self._closed: BaseException | None = None
+        self.cancel_by_notification = not transport.per_request_streams
+        """Whether cancelling sends `notifications/cancelled` (set by the client per era)."""
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    async def open(self, task_group: TaskGroup) -> None:
+        self._tg = task_group
+        await self.transport.open(self, task_group)
+
+    @property
+    def closed_reason(self) -> BaseException | None:
+        return self._closed
+
+    # --- sending ---------------------------------------------------------------------------
+
+    def next_progress_token(self) -> str:
+        return f"p{next(self._progress_tokens)}"
+
+    async def request(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        timeouts: Timeouts | None = None,
+        on_progress: ProgressCallback | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Any:
+        """Send a request and wait for its result (decoded JSON).
+
+        If `params._meta.progressToken` is set, progress for it resets the idle timeout
+        and is passed to `on_progress`.
+        """
+        if self._closed is not None:
+            raise self._closed_error()
+        limits = timeouts or Timeouts()
+        request_id = next(self._ids)
+        pending = _Pending(method, on_progress=on_progress,
+                           reset_on_progress=limits.reset_on_progress)
+        token = _progress_token(params)
+        if token is not None:
+            pending.progress_token = token
+            self._by_token[token] = pending
+        pending.last_activity = anyio.current_time()
+        self._pending[request_id] = pending
+        data = jsonrpc.encode_request(request_id, method, params if params is not None else {})
+        try:
+            await self.transport.send(Outgoing(data, method, request_id, headers or {}))
+            await self._wait(request_id, pending, limits)
+        except BaseException as exc:
+            if not pending.done.is_set():
+                with anyio.CancelScope(shield=True):
+                    await self._cancel_remote(request_id, method, _reason(exc))
+            raise
+        finally:
+            self._pending.pop(request_id, None)
+            if token is not None:
+                self._by_token.pop(token, None)
+        if pending.error is not None:
+            raise pending.error
+        return pending.result
+
+    async def notify(
+        self, method: str, params: dict[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        if self._closed is not None:
+            raise self._closed_error()
+        data = jsonrpc.encode_notification(method, params if params is not None else {})
+        await self.transport.send(Outgoing(data, method, None, headers or {}))
+
+    async def _wait(self, request_id: RequestId, pending: _Pending, limits: Timeouts) -> None:
+        started = anyio.current_time()
+        hard_deadline = started + limits.maximum if limits.maximum is not None else math.inf
+        while not pending.done.is_set():
+            idle_deadline = (
+                pending.last_activity + limits.timeout if limits.timeout is not None else math.inf
+            )
+            deadline = min(idle_deadline, hard_deadline)
+            if deadline == math.inf:
+                await pending.done.wait()
+                return
+            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+                await pending.done.wait()
+            if pending.done.is_set():
+                return
+            now = anyio.current_time()
+            if now >= hard_deadline:
+                assert limits.maximum is not None
+                raise RequestTimeout(pending.method, limits.maximum, hard=True)
+            if limits.timeout is not None and now >= pending.last_activity + limits.timeout:
+                raise RequestTimeout(pending.method, limits.timeout, hard=False)
+
+    async def _cancel_remote(self, request_id: RequestId, method: str, reason: str) -> None:
+        """Tell the server a request is abandoned (bounded; never raises)."""
+        if method == "initialize":  # the spec forbids cancelling initialize
+            await self._quietly(self.transport.abandon(request_id))
+            return
+        if self.cancel_by_notification and self._closed is None:
+            data = jsonrpc.encode_notification(
+                "notifications/cancelled", {"requestId": request_id, "reason": reason}
+            )
+            with anyio.move_on_after(2.0):
+                await self._quietly(
+                    self.transport.send(Outgoing(data, "notifications/cancelled"))
+                )
+        await self._quietly(self.transport.abandon(request_id))
+
+    @staticmethod
+    async def _quietly(step: Awaitable[None]) -> None:
+        try:
+            with anyio.move_on_after(2.0):
+                await step
+        except Exception as exc:  # best effort: the request has already failed locally
+            log.debug("cancelling a request failed: %r", exc)
+
+    # --- Inbound (called by the transport) ---------------------------------------------------
+
+    def receive(self, data: bytes) -> None:
+        if jsonrpc.is_batch(data):
+            try:
+                items = jsonrpc.decode_batch(data)
+            except jsonrpc.DecodeFailure as failure:
+                self._skip(data, failure)
+                return
+            for item in items:
+                if isinstance(item, jsonrpc.DecodeFailure):
+                    self._skip(data, item)
+                else:
+                    self._dispatch(item)
+            return
+        try:
+            message = jsonrpc.decode_message(data)
+        except jsonrpc.DecodeFailure as failure:
+            self._skip(data, failure)
+            return
+        self._dispatch(message)
+
+    def request_failed(self, request_id: RequestId, error: Exception) -> None:
+        pending = self._pending.get(request_id)
+        if pending is not None:
+            pending.settle(error=error)
+
+    def closed(self, error: Exception | None) -> None:
+        if self._closed is not None:
+            return
+        self._closed = error or ConnectionClosed(
+            f"the connection to {self.transport.describe()} closed"
+        )
+        for pending in list(self._pending.values()):
+            pending.settle(error=self._closed)
+        for scope in list(self._inbound.values()):
+            scope.cancel()
+
+    def _closed_error(self) -> BaseException:
+        assert self._closed is not None
+        return self._closed
+
+    # --- dispatch --------------------------------------------------------------------------
+
+    @staticmethod
+    def _skip(data: bytes, failure: jsonrpc.DecodeFailure) -> None:
+        snippet = bytes(data[:MAX_LOGGED_GARBAGE]).decode("utf-8", "replace")
+        log.warning("skipping a message from the server that is not JSON-RPC (%s): %r",
+                    failure.error.message, snippet)
+
+    def _dispatch(self, message: jsonrpc.Message) -> None:
+        if isinstance(message, jsonrpc.Response | jsonrpc.ErrorResponse):
+            self._resolve(message)
+        elif isinstance(message, jsonrpc.Request):
+            self._spawn(self._answer, message)
+        else:
+            self._notification(message)
+
+    def _resolve(self, message: jsonrpc.Response | jsonrpc.ErrorResponse) -> None:
+        pending = self._pending.get(message.id) if message.id is not None else None
+        if pending is None:
+            log.debug("dropping an answer for unknown request id %r", message.id)
+            return
+        if isinstance(message, jsonrpc.Response):
+            try:
+                pending.settle(result=jsonrpc.decode_value(message.result))
+            except Exception as exc:
+                pending.settle(error=errors.ProtocolError(
+                    errors.PARSE_ERROR, f"undecodable result for {pending.method}: {exc}"))
+        else:
+            pending.settle(error=_server_error(message))
+
+    def _notification(self, message: jsonrpc.Notification) -> None:
+        params = _params_of(message.params)
+        if message.method == "notifications/progress":
+            self._progress(params)
+            return
+        if message.method == "notifications/cancelled":
+            scope = self._inbound.get(params.get("requestId"))  # type: ignore[arg-type]
+            if scope is not None:
+                scope.cancel()
+            # Modern servers also cancel listen streams this way: the client handles that.
+        self._spawn(self._notify_handler, message.method, params)
+
+    def _progress(self, params: dict[str, Any]) -> None:
+        token = params.get("progressToken")
+        pending = self._by_token.get(token) if isinstance(token, str | int) else None
+        if pending is None:
+            return
+        if pending.reset_on_progress:
+            pending.last_activity = anyio.current_time()
+        if pending.on_progress is not None:
+            progress = params.get("progress")
+            total = params.get("total")
+            self._spawn(
+                _call_progress, pending.on_progress,
+                float(progress) if isinstance(progress, int | float) else 0.0,
+                float(total) if isinstance(total, int | float) else None,
+                params.get("message") if isinstance(params.get("message"), str) else None,
+            )
+
+    async def _notify_handler(self, method: str, params: dict[str, Any]) -> None:
+        try:
+            await self._on_notification(method, params)
+        except Exception:
+            log.exception("the handler for %s failed", method)
+
+    async def _answer(self, request: jsonrpc.Request) -> None:
+        params = _params_of(request.params)
+        reply: bytes | None = None
+        with anyio.CancelScope() as scope:
+            self._inbound[request.id] = scope
+            try:
+                result = await self._on_request(request.method, params)
+                reply = jsonrpc.encode_result(request.id, result)
+            except errors.McpError as exc:
+                reply = jsonrpc.encode_error(request.id, exc)
+            except Exception:
+                log.exception("answering the server's %s failed", request.method)
+                reply = jsonrpc.encode_error(
+                    request.id, errors.internal_error(f"the client failed to answer "
+                                                      f"{request.method}"))
+            finally:
+                self._inbound.pop(request.id, None)
+        if reply is None or self._closed is not None:
+            return  # cancelled by the server: no answer (spec), or nobody to answer
+        try:
+            with anyio.move_on_after(30.0):
+                await self.transport.send(Outgoing(reply))
+        except TransportError as exc:
+            log.warning("could not answer the server's %s: %s", request.method, exc)
+
+    def _spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        if self._tg is None:
+            raise RuntimeError("ClientSession is not open")
+        self._tg.start_soon(fn, *args)
+
+
+async def _call_progress(
+    callback: ProgressCallback, progress: float, total: float | None, message: str | None
+) -> None:
+    try:
+        outcome = callback(progress, total, message)
+        if outcome is not None:
+            await outcome
+    except Exception:
+        log.exception("a progress callback failed")
+
+
+def _progress_token(params: Mapping[str, Any] | None) -> RequestId | None:
+    meta = (params or {}).get("_meta")
+    if isinstance(meta, dict):
+        token = meta.get("progressToken")
+        if isinstance(token, str) or (isinstance(token, int) and not isinstance(token, bool)):
+            return token
+    return None
+
+
+def _params_of(raw: Any) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    try:
+        value = jsonrpc.decode_value(raw)
+    except Exception:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _server_error(message: jsonrpc.ErrorResponse) -> errors.McpError:
+    return ServerError(message.code, message.message or "(no message)", message.data)
+
+
+class ServerError(errors.McpError):
+    """The server answered a request with a JSON-RPC error."""
+
+    def __str__(self) -> str:
+        return f"{self.message} (code {self.code})"
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, RequestTimeout):
+        return str(exc)
+    if isinstance(exc, anyio.get_cancelled_exc_class()):
+        return "cancelled by the client"
+    return f"client gave up: {type(exc).__name__}"

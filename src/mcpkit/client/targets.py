@@ -1,0 +1,121 @@
+"""From what the user names (a URL, a command, a `Server`) to a client transport.
+
+    "http://host/mcp", "https://…"  Streamable HTTP (falls back to HTTP+SSE for old servers)
+    "ws://…", "wss://…"             WebSocket (subprotocol "mcp")
+    ["cmd", "arg", …]               stdio: spawn the command
+    a mcpkit `Server`               in memory, same process
+    a `ClientTransport`             used as given
+
+`kind` ("stdio", "http", "sse", "websocket") overrides the guess from a URL.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcpkit.transports.client.base import ClientTransport
+
+URL_KINDS = {"http": "http", "https": "http", "ws": "websocket", "wss": "websocket"}
+KINDS = ("stdio", "http", "sse", "websocket", "memory")
+
+
+@dataclass(slots=True)
+class ConnectOptions:
+    kind: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    bearer_token: str | None = None
+    env: Mapping[str, str] | None = None
+    cwd: str | None = None
+    connect_timeout: float = 30.0
+
+
+def is_url(target: object) -> bool:
+    return isinstance(target, str) and "://" in target
+
+
+def kind_of(target: object, options: ConnectOptions) -> str:
+    if options.kind is not None:
+        if options.kind not in KINDS:
+            raise ValueError(f"unknown transport {options.kind!r}; use one of {', '.join(KINDS)}")
+        return options.kind
+    if isinstance(target, str):
+        if not is_url(target):
+            raise ValueError(
+                f"{target!r} is not a URL; to run a command, pass it as a list: "
+                f"Client([{target!r}, ...])"
+            )
+        scheme = urllib.parse.urlsplit(target).scheme.lower()
+        if scheme not in URL_KINDS:
+            raise ValueError(f"unsupported URL scheme {scheme!r} in {target!r}")
+        return URL_KINDS[scheme]
+    if isinstance(target, Sequence):
+        return "stdio"
+    if _is_server(target):
+        return "memory"
+    if _is_transport(target):
+        return str(target.kind)  # type: ignore[attr-defined]
+    raise TypeError(
+        f"cannot connect to {target!r}: pass a URL, a command list, a Server or a transport"
+    )
+
+
+def make_transport(target: object, kind: str, options: ConnectOptions) -> ClientTransport:
+    if _is_transport(target) and not isinstance(target, str | Sequence):
+        return target  # type: ignore[return-value]
+    if kind == "stdio":
+        from mcpkit.transports.client.stdio import StdioTransport
+
+        if isinstance(target, str) or not isinstance(target, Sequence):
+            raise TypeError("a stdio server is a command list, e.g. ['python', 'server.py']")
+        return StdioTransport([str(part) for part in target], env=options.env, cwd=options.cwd)
+    if kind == "memory":
+        from mcpkit.transports.client.memory import MemoryTransport
+
+        return MemoryTransport(target)  # type: ignore[arg-type]
+    if not isinstance(target, str):
+        raise TypeError(f"a {kind} server is named by its URL")
+    return make_url_transport(target, kind, options)
+
+
+def make_url_transport(url: str, kind: str, options: ConnectOptions) -> ClientTransport:
+    common: dict[str, Any] = {
+        "headers": dict(options.headers),
+        "bearer_token": options.bearer_token,
+        "connect_timeout": options.connect_timeout,
+    }
+    if kind == "http":
+        from mcpkit.transports.client.http import StreamableHttpTransport
+
+        return StreamableHttpTransport(url, **common)
+    if kind == "sse":
+        from mcpkit.transports.client.sse import LegacySseTransport
+
+        return LegacySseTransport(url, **common)
+    if kind == "websocket":
+        from mcpkit.transports.client.websocket import WebSocketTransport
+
+        return WebSocketTransport(url, **common)
+    raise ValueError(f"a URL cannot be served over {kind!r}")
+
+
+def server_key(target: object, kind: str, options: ConnectOptions) -> str:
+    """What identifies "the same server" for the era cache: origin + path for URLs, the
+    command line and directory for stdio, the object for in-memory servers."""
+    if isinstance(target, str):
+        parts = urllib.parse.urlsplit(target)
+        return f"{kind}:{parts.scheme}://{parts.netloc}{parts.path}"
+    if kind == "stdio" and isinstance(target, Sequence):
+        return f"stdio:{options.cwd or ''}:{' '.join(map(str, target))}"
+    return f"{kind}:{id(target)}"
+
+
+def _is_server(obj: object) -> bool:
+    # Duck-typed so the client does not import the server framework for this check.
+    return all(hasattr(obj, name) for name in ("engine", "notifier", "add_tool"))
+
+
+def _is_transport(obj: object) -> bool:
+    return all(hasattr(obj, name) for name in ("open", "send", "abandon", "close", "kind"))
