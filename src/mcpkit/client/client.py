@@ -298,7 +298,7 @@ class Client:
         limits = Timeouts(self.probe_timeout, self.probe_timeout, False)
         result = await self.session.request(
             "server/discover", params, timeouts=limits,
-            headers=self._headers_for("server/discover", params),
+            headers=self._headers_for("server/discover", params), cancel_remote=False,
         )
         if not isinstance(result, dict):
             raise ServerError(errors.INVALID_REQUEST, "server/discover returned a non-object")
@@ -744,7 +744,7 @@ class Client:
                     await self.request("subscriptions/listen", {"notifications": wanted},
                                        timeout=None, max_timeout=None)
                     log.info("%s ended the listen stream", self.describe())
-                except (ServerError, TransportError, errors.McpError) as exc:
+                except Exception as exc:  # a background task must not take the client down
                     log.warning("listen stream to %s failed: %s", self.describe(), exc)
                     if isinstance(exc, ServerError | ConnectionClosed):
                         acknowledged.set()

@@ -136,11 +136,14 @@ class ClientSession:
         timeouts: Timeouts | None = None,
         on_progress: ProgressCallback | None = None,
         headers: Mapping[str, str] | None = None,
+        cancel_remote: bool = True,
     ) -> Any:
         """Send a request and wait for its result (decoded JSON).
 
         If `params._meta.progressToken` is set, progress for it resets the idle timeout
-        and is passed to `on_progress`.
+        and is passed to `on_progress`. `cancel_remote=False` gives up on a request
+        without telling the server (the era probe: a legacy server must not see a
+        cancellation before `initialize`).
         """
         if self._closed is not None:
             raise self._closed_error()
@@ -161,7 +164,10 @@ class ClientSession:
         except BaseException as exc:
             if not pending.done.is_set():
                 with anyio.CancelScope(shield=True):
-                    await self._cancel_remote(request_id, method, _reason(exc))
+                    if cancel_remote:
+                        await self._cancel_remote(request_id, method, _reason(exc))
+                    else:
+                        await self._quietly(self.transport.abandon(request_id))
             raise
         finally:
             self._pending.pop(request_id, None)
@@ -285,6 +291,11 @@ class ClientSession:
 
     def _resolve(self, message: jsonrpc.Response | jsonrpc.ErrorResponse) -> None:
         pending = self._pending.get(message.id) if message.id is not None else None
+        if pending is None and message.id is None and len(self._pending) == 1:
+            # An error with a null id answers a request whose id the server could not
+            # read; with one request in flight, it can only be that one (typically a
+            # legacy server refusing the era probe before `initialize`).
+            pending = next(iter(self._pending.values()))
         if pending is None:
             log.debug("dropping an answer for unknown request id %r", message.id)
             return
