@@ -4,6 +4,7 @@ The public API is imported lazily, so `import mcpkit` stays cheap and a stdio se
 loads the HTTP stack:
 
     from mcpkit import Server, Context, content
+    from mcpkit import Client
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "Client": "mcpkit.client.client",
     "Server": "mcpkit.server.server",
     "Context": "mcpkit.server.context",
     "ToolResult": "mcpkit.server.tools",
@@ -23,10 +25,11 @@ _EXPORTS = {
     "types": "mcpkit.protocol",
 }
 
-__all__ = ["Context", "McpError", "ProtocolError", "Server", "ToolResult", "__version__",
+__all__ = ["Client", "Context", "McpError", "ProtocolError", "Server", "ToolResult", "__version__",
            "content", "types"]
 
 if TYPE_CHECKING:
+    from mcpkit.client.client import Client
     from mcpkit.protocol import types
     from mcpkit.protocol.errors import McpError, ProtocolError
     from mcpkit.server import content
