@@ -27,6 +27,7 @@ from anyio.abc import TaskGroup
 
 from mcpkit import __version__
 from mcpkit.client import era as eras
+from mcpkit.client import tasks as task_following
 from mcpkit.client.errors import (
     ClientError,
     IncompatibleServer,
@@ -120,6 +121,7 @@ class Client:
         max_input_rounds: int = 10,
         log_level: str | None = None,
         validate_output: bool = True,
+        tasks: bool = False,
     ) -> None:
         """Describe the connection; nothing happens until `async with` (or `connect()`).
 
@@ -127,7 +129,9 @@ class Client:
         is detected and cached per server. `timeout` is the idle limit of each request
         (restarted by progress unless `reset_timeout_on_progress` is False); `max_timeout`
         bounds a request regardless. `sampling`, `elicitation` and `roots` answer the
-        server; the capabilities declared follow from which are given.
+        server; the capabilities declared follow from which are given. `tasks=True`
+        declares the modern Tasks extension: a tool the server runs as a task is then
+        followed to its end by `call_tool` (polling, answering its input requests).
         """
         if version is not None:
             pinned = era_of(version)
@@ -149,6 +153,7 @@ class Client:
         self.responders = Responders(
             sampling=sampling, sampling_tools=sampling_tools, elicitation=elicitation,
             elicitation_modes=tuple(elicitation_modes), roots=roots,
+            extensions={task_following.EXTENSION: {}} if tasks else {},
         )
         self.on_log = on_log
         self.on_list_changed = on_list_changed
@@ -583,6 +588,10 @@ class Client:
             params["_meta"] = dict(meta)
         result = await self.request("tools/call", params, on_progress=on_progress,
                                     timeout=timeout, max_timeout=max_timeout)
+        if task_following.is_task(result):
+            limits = self._timeouts(timeout, max_timeout)
+            result = await task_following.follow(
+                result, self.request, self._answer_inputs, max_seconds=limits.maximum)
         typed = _typed(result, types.CallToolResult, "tools/call")
         if tool is not None and self.validate_output:
             self._check_output(name, tool, typed)

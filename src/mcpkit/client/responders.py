@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 import msgspec
 
 from mcpkit.protocol import errors, types
+from mcpkit.protocol.versions import Era, era_of
 
 SamplingHandler: TypeAlias = Callable[
     [types.CreateMessageRequestParams], Awaitable[types.CreateMessageResult | dict[str, Any]]
@@ -43,6 +44,8 @@ class Responders:
     elicitation_modes: tuple[str, ...] = ("form",)
     """Which elicitation modes the handler supports: "form", "url" or both."""
     roots: RootsSource | None = None
+    extensions: dict[str, Any] = field(default_factory=dict)
+    """Extensions to declare (modern era: `capabilities.extensions`)."""
 
     def capabilities(self, version: str) -> dict[str, Any]:
         """The client capabilities to declare at `version`."""
@@ -58,6 +61,8 @@ class Responders:
             )
         if self.roots is not None:
             caps["roots"] = {"listChanged": True}
+        if self.extensions and era_of(version) is Era.MODERN:
+            caps["extensions"] = dict(self.extensions)
         return caps
 
     async def answer(self, method: str, params: dict[str, Any]) -> Any:
