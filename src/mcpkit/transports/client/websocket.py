@@ -123,7 +123,7 @@ class WebSocketTransport:
                 )
         except aiohttp.WSServerHandshakeError as exc:
             hdrs = dict(exc.headers.items()) if exc.headers else {}
-            error = HttpStatusError(exc.status, exc.message.encode(), hdrs, url=self.url)
+            error = HttpStatusError(exc.status, b"", hdrs, url=self.url)
             raise error from exc
         except NETWORK_ERRORS as exc:
             raise network_error("WebSocket connection to", self.url, exc) from exc
