@@ -59,17 +59,19 @@ async def test_stream_resumed_after_retry_with_last_event_id() -> None:
         seen["get_at"] = time.monotonic()
         seen["last_event_id"] = req.headers.get("Last-Event-ID")
         seen["get_accept"] = req.headers.get("Accept")
+        seen["get_auth"] = req.headers.get("Authorization")
         return await sse_response(req, sse_event(result(seen["id"]), id="s.2"))
 
     async with web_server([web.post("/mcp", post), web.get("/mcp", get)]) as base:
-        transport = StreamableHttpTransport(f"{base}/mcp", default_retry_s=0.01)
+        transport = StreamableHttpTransport(f"{base}/mcp", default_retry_s=0.01,
+                                            bearer_token="t")
         async with opened(transport) as inbound:
             await transport.send(request(7, "tools/call"))
             assert (await inbound.response(7))["result"] == {}
             assert inbound.notifications("notifications/progress")
             assert not inbound.failures
     assert seen["last_event_id"] == "s.1"
-    assert seen["get_accept"] == "text/event-stream"
+    assert seen["get_accept"] == "text/event-stream" and seen["get_auth"] == "Bearer t"
     assert seen["get_at"] - seen["post_ended"] >= 0.2  # the server's retry, not the default
 
 

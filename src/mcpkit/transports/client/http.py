@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import aiohttp
@@ -99,6 +99,8 @@ class _StreamState:
 
     request_id: RequestId | None
     """The request whose response ends the stream; None for the standalone stream."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """The message's own headers, sent again when the stream is resumed."""
     last_event_id: str | None = None
     retry_s: float | None = None
     answered: bool = False
@@ -140,6 +142,7 @@ class StreamableHttpTransport:
         self._tg: TaskGroup | None = None
         self._requests: dict[RequestId, anyio.CancelScope] = {}
         self._standalone: anyio.CancelScope | None = None
+        self._standalone_lock = anyio.Lock()
         self._closed = False
         # Requests stream for as long as the server takes (the session bounds them through
         # `abandon`); notifications wait for their status at most connect + read.
@@ -181,7 +184,8 @@ class StreamableHttpTransport:
         self._requests.clear()
         self._stop_standalone()
         http = self._http
-        with anyio.CancelScope(shield=True):
+        # Shielded (close may run in a cancelled task) and bounded.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(DELETE_TIMEOUT_S + 1.0):
             if http is not None and not http.closed and self.session_id is not None:
                 with anyio.move_on_after(DELETE_TIMEOUT_S):
                     await self._delete(http, self.session_id)
@@ -201,12 +205,12 @@ class StreamableHttpTransport:
     async def open_standalone_stream(self) -> bool:
         """Attach the legacy session's GET stream (server-initiated messages). False when the
         server offers none (405, or another refusal); the reason is logged at debug."""
-        self._ready()
-        if self._standalone is not None:
-            return True
-        assert self._tg is not None
-        opened: bool = await self._tg.start(self._standalone_task)
-        return opened
+        _, _, tg = self._ready()
+        async with self._standalone_lock:  # one GET stream, even for concurrent callers
+            if self._standalone is not None:
+                return True
+            opened: bool = await tg.start(self._standalone_task)
+            return opened
 
     # --- headers -----------------------------------------------------------------------------
 
@@ -297,7 +301,7 @@ class StreamableHttpTransport:
         """POST the request and deliver its answer; the error to report, if any."""
         http, _, _ = self._ready()
         headers = self._post_headers(message)
-        state = _StreamState(request_id)
+        state = _StreamState(request_id, message.headers)
         try:
             async with http.post(
                 self.url, data=message.data, headers=headers, allow_redirects=False,
@@ -375,7 +379,7 @@ class StreamableHttpTransport:
             failures += 1
             await anyio.sleep(self._retry_delay(state))
             try:
-                resp = await self._get_stream(state.last_event_id)
+                resp = await self._get_stream(state)
             except _Retryable as exc:
                 log.debug("resuming request %r: %s", request_id, exc)
                 continue
@@ -419,17 +423,21 @@ class StreamableHttpTransport:
         async with resp:
             await _closing_on_error(resp, self._read_stream(resp, state))
 
-    async def _get_stream(self, last_event_id: str | None) -> aiohttp.ClientResponse:
-        """GET an SSE stream (a resumption, or the standalone stream). Raises `_Retryable`
-        when the connection failed, TransportError when the server refused."""
+    async def _get_stream(self, state: _StreamState) -> aiohttp.ClientResponse:
+        """GET an SSE stream (a resumption from `state.last_event_id`, or the standalone
+        stream). Raises `_Retryable` when the connection failed or the response headers did
+        not come within connect + read timeouts, TransportError when the server refused."""
         http, _, _ = self._ready()
-        extra = {} if last_event_id is None else {"Last-Event-ID": last_event_id}
-        headers = self._headers(EVENT_STREAM, extra)
+        headers = self._headers(EVENT_STREAM, state.headers)
+        if state.last_event_id is not None:
+            headers["Last-Event-ID"] = state.last_event_id
         sent_session = SESSION_HEADER in headers
         try:
-            resp = await http.get(
-                self.url, headers=headers, allow_redirects=False, timeout=self._stream_timeout
-            )
+            with anyio.fail_after(self.connect_timeout + self.read_timeout_s):
+                resp = await http.get(
+                    self.url, headers=headers, allow_redirects=False,
+                    timeout=self._stream_timeout,
+                )
         except NETWORK_ERRORS as exc:
             raise _Retryable(str(network_error("GET", self.url, exc))) from exc
         try:
@@ -455,7 +463,7 @@ class StreamableHttpTransport:
         state = _StreamState(None)
         with anyio.CancelScope() as scope:
             try:
-                resp = await self._get_stream(None)
+                resp = await self._get_stream(state)
             except TransportError as exc:
                 log.debug("no standalone SSE stream from %s: %s", self.url, exc)
                 task_status.started(False)
@@ -482,7 +490,7 @@ class StreamableHttpTransport:
             failures += 1
             await anyio.sleep(delay)
             try:
-                resp = await self._get_stream(state.last_event_id)
+                resp = await self._get_stream(state)
             except _Retryable as exc:
                 log.debug("standalone SSE stream: %s", exc)
                 continue
