@@ -133,7 +133,7 @@ class HttpStatusError(TransportError):
         except (msgspec.DecodeError, UnicodeDecodeError):
             return None
         if isinstance(doc, dict) and isinstance(doc.get("error"), dict):
-            err = doc["error"]
+            err: dict[str, Any] = doc["error"]
             if isinstance(err.get("code"), int):
                 return err
         return None
