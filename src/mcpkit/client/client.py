@@ -68,6 +68,7 @@ from mcpkit.transports.client.base import (
     ConnectionClosed,
     HttpStatusError,
     SessionExpired,
+    SessionTransport,
     TransportError,
 )
 from mcpkit.validation import SchemaValidator
@@ -367,10 +368,9 @@ class Client:
         self.instructions = _str_or_none(result.get("instructions"))
         self.supported_versions = [negotiated]
         await session.notify("notifications/initialized")
-        opener = getattr(session.transport, "open_standalone_stream", None)
-        if opener is not None:
+        if isinstance(session.transport, SessionTransport):
             try:
-                await opener()
+                await session.transport.open_standalone_stream()
             except TransportError as exc:
                 log.info("no standalone stream from %s: %s", self.describe(), exc)
         if self.log_level is not None and "logging" in self.server_capabilities:
@@ -379,9 +379,8 @@ class Client:
     async def _reinitialize(self) -> None:
         """A legacy HTTP session was forgotten by the server (404): start a new one."""
         async with self._reinit_lock:
-            reset = getattr(self.session.transport, "reset_session", None)
-            if reset is not None:
-                reset()
+            if isinstance(self.session.transport, SessionTransport):
+                self.session.transport.reset_session()
             await self._initialize()
             for uri in sorted(self._subscriptions):
                 await self._legacy_request("resources/subscribe", {"uri": uri})

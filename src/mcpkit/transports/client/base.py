@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 from anyio.abc import TaskGroup
@@ -83,6 +83,19 @@ class ClientTransport(Protocol):
 
     def describe(self) -> str:
         """A short human description of the peer, for error messages."""
+        ...
+
+
+@runtime_checkable
+class SessionTransport(Protocol):
+    """What a transport with legacy HTTP sessions adds (Streamable HTTP)."""
+
+    def reset_session(self) -> None:
+        """Forget the session id (the server forgot it: a new `initialize` follows)."""
+        ...
+
+    async def open_standalone_stream(self) -> bool:
+        """Open the GET stream for server-initiated messages; False if refused."""
         ...
 
 
