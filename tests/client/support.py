@@ -133,12 +133,39 @@ class ScriptedTransport:
         return [m for m in self.sent if m.get("method") == method and "id" in m]
 
 
+class _RecordingInbound:
+    def __init__(self, inbound: Inbound, received: list[dict[str, Any]]) -> None:
+        self._inbound = inbound
+        self._received = received
+
+    def receive(self, data: bytes) -> None:
+        self._received.append(json.loads(data))
+        self._inbound.receive(data)
+
+    def request_failed(self, request_id: RequestId, error: Exception) -> None:
+        self._inbound.request_failed(request_id, error)
+
+    def closed(self, error: Exception | None) -> None:
+        self._inbound.closed(error)
+
+
 class RecordingMemoryTransport(MemoryTransport):
-    """The in-memory transport, keeping every message the client sent (decoded)."""
+    """The in-memory transport, keeping every message the client sent and received
+    (decoded)."""
 
     def __init__(self, server: Any) -> None:
         super().__init__(server)
         self.sent: list[dict[str, Any]] = []
+        self.received: list[dict[str, Any]] = []
+
+    async def open(self, inbound: Inbound, task_group: TaskGroup) -> None:
+        await super().open(_RecordingInbound(inbound, self.received), task_group)
+
+    def answer_to(self, request: dict[str, Any]) -> dict[str, Any]:
+        for message in self.received:
+            if "method" not in message and message.get("id") == request["id"]:
+                return message
+        raise AssertionError(f"no answer to {request}")
 
     async def send(self, message: Outgoing) -> None:
         self.sent.append(json.loads(message.data))
@@ -250,6 +277,14 @@ class RawServer:
             while not (found := check(self.received())):  # noqa: ASYNC110 (a file)
                 await anyio.sleep(0.02)
             return found
+
+
+async def eventually(check: Callable[[], Any], limit_s: float = 3.0) -> Any:
+    """Wait until `check()` is truthy (state other tasks or processes change); its value."""
+    with anyio.fail_after(limit_s):
+        while not (found := check()):  # noqa: ASYNC110 (polling state set elsewhere)
+            await anyio.sleep(0.01)
+        return found
 
 
 def pid_gone(pid: int) -> bool:
