@@ -10,11 +10,14 @@
 #   pytest       pytest -q [extra args]   (exit 5 "no tests collected" is a failure)
 #   conformance  scripts/conformance/run_server_legs.py: the official conformance harness's
 #                server legs 2025-11-25, 2026-07-28 and all against the fixture server
+#   conformance-client
+#                scripts/conformance/run_client_legs.py: the harness's client legs (same three)
+#                against the fixture client, python -m mcpkit.testing.conformance_client
 #
 # Assumes the active Python has the project installed with its dev extras: it uses $PYTHON
 # if set, else `python` from PATH. Extra arguments are passed to pytest.
-# Env: MCPKIT_SKIP_CONFORMANCE=1 skips the conformance legs (local use only: refused when CI is
-#      set), MCPKIT_FAIL_FAST=1 stops at the first failing step.
+# Env: MCPKIT_SKIP_CONFORMANCE=1 skips the conformance legs, server and client (local use only:
+#      refused when CI is set), MCPKIT_FAIL_FAST=1 stops at the first failing step.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -73,7 +76,7 @@ summary() {
   echo "=== test.sh summary"
   local i
   for i in "${!NAMES[@]}"; do
-    printf '  %-12s %-18s %8ss\n' "${NAMES[$i]}" "${RESULTS[$i]}" "${TIMES[$i]}"
+    printf '  %-18s %-18s %8ss\n' "${NAMES[$i]}" "${RESULTS[$i]}" "${TIMES[$i]}"
   done
 }
 
@@ -88,9 +91,11 @@ if [ -n "${MCPKIT_SKIP_CONFORMANCE:-}" ]; then
   else
     echo
     echo "=== [conformance] SKIPPED (MCPKIT_SKIP_CONFORMANCE is set)"
+    echo "=== [conformance-client] SKIPPED (MCPKIT_SKIP_CONFORMANCE is set)"
   fi
 else
   run_step conformance "$PY" scripts/conformance/run_server_legs.py
+  run_step conformance-client "$PY" scripts/conformance/run_client_legs.py
 fi
 
 summary

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run the official MCP conformance harness's client legs against mcpkit's fixture client.
 
-(Not wired into CI yet: it is ready for when mcpkit.testing.conformance_client exists.)
+scripts/test.sh runs it (step `conformance-client`, after the server legs), so CI does too.
 
 For each leg the harness runs every client scenario at once, each starting its own mock
 server (bound to 127.0.0.1 by bind-localhost.cjs) and the client under test as
@@ -15,8 +15,9 @@ MCP_CONFORMANCE_CONTEXT (JSON) in its environment:
         --timeout 60000 [--spec-version V] -o out/conformance/client-<leg> \
         --expected-failures scripts/conformance/expected-failures/<leg>.yml   (its client: list)
 
-Legs: 2025-11-25, 2026-07-28, all (as for the server legs). A client suite fails on any
-FAILURE or WARNING that is not listed. `sse-retry` is timing-sensitive when every scenario
+Legs: 2025-11-25, 2026-07-28, all (as for the server legs: 19, 33 and 48 scenarios). A client
+suite fails on any FAILURE or WARNING that is not listed; the listed ones are the auth/*
+scenarios, which the fixture refuses (the client has no OAuth yet). Each leg takes ~5-15 s. `sse-retry` is timing-sensitive when every scenario
 runs at once on 2 cores, so when the only unexpected failures are such known-flaky scenarios,
 they are re-run once, alone, and the leg is judged on the re-run (disable: --no-rerun).
 Exits 1 if any leg fails, 2 on bad usage. Stdlib only.
