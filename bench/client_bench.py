@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import cProfile
 import importlib
 import json
 import os
@@ -233,8 +234,14 @@ async def measure_calls(spec: dict[str, Any]) -> dict[str, Any]:
                 elif measure_from <= now() < measure_to:
                     state["counted"] += 1
 
+        profiler = cProfile.Profile() if spec.get("profile") else None
+
         async def sample(at: float, key: str) -> None:
             await anyio.sleep(max(0.0, at - now()))
+            if profiler is not None and key == "start":
+                profiler.enable()
+            elif profiler is not None:
+                profiler.disable()
             marks[key] = now()
             marks[key + "_cpu"] = self_cpu()
             if server_pid:
@@ -246,12 +253,16 @@ async def measure_calls(spec: dict[str, Any]) -> dict[str, Any]:
                 tg.start_soon(sample, measure_to, "end")
                 for _ in range(in_flight):
                     tg.start_soon(worker)
+    if profiler is not None:
+        profiler.dump_stats(spec["profile"])
     elapsed = marks["end"] - marks["start"]
     return {
         "calls": state["counted"], "seconds": round(elapsed, 4),
         "calls_per_s": state["counted"] / elapsed if elapsed > 0 else 0.0,
         "errors": state["errors"],
         "client_cpu_pct": 100 * (marks["end_cpu"] - marks["start_cpu"]) / elapsed,
+        "client_cpu_us_per_call": (1e6 * (marks["end_cpu"] - marks["start_cpu"])
+                                   / state["counted"] if state["counted"] else 0.0),
         "server_cpu_pct": (100 * (marks["end_srv"] - marks["start_srv"]) / elapsed
                            if "end_srv" in marks else 0.0),
     }
@@ -292,6 +303,7 @@ class Cell:
     errors: int = 0
     calls_per_s: float = 0.0
     client_cpu_pct: float = 0.0
+    client_cpu_us_per_call: float = 0.0
     server_cpu_pct: float = 0.0
     failed: str = ""
 
@@ -371,6 +383,7 @@ def bench(args: argparse.Namespace) -> Results:
         "connects": args.connects, "clients": args.clients, "transports": args.transports,
         "in_flight": args.in_flight, "cpus": os.cpu_count(), "python": sys.version.split()[0],
         "loop": "uvloop" if args.uvloop else "asyncio", "server": "mcpkit.testing.echo_server",
+        "profiled": bool(args.profile),
     })
     with contextlib.suppress(Exception):
         from importlib.metadata import version
@@ -382,6 +395,8 @@ def bench(args: argparse.Namespace) -> Results:
             print(msg, file=sys.stderr, flush=True)
 
     base = {"warmup": args.warmup, "duration": args.duration, "uvloop": args.uvloop}
+    if args.profile:
+        Path(args.profile).mkdir(parents=True, exist_ok=True)
     for transport in args.transports:
         for in_flight in args.in_flight:
             runs: dict[str, list[Cell]] = {c: [] for c in args.clients}
@@ -389,13 +404,16 @@ def bench(args: argparse.Namespace) -> Results:
                 for client in args.clients:
                     # The connect samples ride along in the first cell of each transport.
                     connects = args.connects if (rep == 0 and in_flight == args.in_flight[0]) else 0
+                    profile = (str(Path(args.profile).resolve()
+                                   / f"{client}-{transport}-x{in_flight}-{rep}.prof")
+                               if args.profile else None)
                     with http_server(transport) as (url, pid):
                         out = run_worker({**base, "variant": client, "transport": transport,
                                           "in_flight": in_flight, "connects": connects,
-                                          "url": url, "server_pid": pid})
+                                          "url": url, "server_pid": pid, "profile": profile})
                     cell = Cell(client, transport, in_flight, failed=out.get("failed", ""))
                     for key in ("calls", "seconds", "errors", "calls_per_s", "client_cpu_pct",
-                                "server_cpu_pct"):
+                                "client_cpu_us_per_call", "server_cpu_pct"):
                         if key in out:
                             setattr(cell, key, out[key])
                     runs[client].append(cell)
@@ -436,7 +454,7 @@ def table(res: Results) -> str:
             + "".join(f" | {label}" for label, _, _ in ratios) + " |",
             "|---|---:|" + "---:|" * (len(clients) + len(ratios))]
     cpu_rows = ["| transport | in flight | "
-                + " | ".join(f"{c} client/server CPU" for c in clients) + " |",
+                + " | ".join(f"{c} client CPU/call, client/server CPU" for c in clients) + " |",
                 "|---|---:|" + "---:|" * len(clients)]
     keys = sorted({(c.transport, c.in_flight) for c in res.cells},
                   key=lambda k: (res.settings["transports"].index(k[0]), k[1]))
@@ -450,7 +468,8 @@ def table(res: Results) -> str:
                       for _, a, b in ratios) + " |")
         cpu_rows.append(
             f"| {transport} | {in_flight} | "
-            + " | ".join(f"{x.client_cpu_pct:.0f}% / {x.server_cpu_pct:.0f}%"
+            + " | ".join(f"{x.client_cpu_us_per_call:.0f} µs, {x.client_cpu_pct:.0f}% / "
+                         f"{x.server_cpu_pct:.0f}%"
                          if x and not x.failed else "-" for x in cells.values()) + " |")
     out = [*rows, "", *cpu_rows]
     if res.connects:
@@ -489,6 +508,9 @@ def main() -> None:
                              "(default 10, 5 with --quick; 0: none)")
     parser.add_argument("--uvloop", action="store_true",
                         help="run the clients on uvloop (default: plain asyncio)")
+    parser.add_argument("--profile", metavar="DIR",
+                        help="write a cProfile of each cell's measured window to DIR "
+                             "(slows the clients down: the figures are then not comparable)")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
