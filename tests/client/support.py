@@ -233,7 +233,8 @@ def on_other(message):
 '''
 
 STDIO_LOOP = r'''
-def main():
+def serve():
+    log({"pid": os.getpid()})
     handlers = {"server/discover": on_discover, "initialize": on_initialize,
                 "tools/call": on_call,
                 "tools/list": lambda m: result(m, {"tools": TOOLS}),
@@ -249,7 +250,7 @@ def main():
         handlers.get(message.get("method"), on_other)(message)
 
 
-main()
+globals().get("main", serve)()  # a test may replace the whole loop with its own main()
 '''
 
 
@@ -267,6 +268,11 @@ class RawServer:
 
     def received(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.log_path.read_text().splitlines() if line]
+
+    def pid(self) -> int:
+        pids = [m["pid"] for m in self.received() if "pid" in m]
+        assert pids, "the server has not started"
+        return int(pids[0])
 
     def received_method(self, method: str) -> list[dict[str, Any]]:
         return [m for m in self.received() if m.get("method") == method]
