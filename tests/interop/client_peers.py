@@ -36,15 +36,14 @@ LEGACY_VERSION = "2025-11-25"
 MODERN_VERSION = "2026-07-28"
 
 
-def needs_node_package(entry: Path) -> list[pytest.MarkDecorator]:
-    """Skip markers for a test that runs `node <entry>` (CI installs both)."""
-    return [
-        pytest.mark.skipif(NODE is None, reason="node is not on PATH (CI installs Node.js)"),
-        pytest.mark.skipif(
-            not entry.exists(),
-            reason=f"{entry.relative_to(ROOT)} is missing: run `bash scripts/install_js_peers.sh`",
-        ),
-    ]
+def needs_node_package(entry: Path) -> pytest.MarkDecorator:
+    """A skip marker for a test that runs `node <entry>` (CI installs both)."""
+    if NODE is None:
+        return pytest.mark.skipif(True, reason="node is not on PATH (CI installs Node.js)")
+    return pytest.mark.skipif(
+        not entry.exists(),
+        reason=f"{entry.relative_to(ROOT)} is missing: run `bash scripts/install_js_peers.sh`",
+    )
 
 
 def stop_group(proc: subprocess.Popen[bytes]) -> None:
