@@ -266,9 +266,9 @@ class Client:
         last: BaseException | None = None
         for _ in range(3):
             try:
-                result = await self._discover_at(version)
+                result = await self._discover_at(version, pinned=pinned)
             except (ServerError, HttpStatusError, RequestTimeout) as exc:
-                if isinstance(exc, SessionExpired):
+                if isinstance(exc, SessionExpired) or (pinned and isinstance(exc, RequestTimeout)):
                     raise
                 modern = eras.modern_error_of(exc)
                 if modern is None:
@@ -296,12 +296,15 @@ class Client:
             f"{self.describe()} kept refusing protocol version {version}: {last}"
         )
 
-    async def _discover_at(self, version: str) -> dict[str, Any]:
+    async def _discover_at(self, version: str, *, pinned: bool) -> dict[str, Any]:
         self.era, self.protocol_version = Era.MODERN, version
         self.session.transport.protocol_version = version
         self.session.cancel_by_notification = not self.session.transport.per_request_streams
         params = self._with_meta({}, None)
-        limits = Timeouts(self.probe_timeout, self.probe_timeout, False)
+        # Probing an unknown server: silence means legacy, so wait only `probe_timeout`.
+        # With the era pinned, discover is an ordinary request.
+        limits = self.default_timeouts if pinned else Timeouts(
+            self.probe_timeout, self.probe_timeout, False)
         result = await self.session.request(
             "server/discover", params, timeouts=limits,
             headers=self._headers_for("server/discover", params), cancel_remote=False,
