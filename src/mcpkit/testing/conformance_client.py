@@ -182,9 +182,6 @@ def make_client(
         roots=roots(),
         timeout=REQUEST_TIMEOUT_S,
         max_timeout=REQUEST_TIMEOUT_S * 2,
-        # The era is pinned, so server/discover is no probe here: give it a request's time
-        # (a suite runs ~48 scenarios at once on small machines; 3 s is not enough there).
-        probe_timeout=REQUEST_TIMEOUT_S,
         **options,
     )
 
