@@ -108,7 +108,7 @@ class FaultServer:
                          headers: dict[str, str]) -> Response:
         if body["method"] == "tools/list":
             return JSONResponse(rpc_result(body, {"tools": TOOLS}))
-        if body["method"] == "ping":
+        if body["method"] in ("ping", "resources/subscribe", "resources/unsubscribe"):
             return JSONResponse(rpc_result(body, {}))
         if body["method"] == "tools/call":
             return JSONResponse(rpc_result(body, {"content": [{"type": "text",
@@ -179,6 +179,7 @@ async def test_forgotten_session_is_reinitialized_and_the_request_retried() -> N
     with serve_in_thread(fault.app) as base:
         async with Client(f"{base}/mcp", timeout=5) as client:
             assert [t.name for t in await client.list_tools()] == ["work"]
+            await client.subscribe("mem://watched")
             fault.sessions.clear()  # the server restarted
             result = await client.call_tool("work")
             assert result.content[0].text == "called"  # type: ignore[union-attr]
@@ -190,6 +191,38 @@ async def test_forgotten_session_is_reinitialized_and_the_request_retried() -> N
     assert calls[0]["body"]["params"] == calls[1]["body"]["params"]
     deletes = [s for s in fault.seen if s["http"] == "DELETE"]
     assert [d["headers"]["mcp-session-id"] for d in deletes] == ["session-2"]
+    # the new session is subscribed again to what the old one was
+    subscribes = fault.posted("resources/subscribe")
+    assert [s["headers"]["mcp-session-id"] for s in subscribes] == ["session-1", "session-2"]
+    assert all(s["body"]["params"] == {"uri": "mem://watched"} for s in subscribes)
+
+
+@pytest.mark.xfail(reason="client bug: concurrent requests that all meet the forgotten session "
+                   "each re-initialize (Client._reinitialize does not check whether another "
+                   "task already did), and a retry sent while another re-initialization has "
+                   "reset the session id goes out without one: 404 HttpStatusError",
+                   strict=True, raises=AssertionError)
+async def test_concurrent_requests_share_one_reinitialization() -> None:
+    fault = FaultServer()
+    with serve_in_thread(fault.app) as base:
+        async with Client(f"{base}/mcp", timeout=5) as client:
+            await client.list_tools()
+            fault.sessions.clear()
+            outcomes: list[Any] = [None] * 3
+
+            async def call(i: int) -> None:
+                try:
+                    outcomes[i] = (await client.call_tool("work", {"i": i})).content[0].text
+                except Exception as exc:
+                    outcomes[i] = exc
+
+            async with anyio.create_task_group() as tg:
+                for i in range(3):
+                    tg.start_soon(call, i)
+    assert outcomes == ["called"] * 3
+    assert len(fault.posted("initialize")) == 2
+    retried = fault.posted("tools/call")[3:]
+    assert {r["headers"].get("mcp-session-id") for r in retried} == {"session-2"}
 
 
 class AmnesiacServer(FaultServer):
@@ -286,6 +319,28 @@ def make_server() -> Server:
 
 async def answer(params: Any) -> dict[str, Any]:
     return {"action": "accept", "content": {"name": "Ann"}}
+
+
+@pytest.mark.parametrize("validate_output", [True, False])
+async def test_header_annotated_arguments_are_mirrored_in_headers(validate_output: bool
+                                                                  ) -> None:
+    """Modern Streamable HTTP: the app rejects a call whose `Mcp-Param-*` headers do not
+    mirror the annotated arguments, so the client must learn the annotations (it fetches
+    the catalog itself before the first call)."""
+    server = make_server()
+
+    def where(region: str) -> str:
+        return f"in {region}"
+
+    server.add_tool(where, input_schema={
+        "type": "object", "required": ["region"],
+        "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}})
+    assert server.tools["where"].header_params == {"Region": ("region",)}
+    with serve_in_thread(server.asgi_app()) as base:
+        async with Client(f"{base}/mcp", validate_output=validate_output) as client:
+            assert client.era is Era.MODERN
+            result = await client.call_tool("where", {"region": "eu-west"})
+            assert result.content[0].text == "in eu-west"  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("era", ["auto", "legacy"])

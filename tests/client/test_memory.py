@@ -185,6 +185,32 @@ async def test_a_client_connects_once() -> None:
         await client.list_tools()
 
 
+async def test_connect_and_close_as_calls() -> None:
+    client = Client(make_server())
+    await client.connect()
+    try:
+        assert len(await client.list_tools()) > 3
+    finally:
+        await client.close()
+    await client.close()  # idempotent
+
+
+@pytest.mark.xfail(reason="client bug: Client.connect() enters its task group (a cancel scope) "
+                   "in the caller's task and leaves it open until close(), so any scope the "
+                   "caller puts around connect() - e.g. `with anyio.fail_after(5): await "
+                   "client.connect()` - is exited out of order: RuntimeError", strict=True,
+                   raises=RuntimeError)
+async def test_connect_under_a_caller_timeout() -> None:
+    client = Client(make_server())
+    try:
+        with anyio.fail_after(5):
+            await client.connect()
+        assert len(await client.list_tools()) > 3
+    finally:
+        with anyio.CancelScope(shield=True):
+            await client.close()
+
+
 # --- typed methods -------------------------------------------------------------------------
 
 
@@ -281,6 +307,37 @@ async def test_request_passes_any_method_through(era: str) -> None:
         with pytest.raises(ServerError) as info:
             await client.request("no/such/method")
         assert info.value.code == errors.METHOD_NOT_FOUND
+
+
+async def test_tools_with_invalid_header_annotations_are_left_out(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Modern era: a tool whose x-mcp-header annotations are invalid must not be called."""
+    from .support import ScriptedTransport, discover_result, error, result
+
+    good = {"name": "good", "inputSchema": {"type": "object", "properties": {
+        "region": {"type": "string", "x-mcp-header": "Region"}}}}
+    bad = {"name": "bad", "inputSchema": {"type": "object", "properties": {
+        "where": {"type": "object", "x-mcp-header": "Where"}}}}
+
+    def script(message: dict[str, Any]) -> Any:
+        method = message.get("method")
+        if method == "server/discover":
+            return result(message, discover_result(tools={}))
+        if method == "tools/list":
+            return result(message, {"tools": [good, bad]})
+        if method == "tools/call":
+            return result(message, {"content": []})
+        return error(message, -32601) if "id" in message else None
+
+    transport = ScriptedTransport(script)
+    async with Client(transport) as client:
+        assert [t.name for t in await client.list_tools()] == ["good"]
+        with pytest.raises(ClientError, match="invalid x-mcp-header"):
+            await client.call_tool("bad", {"where": {}})
+        await client.call_tool("good", {"region": "eu"})
+    assert [c["params"]["name"] for c in transport.requests("tools/call")] == ["good"]
+    assert "ignoring tool 'bad'" in caplog.text
 
 
 # --- pagination ----------------------------------------------------------------------------
@@ -578,7 +635,7 @@ async def test_a_failing_handler_fails_the_call_in_legacy() -> None:
 @pytest.mark.xfail(reason="client bug: Client._answer_inputs runs the responders in an anyio "
                    "task group and lets the group's ExceptionGroup escape, so a failing "
                    "handler surfaces as ExceptionGroup instead of its own error or a "
-                   "ClientError", strict=True)
+                   "ClientError", strict=True, raises=BaseExceptionGroup)
 @pytest.mark.parametrize("failure", [RuntimeError("the UI crashed"),
                                      errors.invalid_params("refused by the user")])
 async def test_a_failing_handler_fails_the_call_in_modern(failure: Exception) -> None:
