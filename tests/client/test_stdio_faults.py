@@ -304,3 +304,36 @@ async def test_closing_stops_a_child_that_ignores_end_of_input(tmp_path: Path) -
         assert client.era is Era.LEGACY
     assert pid_gone(pid)  # SIGTERM after the close timeout
     assert time.monotonic() - started < 4.0
+
+
+# --- many requests at once, big and odd messages -------------------------------------------
+
+ECHOING = r"""
+def on_call(message):
+    size = message["params"]["arguments"].get("size", 0)
+    text = "\u2028é\u00a0" + "x" * size + str(message["params"]["arguments"].get("n"))
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {
+        "content": [{"type": "text", "text": text}]}}, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+"""
+
+
+async def test_many_concurrent_requests_over_one_pipe(tmp_path: Path) -> None:
+    server = RawServer(tmp_path, ECHOING)
+    async with Client(server.command, era="legacy", validate_output=False) as client:
+        with anyio.fail_after(5):
+            outcomes = await gather_errors(
+                *[lambda i=i: client.call_tool("work", {"n": i}) for i in range(200)])
+    texts = [o.content[0].text for o in outcomes]
+    assert texts == [f"\u2028é\u00a0{i}" for i in range(200)]  # each got its own answer
+    assert len(server.received_method("tools/call")) == 200  # every line parsed
+
+
+async def test_a_large_message(tmp_path: Path) -> None:
+    server = RawServer(tmp_path, ECHOING)
+    async with Client(server.command, era="legacy", validate_output=False) as client:
+        big = "y" * (4 * 1024 * 1024)
+        with anyio.fail_after(5):
+            result = await client.call_tool("work", {"n": 1, "size": 3 * 1024 * 1024,
+                                                     "blob": big})
+    assert len(result.content[0].text) == 3 * 1024 * 1024 + 4  # type: ignore[union-attr]
