@@ -314,6 +314,14 @@ def make_server() -> Server:
                                   key="n")
         return f"hi {answer['content']['name']}"
 
+    @server.tool()
+    async def touch(ctx: Context) -> str:
+        await ctx.info("touching")
+        await ctx.server.notify_list_changed("tools")
+        await ctx.server.notify_resource_updated("mem://doc")
+        return "touched"
+
+    server.add_resource("text", "mem://doc")
     return server
 
 
@@ -364,7 +372,7 @@ async def test_falls_back_to_http_sse_for_an_old_server() -> None:
             assert client.session.transport.kind == "sse"
             assert client.session.transport.endpoint.startswith(  # type: ignore[attr-defined]
                 f"{base}/messages")
-            assert [t.name for t in await client.list_tools()] == ["add", "ask"]
+            assert [t.name for t in await client.list_tools()] == ["add", "ask", "touch"]
             added = await client.call_tool("add", {"a": 1, "b": 2})
             assert added.structured_content == {"result": 3}
             asked = await client.call_tool("ask")  # a server→client request on the stream
@@ -429,3 +437,24 @@ async def test_http_failures_end_the_call_at_once() -> None:
             assert time.monotonic() - started < 2.0
             assert logs == ["working"]
             await client.ping()  # the session survives both
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+async def test_notifications_over_streamable_http(era: str) -> None:
+    """Legacy: on the session's standalone GET stream (and the request's own stream).
+    Modern: on the subscriptions/listen stream."""
+    changed: list[str] = []
+    updated: list[str] = []
+    logs: list[str] = []
+    with serve_in_thread(make_server().asgi_app()) as base:
+        async with Client(f"{base}/mcp", era=era, log_level="info",  # type: ignore[arg-type]
+                          on_list_changed=changed.append, on_resource_updated=updated.append,
+                          on_log=lambda m: logs.append(str(m.data))) as client:
+            await client.listen()
+            await client.subscribe("mem://doc")
+            result = await client.call_tool("touch")
+            assert result.content[0].text == "touched"  # type: ignore[union-attr]
+            await eventually(lambda: changed and updated)
+    assert changed == ["tools"]
+    assert updated == ["mem://doc"]
+    assert logs == ["touching"]
