@@ -18,12 +18,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from mcpkit.client import Client, RequestTimeout, SessionExpired
+from mcpkit.client import (
+    Client,
+    HttpStatusError,
+    RequestTimeout,
+    SessionExpired,
+    TransportError,
+)
 from mcpkit.protocol.versions import Era
 from mcpkit.server.context import Context
 from mcpkit.server.server import Server
 
-from .support import LEGACY, MODERN, eventually, serve_in_thread
+from .support import LEGACY, MODERN, eventually, free_port, serve_in_thread
 
 pytestmark = pytest.mark.anyio
 
@@ -421,8 +427,6 @@ class BrokenServer(FaultServer):
 
 
 async def test_http_failures_end_the_call_at_once() -> None:
-    from mcpkit.client import HttpStatusError, TransportError
-
     fault = BrokenServer()
     logs: list[str] = []
     with serve_in_thread(fault.app) as base:
@@ -458,3 +462,50 @@ async def test_notifications_over_streamable_http(era: str) -> None:
     assert changed == ["tools"]
     assert updated == ["mem://doc"]
     assert logs == ["touching"]
+
+
+class SlowLegacyServer(FaultServer):
+    async def on_request(self, request: Request, body: dict[str, Any],
+                         headers: dict[str, str]) -> Response:
+        if body["method"] != "tools/call":
+            return await super().on_request(request, body, headers)
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            if await request.is_disconnected():
+                self.note("client went away")
+                return Response(status_code=499)
+        return JSONResponse(rpc_result(body, {"content": []}))
+
+
+async def test_legacy_timeout_is_a_cancellation_notification() -> None:
+    """In a legacy session a disconnect is not a cancellation: the client POSTs
+    notifications/cancelled (and stops reading the request's stream)."""
+    fault = SlowLegacyServer()
+    with serve_in_thread(fault.app) as base:
+        async with Client(f"{base}/mcp", timeout=0.4) as client:
+            assert client.era is Era.LEGACY
+            with pytest.raises(RequestTimeout):
+                await client.call_tool("work")
+            cancelled = await eventually(lambda: fault.posted("notifications/cancelled"))
+            call = fault.posted("tools/call")[0]
+            assert cancelled[0]["body"]["params"]["requestId"] == call["body"]["id"]
+            assert cancelled[0]["headers"]["mcp-session-id"] == "session-1"
+            await client.ping()
+
+
+async def test_nothing_listening_fails_fast() -> None:
+    started = time.monotonic()
+    with pytest.raises(TransportError, match=r"127\.0\.0\.1"):
+        async with Client(f"http://127.0.0.1:{free_port()}/mcp", connect_timeout=5):
+            pass
+    assert time.monotonic() - started < 1.0
+
+
+async def test_wrong_path_is_reported() -> None:
+    with serve_in_thread(make_server().asgi_app()) as base:
+        started = time.monotonic()
+        with pytest.raises(HttpStatusError) as info:
+            async with Client(f"{base}/nope", connect_timeout=5):
+                pass
+        assert time.monotonic() - started < 1.0
+    assert info.value.status == 404
