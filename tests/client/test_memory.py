@@ -878,3 +878,76 @@ async def test_caller_cancellation_cancels_the_request_on_the_server(era: str) -
         assert len(cancels) == 1
         assert cancels[0]["params"]["reason"] == "cancelled by the client"
         await client.ping()  # the connection is fine
+
+
+# --- tasks (modern extension) --------------------------------------------------------------
+
+
+def tasks_server() -> Server:
+    from mcpkit.server import tasks
+
+    server = Server("tasks")
+    server.extensions[tasks.EXTENSION] = {}
+    server.tasks.poll_interval_ms = 50
+
+    async def slow(seconds: float) -> str:
+        await anyio.sleep(seconds)
+        return f"slept {seconds}"
+
+    async def broken() -> str:
+        raise RuntimeError("boom")
+
+    async def protocol_broken() -> str:
+        raise errors.internal_error("deliberate")
+
+    async def confirm(ctx: Context) -> str:
+        answers = await ctx.ask_many({
+            "a": ("elicitation/create", {"message": "A?", "requestedSchema": NAME_SCHEMA}),
+            "b": ("elicitation/create", {"message": "B?", "requestedSchema": NAME_SCHEMA}),
+        })
+        return "+".join(str((v.get("content") or {}).get("name")) for v in answers.values())
+
+    server.add_tool(slow, task_support="optional")
+    server.add_tool(broken, task_support="required")
+    server.add_tool(protocol_broken, task_support="required")
+    server.add_tool(confirm, task_support="optional")
+    return server
+
+
+async def test_call_tool_follows_a_task_to_its_end() -> None:
+    transport = RecordingMemoryTransport(tasks_server())
+    async with Client(transport, tasks=True, elicitation=accept_name) as client:
+        done = await client.call_tool("slow", {"seconds": 0.1})
+        assert done.content[0].text == "slept 0.1"  # type: ignore[union-attr]
+        confirmed = await client.call_tool("confirm")
+        assert confirmed.content[0].text == "Ann+Ann"  # type: ignore[union-attr]
+        failed = await client.call_tool("broken")
+        assert failed.is_error is True
+        with pytest.raises(ServerError) as info:
+            await client.call_tool("protocol_broken")
+        assert info.value.code == errors.INTERNAL_ERROR
+    methods = [m.get("method") for m in transport.sent]
+    assert "tasks/get" in methods and "tasks/update" in methods
+    update = transport.requests("tasks/update")[0]["params"]
+    assert set(update["inputResponses"]) == {"a", "b"}
+
+
+async def test_a_task_given_up_is_cancelled_on_the_server() -> None:
+    server = tasks_server()
+    transport = RecordingMemoryTransport(server)
+    async with Client(transport, tasks=True, max_timeout=0.3) as client:
+        with pytest.raises(TimeoutError):
+            await client.call_tool("slow", {"seconds": 30})
+        cancels = transport.requests("tasks/cancel")
+        assert len(cancels) == 1
+        task_id = cancels[0]["params"]["taskId"]
+        status = await client.get_task(task_id)
+        assert status["status"] == "cancelled"
+
+
+async def test_without_the_tasks_extension_tools_run_inline() -> None:
+    transport = RecordingMemoryTransport(tasks_server())
+    async with Client(transport) as client:
+        done = await client.call_tool("slow", {"seconds": 0})
+        assert done.content[0].text == "slept 0.0"  # type: ignore[union-attr]
+    assert transport.requests("tasks/get") == []
