@@ -227,6 +227,10 @@ def on_call(message):
     result(message, {"content": [{"type": "text", "text": "done"}]})
 
 
+def on_ping(message):
+    result(message, {})
+
+
 def on_other(message):
     if "id" in message and "method" in message:
         error(message, -32601, "Method not found")
@@ -238,7 +242,7 @@ def serve():
     handlers = {"server/discover": on_discover, "initialize": on_initialize,
                 "tools/call": on_call,
                 "tools/list": lambda m: result(m, {"tools": TOOLS}),
-                "ping": lambda m: result(m, {})}
+                "ping": on_ping}
     while True:
         line = sys.stdin.readline()
         if not line:
