@@ -293,10 +293,6 @@ async def test_pinned_modern_against_a_silent_server_times_out() -> None:
     assert server.methods() == ["server/discover"]
 
 
-@pytest.mark.xfail(reason="client bug: Client.connect catches TimeoutError to report its own "
-                   "connect_timeout, and RequestTimeout is a TimeoutError: a request timeout "
-                   "during the handshake becomes 'took longer than <connect_timeout> s'",
-                   strict=True, raises=TimeoutError)
 @pytest.mark.parametrize("era", ["modern", "legacy"])
 async def test_a_handshake_request_timeout_is_reported_as_such(era: str) -> None:
     server = ScriptedTransport(lambda m: None)
@@ -377,10 +373,6 @@ async def test_modern_era_is_cached_per_server() -> None:
     assert server.methods() == ["server/discover"]  # the setup request; never initialize
 
 
-@pytest.mark.xfail(reason="client bug: a cached modern era is treated as pinned, so a server "
-                   "that became legacy fails with IncompatibleServer instead of being "
-                   "re-probed (spec: re-probe if the cached assumption fails)", strict=True,
-                   raises=IncompatibleServer)
 async def test_cached_modern_era_that_no_longer_holds_is_reprobed() -> None:
     behaviour = {"modern": True}
 
@@ -395,9 +387,6 @@ async def test_cached_modern_era_that_no_longer_holds_is_reprobed() -> None:
         assert client.era is Era.LEGACY
 
 
-@pytest.mark.xfail(reason="client bug: Client._connect calls eras.remember_era even when the "
-                   "era was pinned, so a pinned era decides it for later era='auto' clients "
-                   "of the same server", strict=True, raises=AssertionError)
 async def test_a_pinned_era_is_not_cached() -> None:
     def dual_era(message: dict[str, Any]) -> Any:
         if message.get("method") == "server/discover":

@@ -203,11 +203,6 @@ async def test_forgotten_session_is_reinitialized_and_the_request_retried() -> N
     assert all(s["body"]["params"] == {"uri": "mem://watched"} for s in subscribes)
 
 
-@pytest.mark.xfail(reason="client bug: concurrent requests that all meet the forgotten session "
-                   "each re-initialize (Client._reinitialize does not check whether another "
-                   "task already did), and a retry sent while another re-initialization has "
-                   "reset the session id goes out without one: 404 HttpStatusError",
-                   strict=True, raises=AssertionError)
 async def test_concurrent_requests_share_one_reinitialization() -> None:
     fault = FaultServer()
     with serve_in_thread(fault.app) as base:

@@ -195,11 +195,6 @@ async def test_connect_and_close_as_calls() -> None:
     await client.close()  # idempotent
 
 
-@pytest.mark.xfail(reason="client bug: Client.connect() enters its task group (a cancel scope) "
-                   "in the caller's task and leaves it open until close(), so any scope the "
-                   "caller puts around connect() - e.g. `with anyio.fail_after(5): await "
-                   "client.connect()` - is exited out of order: RuntimeError", strict=True,
-                   raises=RuntimeError)
 async def test_connect_under_a_caller_timeout() -> None:
     client = Client(make_server())
     try:
@@ -632,10 +627,6 @@ async def test_a_failing_handler_fails_the_call_in_legacy() -> None:
             "result": 3}
 
 
-@pytest.mark.xfail(reason="client bug: Client._answer_inputs runs the responders in an anyio "
-                   "task group and lets the group's ExceptionGroup escape, so a failing "
-                   "handler surfaces as ExceptionGroup instead of its own error or a "
-                   "ClientError", strict=True, raises=BaseExceptionGroup)
 @pytest.mark.parametrize("failure", [RuntimeError("the UI crashed"),
                                      errors.invalid_params("refused by the user")])
 async def test_a_failing_handler_fails_the_call_in_modern(failure: Exception) -> None:

@@ -113,10 +113,6 @@ async def test_a_server_exiting_slowly_is_reported_with_its_exit_code(tmp_path: 
     assert "lost the database" in info.value.stderr_tail
 
 
-@pytest.mark.xfail(reason="client bug: StdioTransport.send turns a failed write into "
-                   "ConnectionClosed with the process's returncode at that instant (None while "
-                   "it is still exiting), unlike the reader, which waits up to EXIT_WAIT_S for "
-                   "the exit code", strict=True, raises=AssertionError)
 async def test_a_write_to_an_exiting_server_reports_its_exit_code(tmp_path: Path) -> None:
     server = RawServer(tmp_path, QUITTING)
     async with Client(server.command, era="legacy") as client:

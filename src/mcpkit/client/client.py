@@ -15,7 +15,9 @@ documented on the method.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import enum
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -85,9 +87,21 @@ EraChoice = Literal["auto", "modern", "legacy"]
 Limit = float | Literal["default"] | None
 """Seconds, None for no limit, or "default" for the client's setting."""
 
+CACHED_KINDS = frozenset({"stdio", "http", "sse", "websocket"})
+"""Transports whose server has a stable identity to cache its era under (not in-memory)."""
+HOST_EXIT_S = 5.0
+"""How long `close()` waits for the background tasks to finish after cancelling them."""
 MAX_LIST_PAGES = 1000
 """Automatic pagination stops here (a server that never ends its cursor chain)."""
 LISTEN_RETRIES = 5
+
+
+class Probe(enum.Enum):
+    """What the era probe found."""
+
+    MODERN = "modern"
+    LEGACY = "legacy"  # an answer that is not modern
+    SILENT = "silent"  # no answer within the probe timeout
 
 
 class Client:
@@ -175,6 +189,8 @@ class Client:
         self.supported_versions: list[str] = []
 
         self._tg: TaskGroup | None = None
+        self._host: asyncio.Task[None] | None = None
+        self._stop = anyio.Event()
         self._session: ClientSession | None = None
         self._tools: dict[str, dict[str, Any]] | None = None
         self._validators: dict[str, SchemaValidator] = {}
@@ -184,6 +200,8 @@ class Client:
         self._subscriptions: set[str] = set()
         self._reinit_lock = anyio.Lock()
         self._acknowledged: anyio.Event | None = None
+        self._legacy_hint: str | None = None
+        self._session_generation = 0
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -195,37 +213,52 @@ class Client:
         await self.close()
 
     async def connect(self) -> None:
-        """Open the transport and settle the era (bounded by `connect_timeout`)."""
-        if self._tg is not None:
+        """Open the transport and settle the era (bounded by `connect_timeout`).
+
+        The client's background work (readers, answering the server) runs in a task
+        group hosted by a task of its own, so a connected client may be used from any task
+        of the event loop and closed from any other: `connect()` and `close()` need not
+        share a task or a cancel scope. (asyncio only, like the HTTP transports.)
+        """
+        if self._host is not None:
             raise ClientError("this Client is already connected")
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
+        ready = anyio.Event()
+        self._stop = anyio.Event()
+        self._host = asyncio.get_running_loop().create_task(self._host_tasks(ready))
+        await ready.wait()
         try:
-            with anyio.fail_after(self.connect_timeout):
+            with anyio.move_on_after(self.connect_timeout) as deadline:
                 await self._connect()
-        except TimeoutError:
-            await self.close()
-            raise TimeoutError(
-                f"connecting to {self.describe()} took longer than {self.connect_timeout:g} s"
-            ) from None
         except BaseException:
             await self.close()
             raise
+        if deadline.cancelled_caught:
+            await self.close()
+            raise TimeoutError(
+                f"connecting to {self.describe()} took longer than {self.connect_timeout:g} s")
+
+    async def _host_tasks(self, ready: anyio.Event) -> None:
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            ready.set()
+            await self._stop.wait()
+            tg.cancel_scope.cancel()
 
     async def close(self) -> None:
         """Close the connection (ends a legacy HTTP session; stops a stdio child)."""
-        if self._tg is None:
+        if self._host is None:
             return
-        tg, self._tg = self._tg, None
+        host, self._host = self._host, None
         with anyio.CancelScope(shield=True):
             if self._listen_scope is not None:
                 self._listen_scope.cancel()
             if self._session is not None:
                 await self._session.transport.close()
                 self._session.closed(ConnectionClosed("the client closed the connection"))
-        tg.cancel_scope.cancel()
-        with contextlib.suppress(Exception):
-            await tg.__aexit__(None, None, None)
+            self._stop.set()
+            with anyio.move_on_after(HOST_EXIT_S), contextlib.suppress(Exception):
+                await host
+        self._tg = None
 
     def describe(self) -> str:
         if self._session is not None:
@@ -241,14 +274,41 @@ class Client:
     # --- connecting and era detection --------------------------------------------------------
 
     async def _connect(self) -> None:
-        key = server_key(self.target, self._kind, self._options)
-        era = self._pinned_era_value() or eras.cached_era(key)
+        pinned = self._pinned_era_value()
         await self._open(make_transport(self.target, self._kind, self._options))
-        if era is not Era.LEGACY and await self._try_modern(pinned=era is Era.MODERN):
-            eras.remember_era(key, Era.MODERN)
-            return
-        await self._start_legacy()
-        eras.remember_era(key, Era.LEGACY)
+        if pinned is Era.LEGACY:
+            await self._start_legacy(pinned=True)
+        elif pinned is Era.MODERN:
+            await self._try_modern(pinned=True)
+        else:
+            await self._detect_era()
+
+    async def _detect_era(self) -> None:
+        """The spec's probe-then-fall-back, with the outcome cached per server."""
+        key = (server_key(self.target, self._kind, self._options)
+               if self._kind in CACHED_KINDS else None)
+        if key is not None and eras.cached_era(key) is Era.LEGACY:
+            try:
+                await self._start_legacy()
+                return
+            except ServerError as exc:  # the cached assumption failed: probe again
+                log.info("%s no longer answers initialize (%s); probing its era",
+                         self.describe(), exc)
+                eras.forget_era(key)
+        outcome = await self._try_modern(pinned=False)
+        if outcome is not Probe.MODERN:
+            try:
+                await self._start_legacy()
+            except ServerError:
+                if outcome is not Probe.SILENT:
+                    raise
+                # The probe went unanswered, yet initialize is refused: a modern server
+                # that was still starting (e.g. under npx). Ask again, patiently.
+                log.info("%s refused initialize after a silent probe; probing again",
+                         self.describe())
+                await self._try_modern(pinned=True)
+        if key is not None and self.era is not None:
+            eras.remember_era(key, self.era)
 
     def _pinned_era_value(self) -> Era | None:
         return None if self._pinned_era == "auto" else Era(self._pinned_era)
@@ -260,8 +320,11 @@ class Client:
         )
         await self._session.open(self._tg)
 
-    async def _try_modern(self, *, pinned: bool) -> bool:
-        """Probe with `server/discover`; True if the server is modern (and now set up)."""
+    async def _try_modern(self, *, pinned: bool) -> Probe:
+        """Probe with `server/discover`; a modern server is set up on the way.
+
+        Pinned: anything but a modern server raises `IncompatibleServer`.
+        """
         version = self._pinned_version or MODERN_VERSIONS[0]
         last: BaseException | None = None
         for _ in range(3):
@@ -277,12 +340,17 @@ class Client:
                             f"{self.describe()} does not speak the modern protocol: {exc}"
                         ) from exc
                     log.debug("era probe of %s: legacy (%s)", self.describe(), exc)
-                    return False
+                    return Probe.SILENT if isinstance(exc, RequestTimeout) else Probe.LEGACY
                 if modern.get("code") != errors.UNSUPPORTED_PROTOCOL_VERSION:
                     raise IncompatibleServer(
                         f"{self.describe()} refused server/discover: {modern.get('message')}"
                     ) from exc
-                choice = eras.pick_modern_version(eras.supported_versions_of(modern))
+                offered = eras.supported_versions_of(modern)
+                choice = eras.pick_modern_version(offered)
+                legacy = [v for v in LEGACY_VERSIONS if v in offered]
+                if choice is None and legacy and not pinned:
+                    self._legacy_hint = legacy[0]  # it only offers versions of the old era
+                    return Probe.LEGACY
                 if choice is None:
                     raise IncompatibleServer(
                         f"{self.describe()} supports {eras.supported_versions_of(modern)}; "
@@ -291,7 +359,7 @@ class Client:
                 version, last = choice, exc
                 continue
             self._adopt_discover(result, version)
-            return True
+            return Probe.MODERN
         raise IncompatibleServer(
             f"{self.describe()} kept refusing protocol version {version}: {last}"
         )
@@ -330,9 +398,16 @@ class Client:
         info = meta.get("io.modelcontextprotocol/serverInfo") or result.get("serverInfo")
         self.server_info = _implementation(info)
 
-    async def _start_legacy(self) -> None:
+    async def _start_legacy(self, *, pinned: bool = False) -> None:
         try:
             await self._initialize()
+        except ServerError as exc:
+            if not pinned:
+                raise
+            raise IncompatibleServer(
+                f"{self.describe()} refused initialize ({exc}); it may speak only the modern "
+                f"protocol: connect with era='auto' or era='modern'"
+            ) from exc
         except HttpStatusError as exc:
             if self._kind != "http" or not 400 <= exc.status < 500 \
                     or not isinstance(self.target, str):
@@ -347,7 +422,7 @@ class Client:
             await self._initialize()
 
     async def _initialize(self) -> None:
-        version = self._pinned_version or LATEST_LEGACY_VERSION
+        version = self._pinned_version or self._legacy_hint or LATEST_LEGACY_VERSION
         session = self.session
         self.era, self.protocol_version = Era.LEGACY, None
         session.transport.protocol_version = None
@@ -379,14 +454,19 @@ class Client:
         if self.log_level is not None and "logging" in self.server_capabilities:
             await self._legacy_request("logging/setLevel", {"level": self.log_level})
 
-    async def _reinitialize(self) -> None:
-        """A legacy HTTP session was forgotten by the server (404): start a new one."""
+    async def _reinitialize(self, seen_generation: int) -> None:
+        """A legacy HTTP session was forgotten by the server (404): start a new one, once
+        for all the requests that found out at the same time."""
         async with self._reinit_lock:
+            if self._session_generation != seen_generation:
+                return  # another request already started the new session
             if isinstance(self.session.transport, SessionTransport):
                 self.session.transport.reset_session()
             await self._initialize()
+            self._session_generation += 1
             for uri in sorted(self._subscriptions):
-                await self._legacy_request("resources/subscribe", {"uri": uri})
+                await self.session.request("resources/subscribe", {"uri": uri},
+                                           timeouts=self.default_timeouts)
 
     # --- requests, both eras ------------------------------------------------------------------
 
@@ -424,13 +504,17 @@ class Client:
         on_progress: ProgressCallback | None = None, limits: Timeouts | None = None,
     ) -> Any:
         body = self._with_progress(params, on_progress)
+        if self._reinit_lock.locked():  # a new session is being set up: wait for it
+            async with self._reinit_lock:
+                pass
+        generation = self._session_generation
         try:
             return await self.session.request(
                 method, body, timeouts=limits or self.default_timeouts, on_progress=on_progress
             )
         except SessionExpired:
             log.info("%s forgot the session; initializing a new one", self.describe())
-            await self._reinitialize()
+            await self._reinitialize(generation)
             return await self.session.request(
                 method, body, timeouts=limits or self.default_timeouts, on_progress=on_progress
             )
@@ -472,24 +556,34 @@ class Client:
         return retry
 
     async def _answer_inputs(self, asked: dict[str, Any]) -> dict[str, Any]:
+        """Answer every input request (concurrently: a user prompt and a model call may
+        both be pending); the first failure is raised as itself, not as a group."""
         answers: dict[str, Any] = {}
+        failures: list[Exception] = []
 
         async def answer_one(key: str, request: Any) -> None:
-            if not isinstance(request, dict) or not isinstance(request.get("method"), str):
-                raise errors.ProtocolError(errors.INVALID_REQUEST,
-                                           f"input request {key!r} is not a request")
             try:
-                answers[key] = await self.responders.answer(
-                    request["method"], _dict(request.get("params")))
-            except errors.McpError as exc:
-                raise ClientError(
-                    f"cannot answer the server's {request['method']} ({key!r}): {exc.message}"
-                ) from exc
+                answers[key] = await self._answer_input(key, request)
+            except Exception as exc:
+                failures.append(exc)
 
         async with anyio.create_task_group() as tg:
             for key, request in asked.items():
                 tg.start_soon(answer_one, key, request)
+        if failures:
+            raise failures[0]
         return answers
+
+    async def _answer_input(self, key: str, request: Any) -> Any:
+        if not isinstance(request, dict) or not isinstance(request.get("method"), str):
+            raise errors.ProtocolError(errors.INVALID_REQUEST,
+                                       f"input request {key!r} is not a request")
+        try:
+            return await self.responders.answer(request["method"], _dict(request.get("params")))
+        except errors.McpError as exc:
+            raise ClientError(
+                f"cannot answer the server's {request['method']} ({key!r}): {exc.message}"
+            ) from exc
 
     def _with_meta(self, params: dict[str, Any], on_progress: ProgressCallback | None
                    ) -> dict[str, Any]:
@@ -588,12 +682,15 @@ class Client:
             params["arguments"] = dict(arguments)
         if meta:
             params["_meta"] = dict(meta)
+        started = anyio.current_time()
         result = await self.request("tools/call", params, on_progress=on_progress,
                                     timeout=timeout, max_timeout=max_timeout)
         if task_following.is_task(result):
-            limits = self._timeouts(timeout, max_timeout)
+            maximum = self._timeouts(timeout, max_timeout).maximum
+            left = None if maximum is None else max(0.0, maximum - (anyio.current_time()
+                                                                   - started))
             result = await task_following.follow(
-                result, self.request, self._answer_inputs, max_seconds=limits.maximum)
+                result, self.request, self._answer_inputs, max_seconds=left)
         typed = _typed(result, types.CallToolResult, "tools/call")
         if tool is not None and self.validate_output:
             self._check_output(name, tool, typed)

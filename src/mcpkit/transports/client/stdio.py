@@ -69,9 +69,13 @@ class StdioTransport:
         try:
             await self.process.send(message.data)
         except StdioProcessError as exc:
+            returncode = exc.returncode
+            if returncode is None:  # the pipe broke first; the exit status follows shortly
+                with anyio.move_on_after(EXIT_WAIT_S):
+                    returncode = await self.process.wait()
             raise ConnectionClosed(
                 f"cannot write to the server process {self.describe()!r}",
-                returncode=exc.returncode, stderr_tail=exc.stderr_tail,
+                returncode=returncode, stderr_tail=self.process.stderr_tail,
             ) from exc
 
     async def abandon(self, request_id: RequestId) -> None:
