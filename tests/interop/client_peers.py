@@ -60,24 +60,52 @@ def stop_group(proc: subprocess.Popen[bytes]) -> None:
             continue
 
 
+class HttpPeer:
+    """One HTTP peer process (`{port}` in `args` and `env` values becomes its port)."""
+
+    def __init__(self, args: Sequence[str], *, env: Mapping[str, str] | None = None,
+                 path: str = "/mcp", port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.args = [a.replace("{port}", str(self.port)) for a in args]
+        self.env = {**os.environ,
+                    **{k: v.replace("{port}", str(self.port)) for k, v in (env or {}).items()}}
+        self.url = f"http://127.0.0.1:{self.port}{path}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log: Any = None
+
+    def start(self) -> str:
+        """Start the process and wait (blocking, bounded) until it listens; its URL."""
+        self._log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            self.args, cwd=ROOT, env=self.env, stdin=subprocess.DEVNULL, stdout=self._log,
+            stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            _wait_listening(self.proc, self.port, self._log)
+        except BaseException:
+            self.stop()
+            raise
+        return self.url
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_group(self.proc)
+            self.proc = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
 @contextlib.contextmanager
 def http_peer(
     args: Sequence[str], *, env: Mapping[str, str] | None = None, path: str = "/mcp",
     port: int | None = None,
 ) -> Iterator[str]:
-    """Run an HTTP peer (`{port}` in `args` is replaced by a free port) until the block ends;
-    yields `http://127.0.0.1:<port><path>`."""
-    port = port or free_port()
-    argv = [a.replace("{port}", str(port)) for a in args]
-    full_env = {**os.environ, **{k: v.replace("{port}", str(port)) for k, v in (env or {}).items()}}
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(argv, cwd=ROOT, env=full_env, stdin=subprocess.DEVNULL,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            _wait_listening(proc, port, log)
-            yield f"http://127.0.0.1:{port}{path}"
-        finally:
-            stop_group(proc)
+    """Run an HTTP peer until the block ends; yields `http://127.0.0.1:<port><path>`."""
+    peer = HttpPeer(args, env=env, path=path, port=port)
+    try:
+        yield peer.start()
+    finally:
+        peer.stop()
 
 
 def _wait_listening(proc: subprocess.Popen[bytes], port: int, log: Any) -> None:

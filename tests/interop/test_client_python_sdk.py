@@ -24,6 +24,7 @@ from .client_peers import (
     LEGACY_VERSION,
     MODERN_VERSION,
     Answers,
+    HttpPeer,
     PageSpy,
     http_peer,
     python_peer,
@@ -288,14 +289,33 @@ async def test_modern_http_headers_mirror_arguments_and_names(sdk_http: str) -> 
                 assert read.contents[0].text == f'{{"id": "{item_id}"}}'
 
 
+async def test_legacy_http_session_is_renewed_after_a_server_restart() -> None:
+    """A restarted server forgets the session (HTTP 404): the client initializes a new one,
+    retries the call, and reopens the standalone stream (list_changed arrives on it)."""
+    peer = HttpPeer(python_peer("--transport", "http", "--port", "{port}"))
+    answers = Answers()
+    name = f"tool_{uuid.uuid4().hex[:8]}"
+    await anyio.to_thread.run_sync(peer.start)
+    try:
+        with anyio.fail_after(LIMIT_S):
+            async with _client(peer.url, answers, era="legacy") as client:
+                assert text_of(await client.call_tool("add", {"a": 1, "b": 2})) == "3"
+                await anyio.to_thread.run_sync(peer.stop)
+                await anyio.to_thread.run_sync(peer.start)
+                assert text_of(await client.call_tool("add", {"a": 1, "b": 3})) == "4"
+                assert client.era is Era.LEGACY
+                await client.call_tool("add_tool", {"name": name})
+                await until(lambda: answers.changed == ["tools"], "tools list_changed")
+    finally:
+        await anyio.to_thread.run_sync(peer.stop)
+
+
 # --- the era cache -------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "client bug: a pinned era is stored in the per-server era cache "
-    "(Client._connect calls eras.remember_era even when era= was pinned), so a later "
-    "era='auto' Client to the same server skips detection and speaks legacy to a modern server"))
 async def test_pinning_an_era_does_not_decide_it_for_auto_clients() -> None:
+    """A pinned era says nothing about the server: it must not enter the era cache
+    (regression: it did, and auto clients then spoke legacy to this modern server)."""
     with anyio.fail_after(LIMIT_S):
         async with Client(STDIO, era="legacy") as client:
             assert client.era is Era.LEGACY
@@ -303,12 +323,9 @@ async def test_pinning_an_era_does_not_decide_it_for_auto_clients() -> None:
             assert client.era is Era.MODERN
 
 
-@pytest.mark.xfail(strict=True, raises=IncompatibleServer, reason=(
-    "client bug: a cached MODERN era is treated like era='modern' "
-    "(Client._connect: `_try_modern(pinned=era is Era.MODERN)` where `era` may come from the "
-    "cache), so when the server at that URL is replaced by a legacy one the client raises "
-    "IncompatibleServer instead of detecting the legacy era"))
 async def test_a_cached_era_is_only_a_hint() -> None:
+    """The server at a URL is replaced by a legacy-only one: the cached MODERN era must not
+    act as a pin (regression: IncompatibleServer instead of falling back to legacy)."""
     port = free_port()
     with anyio.fail_after(LIMIT_S):
         with http_peer(python_peer("--transport", "http", "--port", "{port}"), port=port) as url:
