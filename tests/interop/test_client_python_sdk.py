@@ -16,8 +16,9 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpkit.client import Client, IncompatibleServer, RequestTimeout
+from mcpkit.client import Client, IncompatibleServer, RequestTimeout, ServerError
 from mcpkit.client import era as era_cache
+from mcpkit.protocol.errors import MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcpkit.protocol.versions import Era
 
 from .client_peers import (
@@ -186,6 +187,49 @@ async def test_http_falls_back_to_sse_for_a_legacy_only_server(sdk_sse_legacy_on
 async def test_sse_transport(sdk_sse: str, era: str) -> None:
     version = MODERN_VERSION if era == "auto" else LEGACY_VERSION
     assert await _run(sdk_sse, era=era, version=version, transport="sse") == "sse"
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"])
+@pytest.mark.parametrize("peer", ["stdio", "http"])
+async def test_pinned_legacy_versions(request: pytest.FixtureRequest, peer: str,
+                                      version: str) -> None:
+    """Each handshake version is negotiated as asked; elicitation (2025-06-18 on) is only
+    declared where it exists, and the SDK refuses the tool that needs it elsewhere."""
+    answers = Answers()
+    with anyio.fail_after(LIMIT_S):
+        async with _client(_target(request, peer), answers, version=version) as client:
+            assert client.era is Era.LEGACY
+            assert client.protocol_version == version
+            assert text_of(await client.call_tool("add", {"a": 1, "b": 2})) == "3"
+            sampled = await client.call_tool("ask_model", {"question": "q"})
+            assert text_of(sampled) == "model interop-model said: Paris"
+            assert text_of(await client.call_tool("client_roots", {})) == ROOT_URI
+            if version >= "2025-06-18":
+                assert text_of(await client.call_tool("ask_user", {})) == "hello Ada (36)"
+            else:
+                with pytest.raises(ServerError) as refused:
+                    await client.call_tool("ask_user", {})
+                assert refused.value.code == MISSING_REQUIRED_CLIENT_CAPABILITY
+                assert answers.elicited == []
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+async def test_declined_elicitation_and_missing_sampling(era: str) -> None:
+    """A declined form aborts the SDK tool (an error result); without a sampling handler the
+    client does not declare sampling and the SDK refuses the tool that needs it."""
+
+    async def decline(params: Any) -> dict[str, Any]:
+        return {"action": "decline"}
+
+    with anyio.fail_after(LIMIT_S):
+        async with Client(STDIO, era=era, elicitation=decline) as client:
+            declined = await client.call_tool("ask_user", {})
+            assert declined.is_error is True
+            assert "elicitation was decline" in getattr(declined.content[0], "text", "")
+            with pytest.raises(ServerError) as refused:
+                await client.call_tool("ask_model", {"question": "q"})
+            assert refused.value.code == MISSING_REQUIRED_CLIENT_CAPABILITY
+            assert refused.value.data == {"requiredCapabilities": {"sampling": {}}}
 
 
 # --- notifications -----------------------------------------------------------------------
