@@ -12,13 +12,14 @@ from __future__ import annotations
 import base64
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from mcpkit.client import Client, ServerError
+from mcpkit.client import Client, RequestTimeout, ServerError
 from mcpkit.client import era as era_cache
 from mcpkit.protocol import types
 from mcpkit.protocol.versions import Era
@@ -58,15 +59,36 @@ def everything_http() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(params=["stdio", "http"])
-def everything_target(request: pytest.FixtureRequest) -> Any:
+@pytest.fixture(scope="module")
+def everything_sse() -> Iterator[str]:
+    """server-everything in `sse` mode (HTTP+SSE of 2024-11-05: GET /sse, POST /message)."""
+    with http_peer(node_peer(EVERYTHING, "sse"), env={"PORT": "{port}"}, path="/sse") as url:
+        yield url
+
+
+@dataclass
+class Where:
+    """How to reach server-everything (`Client(**where.options)`) and the transport that
+    must end up carrying the connection."""
+
+    options: dict[str, Any]
+    kind: str
+
+
+@pytest.fixture(params=["stdio", "http", "sse", "sse-fallback"])
+def everything_target(request: pytest.FixtureRequest) -> Where:
+    """"sse-fallback" gives the SSE URL without naming the transport: the Streamable HTTP
+    POSTs get 404 there and the client must fall back to HTTP+SSE by itself."""
     if request.param == "stdio":
-        return node_peer(EVERYTHING, "stdio")
-    return request.getfixturevalue("everything_http")
+        return Where({"target": node_peer(EVERYTHING, "stdio")}, "stdio")
+    if request.param == "http":
+        return Where({"target": request.getfixturevalue("everything_http")}, "http")
+    url = request.getfixturevalue("everything_sse")
+    return Where({"target": url, "transport": "sse" if request.param == "sse" else None}, "sse")
 
 
-def _everything(target: Any, answers: Answers, **options: Any) -> Client:
-    return Client(target, roots=[ROOT_URI], elicitation_modes=("form", "url"),
+def _everything(where: Where, answers: Answers, **options: Any) -> Client:
+    return Client(**where.options, roots=[ROOT_URI], elicitation_modes=("form", "url"),
                   **answers.handlers(), **options)
 
 
@@ -74,10 +96,11 @@ def _everything(target: Any, answers: Answers, **options: Any) -> Client:
 
 
 @everything
-async def test_everything_is_legacy_and_its_tools_work(everything_target: Any) -> None:
+async def test_everything_is_legacy_and_its_tools_work(everything_target: Where) -> None:
     answers = Answers()
     with anyio.fail_after(LIMIT_S):
         async with _everything(everything_target, answers) as client:
+            assert client.session.transport.kind == everything_target.kind
             assert client.era is Era.LEGACY
             assert client.protocol_version == LEGACY_VERSION
             assert client.server_info is not None
@@ -120,20 +143,29 @@ async def test_everything_is_legacy_and_its_tools_work(everything_target: Any) -
 
 
 @everything
-async def test_everything_progress(everything_target: Any) -> None:
+async def test_everything_progress(everything_target: Where) -> None:
     progress: list[tuple[float, float | None, str | None]] = []
     with anyio.fail_after(LIMIT_S):
-        async with Client(everything_target) as client:
+        async with Client(**everything_target.options) as client:
             done = await client.call_tool(
                 "trigger-long-running-operation", {"duration": 0.3, "steps": 3},
                 on_progress=lambda *p: progress.append(p), timeout=0.5)
             assert text_of(done).startswith("Long running operation completed.")
             await until(lambda: len(progress) == 3, "3 progress notifications")
+            # Given up on (cancelled, then timed out): the connection stays usable.
+            with anyio.move_on_after(0.2):
+                await client.call_tool("trigger-long-running-operation",
+                                       {"duration": 5, "steps": 5})
+            with pytest.raises(RequestTimeout):
+                await client.call_tool("trigger-long-running-operation",
+                                       {"duration": 5, "steps": 50}, timeout=0.2)
+            assert text_of(await client.call_tool("echo", {"message": "still here"})) == (
+                "Echo: still here")
     assert progress == [(1.0, 3.0, None), (2.0, 3.0, None), (3.0, 3.0, None)]
 
 
 @everything
-async def test_everything_sampling_elicitation_and_roots(everything_target: Any) -> None:
+async def test_everything_sampling_elicitation_and_roots(everything_target: Where) -> None:
     answers = Answers(form={"name": "Ada Lovelace", "check": True})
     with anyio.fail_after(LIMIT_S):
         async with _everything(everything_target, answers) as client:
@@ -169,9 +201,9 @@ async def test_everything_sampling_elicitation_and_roots(everything_target: Any)
 
 
 @everything
-async def test_everything_resources_prompts_and_completion(everything_target: Any) -> None:
+async def test_everything_resources_prompts_and_completion(everything_target: Where) -> None:
     with anyio.fail_after(LIMIT_S):
-        async with Client(everything_target) as client:
+        async with Client(**everything_target.options) as client:
             spy = PageSpy(client, "resources/list")
             resources = await client.list_resources()
             assert spy.pages, "resources/list was not called"
@@ -217,7 +249,7 @@ async def test_everything_resources_prompts_and_completion(everything_target: An
 
 
 @everything
-async def test_everything_logging_subscriptions_and_list_changed(everything_target: Any) -> None:
+async def test_everything_logging_subscriptions_and_list_changed(everything_target: Where) -> None:
     """Over HTTP these notifications are not tied to a request: they arrive on the
     standalone GET stream the client opened after `initialize`."""
     answers = Answers()
@@ -251,11 +283,11 @@ async def test_everything_logging_subscriptions_and_list_changed(everything_targ
 
 
 @everything
-async def test_everything_tasks(everything_target: Any) -> None:
+async def test_everything_tasks(everything_target: Where) -> None:
     """The 2025-11-25 tasks API: a task-augmented tools/call, then tasks/get, tasks/list and
     tasks/cancel (the research task takes seconds; it is cancelled, not awaited)."""
     with anyio.fail_after(LIMIT_S):
-        async with Client(everything_target) as client:
+        async with Client(**everything_target.options) as client:
             tasks = client.server_capabilities.get("tasks")
             assert isinstance(tasks, dict) and "cancel" in tasks
             created = await client.request("tools/call", {
