@@ -32,6 +32,10 @@ from mcp.server.mcpserver.resources import TextResource
 from mcp.types import (
     Completion,
     CreateMessageResult,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    InputRequiredResult,
     ListResourcesResult,
     ListRootsResult,
     PaginatedRequestParams,
@@ -148,6 +152,37 @@ def item(item_id: str) -> str:
 def review(code: str, language: str = "python") -> str:
     """Asks for a code review."""
     return f"Review this {language} code: {code}"
+
+
+def _ask_signature() -> InputRequiredResult:
+    form = ElicitRequestFormParams(
+        message="Sign as?",
+        requested_schema={"type": "object", "properties": {"name": {"type": "string"}},
+                          "required": ["name"]},
+    )
+    return InputRequiredResult(input_requests={"who": ElicitRequest(params=form)},
+                               request_state="round-1")
+
+
+def _signature(ctx: Context) -> str | None:
+    answer = (ctx.input_responses or {}).get("who")
+    if not isinstance(answer, ElicitResult) or ctx.request_state != "round-1":
+        return None
+    return str((answer.content or {}).get("name"))
+
+
+@mcp.prompt()
+def signed_review(code: str, ctx: Context) -> str | InputRequiredResult:
+    """Modern only: asks who signs the review with a hand-made input_required round."""
+    name = _signature(ctx)
+    return _ask_signature() if name is None else f"Review of {code}, signed by {name}"
+
+
+@mcp.resource("sdk://signed/{doc}", mime_type="text/plain")
+def signed_doc(doc: str, ctx: Context) -> str | InputRequiredResult:
+    """Modern only: a resource read that needs an input_required round first."""
+    name = _signature(ctx)
+    return _ask_signature() if name is None else f"{doc} signed by {name}"
 
 
 @mcp.completion()

@@ -118,7 +118,7 @@ async def _exercise(client: Client, answers: Answers) -> None:
     assert len(spy.pages) == 3, "the peer lists 2 resources a page: every page must be followed"
     assert [bool(page.get("nextCursor")) for page in spy.pages] == [True, True, False]
     templates = await client.list_resource_templates()
-    assert [t.uri_template for t in templates] == ["sdk://items/{item_id}"]
+    assert {t.uri_template for t in templates} == {"sdk://items/{item_id}", "sdk://signed/{doc}"}
     greeting = await client.read_resource("sdk://greeting")
     assert [(c.uri, c.text, c.mime_type) for c in greeting.contents] == [
         ("sdk://greeting", "Hello from the SDK", "text/plain")]
@@ -187,6 +187,21 @@ async def test_http_falls_back_to_sse_for_a_legacy_only_server(sdk_sse_legacy_on
 async def test_sse_transport(sdk_sse: str, era: str) -> None:
     version = MODERN_VERSION if era == "auto" else LEGACY_VERSION
     assert await _run(sdk_sse, era=era, version=version, transport="sse") == "sse"
+
+
+@pytest.mark.parametrize("peer", ["stdio", "http"])
+async def test_modern_input_rounds_on_prompts_and_resources(request: pytest.FixtureRequest,
+                                                            peer: str) -> None:
+    """prompts/get and resources/read may answer `input_required` too: the client answers
+    the SDK's round and retries with `inputResponses` and the echoed `requestState`."""
+    answers = Answers(form={"name": "Ada"})
+    with anyio.fail_after(LIMIT_S):
+        async with _client(_target(request, peer), answers, era="modern") as client:
+            prompt = await client.get_prompt("signed_review", {"code": "x = 1"})
+            assert text_of(prompt) == "Review of x = 1, signed by Ada"
+            doc = await client.read_resource("sdk://signed/readme")
+            assert [c.text for c in doc.contents] == ["readme signed by Ada"]
+    assert [e.message for e in answers.elicited] == ["Sign as?", "Sign as?"]
 
 
 @pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"])
