@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpkit.client import Client
+from mcpkit.client import Client, ServerError
 from mcpkit.client import era as era_cache
 from mcpkit.protocol import types
 from mcpkit.protocol.versions import Era
@@ -238,6 +238,31 @@ async def test_only_declared_capabilities_are_used(http_server: Any, era: str) -
             result = await client.call_tool(f"{MRTR}_capabilities")
             assert text_of(result) == "Capabilities respected"
     assert [getattr(p.messages[0].content, "text", "") for p in sampled] == ["Say hello"]
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_modern_tasks_extension(request: pytest.FixtureRequest, transport: str) -> None:
+    """`tasks=True`: a tool the server runs as a task is followed to its end, input it asks
+    for on the way is answered (tasks/update), failures surface like plain calls."""
+    answers = Answers()
+    target = STDIO if transport == "stdio" else request.getfixturevalue("http_server").url
+    with anyio.fail_after(LIMIT_S):
+        async with Client(target, tasks=True, **answers.handlers()) as client:
+            assert client.era is Era.MODERN
+            assert text_of(await client.call_tool("greet", {"name": "Ada"})) == "Hello, Ada!"
+            computed = await client.call_tool("slow_compute", {"seconds": 0.2, "label": "L"})
+            assert text_of(computed) == "Computed 'L' after 0.2 seconds"
+            deleted = await client.call_tool("confirm_delete", {"filename": "a.txt"})
+            assert text_of(deleted) == "Deleted a.txt"
+            assert text_of(await client.call_tool("multi_input")) == "Got Ada and Ada"
+            assert text_of(await client.call_tool("test_tool_with_task")) == "Hello, Ada"
+            failed = await client.call_tool("failing_job")
+            assert failed.is_error is True
+            assert "the job failed" in getattr(failed.content[0], "text", "")
+            with pytest.raises(ServerError, match="deliberate protocol error"):
+                await client.call_tool("protocol_error_job")
+    assert sorted(answers.elicited) == [
+        "Delete a.txt?", "First name?", "Second name?", "What is your name?"]
 
 
 @pytest.mark.xfail(strict=True, reason=(
