@@ -383,7 +383,7 @@ def bench(args: argparse.Namespace) -> Results:
         "connects": args.connects, "clients": args.clients, "transports": args.transports,
         "in_flight": args.in_flight, "cpus": os.cpu_count(), "python": sys.version.split()[0],
         "loop": "uvloop" if args.uvloop else "asyncio", "server": "mcpkit.testing.echo_server",
-        "profiled": bool(args.profile),
+        "profiled": bool(args.profile), "loadavg_start": os.getloadavg()[0],
     })
     with contextlib.suppress(Exception):
         from importlib.metadata import version
@@ -429,6 +429,7 @@ def bench(args: argparse.Namespace) -> Results:
             for client_runs in runs.values():  # the median run of each client
                 ok = [c for c in client_runs if not c.failed] or client_runs
                 res.cells.append(sorted(ok, key=lambda c: c.calls_per_s)[len(ok) // 2])
+    res.settings["loadavg_end"] = os.getloadavg()[0]
     return res
 
 
@@ -453,14 +454,18 @@ def table(res: Results) -> str:
     rows = ["| transport | in flight | " + " | ".join(f"{c} calls/s" for c in clients)
             + "".join(f" | {label}" for label, _, _ in ratios) + " |",
             "|---|---:|" + "---:|" * (len(clients) + len(ratios))]
+    cpu_ratios = [r for r in ratios if r[1] == "mcpkit"]
     cpu_rows = ["| transport | in flight | "
-                + " | ".join(f"{c} client CPU/call, client/server CPU" for c in clients) + " |",
-                "|---|---:|" + "---:|" * len(clients)]
+                + " | ".join(f"{c} client CPU/call, client/server CPU" for c in clients)
+                + "".join(f" | CPU/call {b}/{a}" for _, a, b in cpu_ratios) + " |",
+                "|---|---:|" + "---:|" * (len(clients) + len(cpu_ratios))]
     keys = sorted({(c.transport, c.in_flight) for c in res.cells},
                   key=lambda k: (res.settings["transports"].index(k[0]), k[1]))
     for transport, in_flight in keys:
         cells = {c: by.get((c, transport, in_flight)) for c in clients}
         cps = {c: (x.calls_per_s if x and not x.failed else 0.0) for c, x in cells.items()}
+        us = {c: (x.client_cpu_us_per_call if x and not x.failed else 0.0)
+              for c, x in cells.items()}
         rows.append(
             f"| {transport} | {in_flight} | "
             + " | ".join(f"{cps[c]:,.0f}" if cps[c] else "failed" for c in clients)
@@ -470,7 +475,9 @@ def table(res: Results) -> str:
             f"| {transport} | {in_flight} | "
             + " | ".join(f"{x.client_cpu_us_per_call:.0f} µs, {x.client_cpu_pct:.0f}% / "
                          f"{x.server_cpu_pct:.0f}%"
-                         if x and not x.failed else "-" for x in cells.values()) + " |")
+                         if x and not x.failed else "-" for x in cells.values())
+            + "".join(f" | {us[b] / us[a]:.2f}x" if us[a] and us[b] else " | -"
+                      for _, a, b in cpu_ratios) + " |")
     out = [*rows, "", *cpu_rows]
     if res.connects:
         out += ["", "| client | transport | import | first connect | connect (median) "
@@ -482,6 +489,11 @@ def table(res: Results) -> str:
             out.append(f"| {conn.client} | {conn.transport} | {conn.import_ms:.0f} ms | "
                        f"{conn.first_connect_ms:.1f} ms | {conn.connect_ms:.1f} ms | "
                        f"{conn.close_ms:.1f} ms |")
+    settings = res.settings
+    if "loadavg_end" in settings:
+        out += ["", f"({settings['loop']}, Python {settings['python']}, {settings['cpus']} CPUs, "
+                f"mcp {settings.get('mcp_version', '?')}; load average "
+                f"{settings['loadavg_start']:.2f} -> {settings['loadavg_end']:.2f})"]
     failed = [c for c in res.cells if c.failed]
     if failed:
         out += ["", *(f"FAILED {c.client} {c.transport} x{c.in_flight}: {c.failed}"
