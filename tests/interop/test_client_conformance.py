@@ -265,11 +265,6 @@ async def test_modern_tasks_extension(request: pytest.FixtureRequest, transport:
         "Delete a.txt?", "First name?", "Second name?", "What is your name?"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "client bug: Client.close() cancels the subscriptions/listen task and closes stdin at once, "
-    "so the listen request's notifications/cancelled is never written ('cannot write to the "
-    "server process'); the server keeps the listen stream in flight for its 5 s shutdown grace "
-    "and the child is only stopped by SIGTERM after the 2 s close_timeout"))
 async def test_closing_a_modern_stdio_client_with_a_listen_stream_is_quick() -> None:
     with anyio.fail_after(LIMIT_S):
         async with Client(STDIO, era="modern") as client:

@@ -94,6 +94,8 @@ HOST_EXIT_S = 5.0
 MAX_LIST_PAGES = 1000
 """Automatic pagination stops here (a server that never ends its cursor chain)."""
 LISTEN_RETRIES = 5
+LISTEN_CANCEL_S = 2.0
+"""How long `close()` lets a listen stream send its cancellation."""
 
 
 class Probe(enum.Enum):
@@ -197,6 +199,8 @@ class Client:
         self._unsafe_tools: set[str] = set()
         self._listen_filter: dict[str, Any] | None = None
         self._listen_scope: anyio.CancelScope | None = None
+        self._listen_done = anyio.Event()
+        self._listen_done.set()  # no listen stream yet
         self._subscriptions: set[str] = set()
         self._reinit_lock = anyio.Lock()
         self._acknowledged: anyio.Event | None = None
@@ -251,7 +255,11 @@ class Client:
         host, self._host = self._host, None
         with anyio.CancelScope(shield=True):
             if self._listen_scope is not None:
+                # Let the listen request tell the server it is cancelled before the
+                # transport goes (on stdio the server would otherwise hold it open).
                 self._listen_scope.cancel()
+                with anyio.move_on_after(LISTEN_CANCEL_S):
+                    await self._listen_done.wait()
             if self._session is not None:
                 await self._session.transport.close()
                 self._session.closed(ConnectionClosed("the client closed the connection"))
@@ -839,26 +847,34 @@ class Client:
         assert self._tg is not None
         acknowledged = anyio.Event()
         self._listen_scope = anyio.CancelScope()
-        self._tg.start_soon(self._listen_loop, wanted, self._listen_scope, acknowledged)
+        self._listen_done = anyio.Event()
+        self._tg.start_soon(self._listen_loop, wanted, self._listen_scope, acknowledged,
+                            self._listen_done)
         self._acknowledged = acknowledged
         with anyio.move_on_after(self.default_timeouts.timeout or 30.0):
             await acknowledged.wait()
 
     async def _listen_loop(self, wanted: dict[str, Any], scope: anyio.CancelScope,
-                           acknowledged: anyio.Event) -> None:
-        with scope:
-            for attempt in range(LISTEN_RETRIES):
-                try:
-                    await self.request("subscriptions/listen", {"notifications": wanted},
-                                       timeout=None, max_timeout=None)
-                    log.info("%s ended the listen stream", self.describe())
-                except Exception as exc:  # a background task must not take the client down
-                    log.warning("listen stream to %s failed: %s", self.describe(), exc)
-                    if isinstance(exc, ServerError | ConnectionClosed):
-                        acknowledged.set()
-                        return
-                await anyio.sleep(min(30.0, 0.5 * 2**attempt))
-            acknowledged.set()
+                           acknowledged: anyio.Event, done: anyio.Event) -> None:
+        try:
+            with scope:
+                await self._listen_attempts(wanted, acknowledged)
+        finally:
+            done.set()
+
+    async def _listen_attempts(self, wanted: dict[str, Any], acknowledged: anyio.Event) -> None:
+        for attempt in range(LISTEN_RETRIES):
+            try:
+                await self.request("subscriptions/listen", {"notifications": wanted},
+                                   timeout=None, max_timeout=None)
+                log.info("%s ended the listen stream", self.describe())
+            except Exception as exc:  # a background task must not take the client down
+                log.warning("listen stream to %s failed: %s", self.describe(), exc)
+                if isinstance(exc, ServerError | ConnectionClosed):
+                    acknowledged.set()
+                    return
+            await anyio.sleep(min(30.0, 0.5 * 2**attempt))
+        acknowledged.set()
 
     # --- what the server sends ---------------------------------------------------------------
 
