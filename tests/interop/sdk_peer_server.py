@@ -119,6 +119,12 @@ def greet(
 
 
 @mcp.tool()
+def request_header(name: str, ctx: Context) -> str:
+    """The value of HTTP request header `name` as the server saw it ("-" if absent)."""
+    return (ctx.headers or {}).get(name.lower(), "-")
+
+
+@mcp.tool()
 async def add_tool(name: str, ctx: Context) -> str:
     """Adds a tool called `name` and tells the client its tool list changed."""
     mcp.add_tool(lambda: name, name=name, description="A tool added at run time.")

@@ -331,6 +331,33 @@ async def test_concurrent_sampling_over_http(sdk_http: str, era: str) -> None:
     assert results == {i: f"model m said: q{i}" for i in range(20)}
 
 
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+@pytest.mark.parametrize("transport", ["http", "sse"])
+async def test_custom_headers_and_bearer_token_reach_the_server(
+    request: pytest.FixtureRequest, transport: str, era: str
+) -> None:
+    url = request.getfixturevalue("sdk_http" if transport == "http" else "sdk_sse")
+    headers = {"X-Interop": "yes", "User-Agent": "interop-agent/1"}
+    with anyio.fail_after(LIMIT_S):
+        async with Client(url, transport=transport, era=era, headers=headers,
+                          bearer_token="s3cret") as client:
+
+            async def seen(name: str) -> str:
+                return text_of(await client.call_tool("request_header", {"name": name}))
+
+            assert await seen("x-interop") == "yes"
+            assert await seen("authorization") == "Bearer s3cret"
+            assert await seen("user-agent") == "interop-agent/1"
+            if transport == "http":
+                assert await seen("mcp-protocol-version") == client.protocol_version
+                if era == "legacy":
+                    assert await seen("mcp-session-id") != "-"
+                else:
+                    assert await seen("mcp-session-id") == "-"
+                    assert await seen("mcp-method") == "tools/call"
+                    assert await seen("mcp-name") == "request_header"
+
+
 async def test_modern_http_headers_mirror_arguments_and_names(sdk_http: str) -> None:
     """The SDK checks `Mcp-Name`/`Mcp-Param-*` against the body (HTTP 400 on a mismatch):
     non-ASCII and edge-whitespace values must travel base64-wrapped the way it decodes."""
