@@ -311,18 +311,23 @@ async def test_timeouts_and_cancellation(request: pytest.FixtureRequest, peer: s
             assert text_of(await client.call_tool("add", {"a": 2, "b": 2})) == "4"
 
 
-@pytest.mark.parametrize("peer", ["stdio", pytest.param("http", marks=pytest.mark.xfail(
-    strict=True, raises=TimeoutError, reason=(
-        "client bug: over Streamable HTTP (legacy) abandoning tools/call closes its POST "
-        "stream at once (StreamableHttpTransport.abandon cancels the reader), so the "
-        "server's notifications/cancelled for the sampling/createMessage it sent on that "
-        "stream can never arrive, and the client keeps running the sampling handler of a "
-        "call it gave up on (over stdio it is cancelled)")))])
-async def test_server_cancels_its_sampling_request(request: pytest.FixtureRequest,
-                                                   peer: str) -> None:
-    """Legacy: the client gives up on a call whose tool is waiting for sampling; the SDK
-    cancels the tool and sends notifications/cancelled for its sampling/createMessage, and
-    the client cancels the handler that is answering it."""
+_HTTP_LEGACY_CANCEL_BUG = pytest.mark.xfail(strict=True, raises=TimeoutError, reason=(
+    "client bug: over Streamable HTTP (legacy) abandoning tools/call closes its POST stream "
+    "at once (StreamableHttpTransport.abandon cancels the reader), so the server's "
+    "notifications/cancelled for the sampling/createMessage it sent on that stream can never "
+    "arrive, and the client keeps running the sampling handler of a call it gave up on "
+    "(over stdio it is cancelled)"))
+
+
+@pytest.mark.parametrize(("peer", "era"), [
+    ("stdio", "legacy"), ("stdio", "modern"), ("http", "modern"),
+    pytest.param("http", "legacy", marks=_HTTP_LEGACY_CANCEL_BUG),
+])
+async def test_giving_up_on_a_call_cancels_its_sampling(request: pytest.FixtureRequest,
+                                                        peer: str, era: str) -> None:
+    """The client gives up on a call whose tool waits for sampling: the handler answering it
+    must be cancelled too. Legacy: the SDK cancels the tool and sends notifications/cancelled
+    for its sampling/createMessage. Modern: the handler runs inside the call's input round."""
     started, cancelled = anyio.Event(), anyio.Event()
 
     async def slow_sampling(params: Any) -> dict[str, Any]:
@@ -335,7 +340,7 @@ async def test_server_cancels_its_sampling_request(request: pytest.FixtureReques
         return {"role": "assistant", "model": "m", "content": {"type": "text", "text": "late"}}
 
     with anyio.fail_after(LIMIT_S):
-        async with Client(_target(request, peer), era="legacy", sampling=slow_sampling) as client:
+        async with Client(_target(request, peer), era=era, sampling=slow_sampling) as client:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(client.call_tool, "ask_model", {"question": "q"})
                 await started.wait()
