@@ -197,6 +197,8 @@ class Client:
         self._tools: dict[str, dict[str, Any]] | None = None
         self._validators: dict[str, SchemaValidator] = {}
         self._unsafe_tools: set[str] = set()
+        self._annotations: dict[str, dict[str, tuple[str, ...]]] = {}
+        self._capabilities: dict[str, dict[str, Any]] = {}
         self._listen_filter: dict[str, Any] | None = None
         self._listen_scope: anyio.CancelScope | None = None
         self._listen_done = anyio.Event()
@@ -437,7 +439,7 @@ class Client:
         session.cancel_by_notification = True
         params = {
             "protocolVersion": version,
-            "capabilities": self.responders.capabilities(version),
+            "capabilities": self._capabilities_at(version),
             "clientInfo": self.client_info,
         }
         result = await session.request("initialize", params, timeouts=self.default_timeouts)
@@ -599,7 +601,7 @@ class Client:
         body = dict(params)
         meta = modern_meta(
             dict(_dict(params.get("_meta"))), self.protocol_version,
-            self.responders.capabilities(self.protocol_version), self.client_info,
+            self._capabilities_at(self.protocol_version), self.client_info,
             self.log_level,
         )
         if on_progress is not None:
@@ -616,14 +618,19 @@ class Client:
                          "progressToken": self.session.next_progress_token()}
         return body
 
+    def _capabilities_at(self, version: str) -> dict[str, Any]:
+        """The client capabilities at `version` (fixed once the client is built)."""
+        caps = self._capabilities.get(version)
+        if caps is None:
+            caps = self._capabilities[version] = self.responders.capabilities(version)
+        return caps
+
     def _headers_for(self, method: str, params: dict[str, Any]) -> dict[str, str]:
         if not self.session.transport.per_request_streams:
             return {}
         annotations = None
-        if method == "tools/call" and self._tools is not None:
-            tool = self._tools.get(str(params.get("name")))
-            if tool is not None:
-                annotations = _header_annotations(tool)
+        if method == "tools/call":
+            annotations = self._annotations.get(str(params.get("name")))
         return modern_headers(method, params, annotations)
 
     # --- typed requests ----------------------------------------------------------------------
@@ -654,14 +661,18 @@ class Client:
         raw = await self._list_all("tools/list", "tools")
         kept: dict[str, dict[str, Any]] = {}
         self._unsafe_tools.clear()
+        self._annotations.clear()
         for tool in raw:
             if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
                 continue
-            if self.era is Era.MODERN and _header_annotations(tool) is None:
+            annotations = _header_annotations(tool)
+            if self.era is Era.MODERN and annotations is None:
                 log.warning("ignoring tool %r: invalid x-mcp-header annotations", tool["name"])
                 self._unsafe_tools.add(tool["name"])
                 continue
             kept[tool["name"]] = tool
+            if annotations:
+                self._annotations[tool["name"]] = annotations
         self._tools = kept
         self._validators.clear()
         return [_typed(tool, types.Tool, "tools/list") for tool in kept.values()]

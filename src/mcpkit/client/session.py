@@ -72,6 +72,9 @@ class Timeouts:
     reset_on_progress: bool = True
 
 
+DEFAULT_TIMEOUTS = Timeouts()
+
+
 @dataclass(slots=True, eq=False)
 class _Pending:
     method: str
@@ -81,7 +84,21 @@ class _Pending:
     progress_token: RequestId | None = None
     on_progress: ProgressCallback | None = None
     last_activity: float = 0.0
-    reset_on_progress: bool = True
+    started: float = 0.0
+    limits: Timeouts = field(default_factory=lambda: Timeouts())
+
+    def deadline(self) -> float:
+        """When this request times out, as things stand (progress may move it later)."""
+        idle = self.limits.timeout
+        hard = self.limits.maximum
+        return min(self.last_activity + idle if idle is not None else math.inf,
+                   self.started + hard if hard is not None else math.inf)
+
+    def timeout_error(self, now: float) -> RequestTimeout:
+        hard = self.limits.maximum
+        if hard is not None and now >= self.started + hard:
+            return RequestTimeout(self.method, hard, hard=True)
+        return RequestTimeout(self.method, self.limits.timeout or 0.0, hard=False)
 
     def settle(self, result: Any = None, error: BaseException | None = None) -> None:
         if self.done.is_set():
@@ -110,6 +127,9 @@ class ClientSession:
         self._inbound: dict[RequestId, anyio.CancelScope] = {}
         self._tg: TaskGroup | None = None
         self._closed: BaseException | None = None
+        self._watchdog_wake = anyio.Event()
+        self._watchdog_target = math.inf
+        self._watchdog_running = False
         self.cancel_by_notification = not transport.per_request_streams
         """Whether cancelling sends `notifications/cancelled` (set by the client per era)."""
 
@@ -147,22 +167,24 @@ class ClientSession:
         """
         if self._closed is not None:
             raise self._closed_error()
-        limits = timeouts or Timeouts()
         request_id = next(self._ids)
-        pending = _Pending(method, on_progress=on_progress,
-                           reset_on_progress=limits.reset_on_progress)
+        now = anyio.current_time()
+        pending = _Pending(method, on_progress=on_progress, last_activity=now, started=now,
+                           limits=timeouts or DEFAULT_TIMEOUTS)
         token = _progress_token(params)
         if token is not None:
             pending.progress_token = token
             self._by_token[token] = pending
-        pending.last_activity = anyio.current_time()
         self._pending[request_id] = pending
+        self._watch(pending)
         data = jsonrpc.encode_request(request_id, method, params if params is not None else {})
         try:
             await self.transport.send(Outgoing(data, method, request_id, headers or {}))
-            await self._wait(request_id, pending, limits)
+            await pending.done.wait()
+            if isinstance(pending.error, RequestTimeout):
+                raise pending.error
         except BaseException as exc:
-            if not pending.done.is_set():
+            if not pending.done.is_set() or isinstance(exc, RequestTimeout):
                 with anyio.CancelScope(shield=True):
                     if cancel_remote:
                         await self._cancel_remote(request_id, method, _reason(exc))
@@ -173,6 +195,8 @@ class ClientSession:
             self._pending.pop(request_id, None)
             if token is not None:
                 self._by_token.pop(token, None)
+            if not self._pending and self._watchdog_running:
+                self._watchdog_wake.set()  # nothing left to watch: let it end
         if pending.error is not None:
             raise pending.error
         return pending.result
@@ -186,27 +210,45 @@ class ClientSession:
         data = jsonrpc.encode_notification(method, params if params is not None else {})
         await self.transport.send(Outgoing(data, method, None, headers or {}))
 
-    async def _wait(self, request_id: RequestId, pending: _Pending, limits: Timeouts) -> None:
-        started = anyio.current_time()
-        hard_deadline = started + limits.maximum if limits.maximum is not None else math.inf
-        while not pending.done.is_set():
-            idle_deadline = (
-                pending.last_activity + limits.timeout if limits.timeout is not None else math.inf
-            )
-            deadline = min(idle_deadline, hard_deadline)
-            if deadline == math.inf:
-                await pending.done.wait()
-                return
-            with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
-                await pending.done.wait()
-            if pending.done.is_set():
-                return
+    # --- timeouts: one watchdog for all requests ---------------------------------------------
+
+    def _watch(self, pending: _Pending) -> None:
+        """Make sure the watchdog wakes by `pending`'s deadline. Deadlines of later
+        requests are usually later, so this rarely wakes it."""
+        deadline = pending.deadline()
+        if deadline == math.inf:
+            return
+        if not self._watchdog_running:
+            self._watchdog_running = True
+            self._watchdog_target = deadline
+            self._spawn(self._watchdog)
+        elif deadline < self._watchdog_target:
+            self._watchdog_target = deadline
+            self._watchdog_wake.set()
+
+    async def _watchdog(self) -> None:
+        """Fail requests whose deadline passed with `RequestTimeout` (their waiter then
+        cancels them on the server). One task instead of a timer per request; it runs
+        only while some request has a deadline."""
+        while True:
+            self._watchdog_wake = anyio.Event()
             now = anyio.current_time()
-            if now >= hard_deadline:
-                assert limits.maximum is not None
-                raise RequestTimeout(pending.method, limits.maximum, hard=True)
-            if limits.timeout is not None and now >= pending.last_activity + limits.timeout:
-                raise RequestTimeout(pending.method, limits.timeout, hard=False)
+            target = math.inf
+            for pending in list(self._pending.values()):
+                if pending.done.is_set():
+                    continue
+                deadline = pending.deadline()
+                if deadline <= now:
+                    pending.settle(error=pending.timeout_error(now))
+                else:
+                    target = min(target, deadline)
+            self._watchdog_target = target
+            if target == math.inf:
+                self._watchdog_running = False
+                return
+            else:
+                with anyio.move_on_after(target - now):
+                    await self._watchdog_wake.wait()
 
     async def _cancel_remote(self, request_id: RequestId, method: str, reason: str) -> None:
         """Tell the server a request is abandoned (bounded; never raises)."""
@@ -325,7 +367,7 @@ class ClientSession:
         pending = self._by_token.get(token) if isinstance(token, str | int) else None
         if pending is None:
             return
-        if pending.reset_on_progress:
+        if pending.limits.reset_on_progress:
             pending.last_activity = anyio.current_time()
         if pending.on_progress is not None:
             progress = params.get("progress")
