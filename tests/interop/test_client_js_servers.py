@@ -303,17 +303,19 @@ async def test_everything_tasks(everything_target: Where) -> None:
 
 
 @everything
-@pytest.mark.xfail(strict=True, reason=(
-    "client bug: Client(env=...) replaces the child's whole environment "
-    "(StdioProcess passes `env=dict(env)` to the process as is), so a server started with "
-    "only its secrets has no PATH or HOME; both official SDKs' stdio clients merge `env` over "
-    "a default set (HOME, LOGNAME, PATH, SHELL, TERM, USER) and MCP host configs rely on it"))
-async def test_stdio_env_adds_to_the_inherited_environment() -> None:
+async def test_stdio_env_adds_to_a_minimal_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`env` is merged over PATH, HOME, …; the rest of this process's environment (where
+    secrets live) is not passed on unless `inherit_env=True`."""
+    monkeypatch.setenv("MCPKIT_FAKE_API_TOKEN", "s3cret")
     with anyio.fail_after(LIMIT_S):
         async with Client(node_peer(EVERYTHING, "stdio"), env={"MCPKIT_INTEROP": "yes"}) as client:
             env = json.loads(text_of(await client.call_tool("get-env", {})))
+        async with Client(node_peer(EVERYTHING, "stdio"), inherit_env=True) as client:
+            inherited = json.loads(text_of(await client.call_tool("get-env", {})))
     assert env["MCPKIT_INTEROP"] == "yes"
     assert "PATH" in env and "HOME" in env
+    assert "MCPKIT_FAKE_API_TOKEN" not in env
+    assert inherited["MCPKIT_FAKE_API_TOKEN"] == "s3cret"
 
 
 # --- server-filesystem ----------------------------------------------------------------------

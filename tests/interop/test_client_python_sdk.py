@@ -311,20 +311,9 @@ async def test_timeouts_and_cancellation(request: pytest.FixtureRequest, peer: s
             assert text_of(await client.call_tool("add", {"a": 2, "b": 2})) == "4"
 
 
-# Not strict: it is a race. The client POSTs notifications/cancelled and then closes the
-# call's stream at once; whether the server's own cancellation of its sampling request makes
-# it onto that stream first depends on scheduling (about half the runs here).
-_HTTP_LEGACY_CANCEL_BUG = pytest.mark.xfail(strict=False, raises=TimeoutError, reason=(
-    "client bug (racy): over Streamable HTTP (legacy) abandoning tools/call closes its POST "
-    "stream right after posting notifications/cancelled (StreamableHttpTransport.abandon "
-    "cancels the reader), so the server's notifications/cancelled for the "
-    "sampling/createMessage it sent on that stream is often lost, and the client keeps "
-    "running the sampling handler of a call it gave up on (over stdio it is cancelled)"))
-
-
 @pytest.mark.parametrize(("peer", "era"), [
     ("stdio", "legacy"), ("stdio", "modern"), ("http", "modern"),
-    pytest.param("http", "legacy", marks=_HTTP_LEGACY_CANCEL_BUG),
+    ("http", "legacy"),
 ])
 async def test_giving_up_on_a_call_cancels_its_sampling(request: pytest.FixtureRequest,
                                                         peer: str, era: str) -> None:

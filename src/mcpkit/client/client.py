@@ -119,6 +119,7 @@ class Client:
         headers: Mapping[str, str] | None = None,
         bearer_token: str | None = None,
         env: Mapping[str, str] | None = None,
+        inherit_env: bool = False,
         cwd: str | None = None,
         client_info: Mapping[str, Any] | None = None,
         sampling: SamplingHandler | None = None,
@@ -142,6 +143,8 @@ class Client:
     ) -> None:
         """Describe the connection; nothing happens until `async with` (or `connect()`).
 
+        A stdio child gets `env` over a minimal environment (PATH, HOME, LANG, …; see
+        `targets.SAFE_ENV_NAMES`), never this process's secrets, unless `inherit_env`.
         `era`/`version` pin what to speak (a version implies its era); by default the era
         is detected and cached per server. `timeout` is the idle limit of each request
         (restarted by progress unless `reset_timeout_on_progress` is False); `max_timeout`
@@ -160,7 +163,7 @@ class Client:
         self.target = target
         self._options = ConnectOptions(
             kind=transport, headers=dict(headers or {}), bearer_token=bearer_token,
-            env=env, cwd=cwd, connect_timeout=connect_timeout,
+            env=env, inherit_env=inherit_env, cwd=cwd, connect_timeout=connect_timeout,
         )
         self._kind = kind_of(target, self._options)
         self._pinned_era: EraChoice = era

@@ -45,6 +45,8 @@ RequestHandler = Callable[[str, dict[str, Any]], Awaitable[Any]]
 NotificationHandler = Callable[[str, dict[str, Any]], Awaitable[None]]
 
 MAX_LOGGED_GARBAGE = 200
+ABANDON_GRACE_S = 2.0
+"""After cancelling by notification, how long a request's own stream is still read."""
 """Bytes of an undecodable message quoted in the log."""
 
 
@@ -263,6 +265,16 @@ class ClientSession:
                 await self._quietly(
                     self.transport.send(Outgoing(data, "notifications/cancelled"))
                 )
+            if self.transport.per_request_streams and self._tg is not None:
+                # Legacy HTTP: keep reading the request's stream a little longer; the
+                # server may still send what it owes there, such as the cancellation of
+                # a sampling request it made for this call.
+                self._spawn(self._abandon_later, request_id)
+                return
+        await self._quietly(self.transport.abandon(request_id))
+
+    async def _abandon_later(self, request_id: RequestId) -> None:
+        await anyio.sleep(ABANDON_GRACE_S)
         await self._quietly(self.transport.abandon(request_id))
 
     @staticmethod

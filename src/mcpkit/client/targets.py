@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import os
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ class ConnectOptions:
     headers: Mapping[str, str] = field(default_factory=dict)
     bearer_token: str | None = None
     env: Mapping[str, str] | None = None
+    inherit_env: bool = False
     cwd: str | None = None
     connect_timeout: float = 30.0
 
@@ -70,7 +72,8 @@ def make_transport(target: object, kind: str, options: ConnectOptions) -> Client
 
         if isinstance(target, str) or not isinstance(target, Sequence):
             raise TypeError("a stdio server is a command list, e.g. ['python', 'server.py']")
-        return StdioTransport([str(part) for part in target], env=options.env, cwd=options.cwd)
+        return StdioTransport([str(part) for part in target], env=child_environment(options),
+                              cwd=options.cwd)
     if kind == "memory":
         from mcpkit.transports.client.memory import MemoryTransport
 
@@ -78,6 +81,20 @@ def make_transport(target: object, kind: str, options: ConnectOptions) -> Client
     if not isinstance(target, str):
         raise TypeError(f"a {kind} server is named by its URL")
     return make_url_transport(target, kind, options)
+
+
+SAFE_ENV_NAMES = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL",
+                  "LC_CTYPE", "TMPDIR", "TZ", "SYSTEMROOT")
+"""What a stdio child inherits from this process by default: enough to run, no secrets."""
+
+
+def child_environment(options: ConnectOptions) -> dict[str, str] | None:
+    """A stdio child's environment: the safe variables of this process plus `env`
+    (`inherit_env=True`: all of this process's variables plus `env`)."""
+    if options.inherit_env:
+        return {**os.environ, **(options.env or {})}
+    base = {name: os.environ[name] for name in SAFE_ENV_NAMES if name in os.environ}
+    return {**base, **(options.env or {})}
 
 
 def make_url_transport(url: str, kind: str, options: ConnectOptions) -> ClientTransport:
