@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcpkit.protocol import meta as meta_keys
-from mcpkit.protocol.headers import NAME_SOURCES, encode_header_value
+from mcpkit.protocol.headers import NAME_SOURCES, encode_header_value, value_at
 
 INPUT_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 """The requests a server may answer with `input_required` (spec: MRTR)."""
@@ -53,20 +53,11 @@ def param_headers(
 ) -> dict[str, str]:
     out: dict[str, str] = {}
     for name, path in annotations.items():
-        value = _value_at(arguments, path)
+        value = value_at(arguments, path)
         text = _header_text(value)
         if text is not None:
             out[f"Mcp-Param-{name}"] = encode_header_value(text)
     return out
-
-
-def _value_at(arguments: Mapping[str, Any], path: tuple[str, ...]) -> Any:
-    node: Any = arguments
-    for key in path:
-        if not isinstance(node, Mapping):
-            return None
-        node = node.get(key)
-    return node
 
 
 def _header_text(value: Any) -> str | None:

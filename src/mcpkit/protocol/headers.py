@@ -135,7 +135,7 @@ def check_param_headers(
 ) -> None:
     """Check every annotated argument against its `Mcp-Param-{Name}` header."""
     for name, path in annotations.items():
-        value = _value_at(arguments or {}, path)
+        value = value_at(arguments or {}, path)
         header = headers.get("mcp-param-" + name.lower())
         if value is None:
             continue  # absent or null: the header must not be expected
@@ -148,7 +148,8 @@ def check_param_headers(
             raise errors.header_mismatch(f"Mcp-Param-{name} header does not match the body")
 
 
-def _value_at(arguments: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+def value_at(arguments: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    """The argument an `x-mcp-header` path points at (None when absent)."""
     node: Any = arguments
     for key in path:
         if not isinstance(node, Mapping):
