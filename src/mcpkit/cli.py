@@ -1,5 +1,7 @@
 """The `mcpkit` command.
 
+    mcpkit serve [--workspace DIR] [--transport http|stdio] [--port 65510] [--token T]
+                                                                  the coding tools server
     mcpkit example [--transport http|stdio] [--host H] [--port N]   run the example server
     mcpkit version
 """
@@ -26,6 +28,11 @@ def _example(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mcpkit", description="The mcpkit MCP toolkit.")
     sub = parser.add_subparsers(dest="command", required=True)
+    serve_cmd = sub.add_parser("serve", help="run the built-in coding tools server")
+    from mcpkit.coding.cli import add_arguments, run
+
+    add_arguments(serve_cmd)
+    serve_cmd.set_defaults(run=run)
     example = sub.add_parser("example", help="run the example notes server")
     add_transport_arguments(example)
     example.set_defaults(run=_example)

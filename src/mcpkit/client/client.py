@@ -89,6 +89,7 @@ Limit = float | Literal["default"] | None
 
 CACHED_KINDS = frozenset({"stdio", "http", "sse", "websocket"})
 """Transports whose server has a stable identity to cache its era under (not in-memory)."""
+AUTH_STATUSES = frozenset({401, 403})
 HOST_EXIT_S = 5.0
 """How long `close()` waits for the background tasks to finish after cancelling them."""
 MAX_LIST_PAGES = 1000
@@ -346,6 +347,8 @@ class Client:
             except (ServerError, HttpStatusError, RequestTimeout) as exc:
                 if isinstance(exc, SessionExpired) or (pinned and isinstance(exc, RequestTimeout)):
                     raise
+                if isinstance(exc, HttpStatusError) and exc.status in AUTH_STATUSES:
+                    raise  # not an era question: the credentials are missing or wrong
                 modern = eras.modern_error_of(exc)
                 if modern is None:
                     if pinned:
@@ -422,7 +425,7 @@ class Client:
                 f"protocol: connect with era='auto' or era='modern'"
             ) from exc
         except HttpStatusError as exc:
-            if self._kind != "http" or not 400 <= exc.status < 500 \
+            if self._kind != "http" or exc.status not in (400, 404, 405) \
                     or not isinstance(self.target, str):
                 raise
             # Spec (2025-03-26, backwards compatibility): a 4xx to the initialize POST

@@ -7,6 +7,7 @@ still get `graceful_s` to finish.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -15,11 +16,15 @@ if TYPE_CHECKING:
 
 def run_http(
     server: Server, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
-    graceful_s: float = 5.0, **app_options: Any,
+    graceful_s: float = 5.0, wrap: Callable[[Any], Any] | None = None, **app_options: Any,
 ) -> None:
+    """Serve with uvicorn until SIGINT/SIGTERM. `wrap(app)` may put ASGI middleware in
+    front of the MCP app (it must forward `shutdown()`)."""
     import uvicorn
 
     app = server.asgi_app(**app_options)
+    if wrap is not None:
+        app = wrap(app)
 
     class _Uvicorn(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:

@@ -1,0 +1,73 @@
+"""`mcpkit serve`: run the coding tools server."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from mcpkit.coding.scope import current_task, valid_task_id
+
+DEFAULT_PORT = 65510
+TOKEN_ENV = "MCPKIT_SERVE_TOKEN"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workspace", default=".", help="the directory the tools work in "
+                        "(default: the current directory)")
+    parser.add_argument("--transport", choices=("http", "stdio"), default="http")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser.add_argument("--token", default=None, help=f"require `Authorization: Bearer "
+                        f"TOKEN` (HTTP); also read from ${TOKEN_ENV}")
+    parser.add_argument("--task-id", default=None,
+                        help="the task scope for stdio (HTTP takes ?task_id= per request)")
+    parser.add_argument("--allow-private-fetch", action="store_true",
+                        help="let `fetch` reach loopback, private and link-local addresses")
+
+
+def run(args: argparse.Namespace) -> int:
+    from mcpkit.coding.env import CodingEnv
+    from mcpkit.coding.server import build_server
+    from mcpkit.coding.workspace import Workspace, WorkspaceError
+
+    try:
+        workspace = Workspace.at(args.workspace)
+    except WorkspaceError as exc:
+        print(f"mcpkit serve: {exc}", file=sys.stderr)
+        return 2
+    env = CodingEnv(workspace, allow_private_fetch=args.allow_private_fetch)
+    server = build_server(env)
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    try:
+        if args.transport == "stdio":
+            if args.task_id is not None:
+                if not valid_task_id(args.task_id):
+                    print("mcpkit serve: invalid --task-id", file=sys.stderr)
+                    return 2
+                current_task.set(args.task_id)
+            server.run_stdio()
+        else:
+            from mcpkit.coding.http import CodingHttpApp
+
+            print(f"mcpkit serve: workspace {workspace.root}, "
+                  f"http://{args.host}:{args.port}/mcp" + (" (token required)" if token else ""),
+                  file=sys.stderr)
+            server.run_http(host=args.host, port=args.port, log_level="warning",
+                            wrap=lambda app: CodingHttpApp(app, token=token))
+    finally:
+        stop_jobs(env)
+    return 0
+
+
+def stop_jobs(env: object) -> None:
+    """Nothing is left running after the server exits: kill every background job."""
+    scopes = getattr(env, "scopes", None)
+    if scopes is None:
+        return
+    for scope in scopes.all():
+        for job in list(scope.jobs.values()):
+            kill = getattr(job, "kill_now", None)
+            if kill is not None:
+                kill()
+    scopes.close()
