@@ -89,6 +89,13 @@ class Notifier:
             else:
                 self.connections.discard(owner)
 
+    def end_on(self, channel: Channel) -> None:
+        """The peer behind `channel` is gone (stdio EOF): end its subscriptions now, so
+        they do not wait out the shutdown grace like ordinary requests."""
+        for listener in list(self.listeners):
+            if listener.channel is channel:
+                listener.ended.set()
+
     def end_all(self) -> None:
         """Server shutdown: end every subscription gracefully."""
         for listener in self.listeners:

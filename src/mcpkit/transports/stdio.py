@@ -129,7 +129,9 @@ class StdioServerConnection:
             log.debug("stdout closed; dropping a message")
 
     async def finish(self, grace_s: float) -> None:
-        """After EOF: let requests in flight finish for `grace_s`, then cancel them."""
+        """After EOF: let requests in flight finish for `grace_s`, then cancel them
+        (listen streams end at once: they never finish by themselves)."""
+        self.server.notifier.end_on(self.writer)
         if self.tasks:
             await asyncio.wait(set(self.tasks), timeout=grace_s)
         self.connection.close()
