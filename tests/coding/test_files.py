@@ -18,8 +18,8 @@ import pytest
 
 from mcpkit.client import Client
 from mcpkit.coding.env import CodingEnv
-from mcpkit.coding.files import MAX_VIEW_BYTES, atomic_write, parse_patch
-from mcpkit.coding.scope import Scopes
+from mcpkit.coding.files import MAX_VIEW_BYTES, FileTools, atomic_write, parse_patch
+from mcpkit.coding.scope import Scopes, current_task
 from mcpkit.coding.server import build_server
 from mcpkit.coding.workspace import Workspace
 from mcpkit.protocol import types
@@ -111,6 +111,9 @@ async def test_view_cuts_long_lines_and_caps_bytes(tools: Tools) -> None:
     first = text.splitlines()[0]
     assert first.startswith("     1\t" + "x" * 2000) and "line cut: 5001 bytes" in first
     assert "     2\tshort" in text
+    _write_lines(tools.root / "one.min.js", "z" * 3000, 1000)  # 3 MB, a single line
+    text = await tools.ok("view", file_path="one.min.js")
+    assert text.endswith("line cut: 3000000 bytes]") and len(text) < 2100
     (tools.root / "big.txt").write_text(("y" * 1000 + "\n") * 1000)
     text = await tools.ok("view", file_path="big.txt")
     assert len(text.encode()) <= MAX_VIEW_BYTES + 200
@@ -146,6 +149,10 @@ async def test_view_refuses_binary_and_returns_images(tools: Tools) -> None:
     assert base64.b64decode(image.data) == PNG
     (tools.root / "huge.png").write_bytes(PNG + bytes(5 * 1024 * 1024))
     assert "limit" in await tools.fails("view", file_path="huge.png")
+    # the image was read, so it may be overwritten; its bytes say nothing of line endings
+    result = await tools.raw("write", file_path="pixel.dat", content="text\n")
+    assert result.structured_content["line_ending"] == "lf"
+    assert (tools.root / "pixel.dat").read_bytes() == b"text\n"
 
 
 async def test_view_refuses_a_fifo(tools: Tools) -> None:
@@ -439,6 +446,15 @@ async def test_patch_begin_patch_format(tools: Tools) -> None:
         "patch", diff="*** Begin Patch\n*** Add File: z.txt\n+z\n")
 
 
+async def test_patch_begin_patch_insertion_after_anchor_and_end_of_file(tools: Tools) -> None:
+    (tools.root / "a.py").write_text("import os\n\nx = 1\nx = 1\n")
+    await tools.ok("view", file_path="a.py")
+    diff = ("*** Begin Patch\n*** Update File: a.py\n@@ import os\n+import sys\n"
+            "@@\n-x = 1\n+x = 2\n*** End of File\n*** End Patch")
+    await tools.ok("patch", diff=diff)
+    assert (tools.root / "a.py").read_text() == "import os\nimport sys\n\nx = 1\nx = 2\n"
+
+
 def test_parse_patch_shapes() -> None:
     [only] = parse_patch("@@ -3,2 +3,2 @@\n a\n-b\n+c\n\\ No newline at end of file\n", "f")
     assert only.path == "f" and only.hunks[0].start == 2
@@ -446,6 +462,29 @@ def test_parse_patch_shapes() -> None:
     assert only.hunks[0].new_no_eol
     [moved] = parse_patch("--- a/x.py\n+++ b/y.py\n@@ -1 +1 @@\n-a\n+b\n\n", None)
     assert moved.move_to == "y.py" and moved.hunks[0].old == ["a"]
+
+
+async def test_reads_are_per_task(root: Path, tmp_path: Path) -> None:
+    (root / "f.txt").write_text("one\n")
+    server = build_server(CodingEnv(Workspace.at(root), Scopes(tmp_path / "scopes")))
+    token = current_task.set("task-a")
+    try:
+        async with Client(server) as client:
+            await Tools(client, root).ok("view", file_path="f.txt")
+        current_task.set("task-b")
+        async with Client(server) as client:
+            message = await Tools(client, root).fails("write", file_path="f.txt", content="x")
+            assert "has not been read" in message
+    finally:
+        current_task.reset(token)
+    assert (root / "f.txt").read_text() == "one\n"
+
+
+async def test_write_locks_are_forgotten_when_idle(root: Path, tmp_path: Path) -> None:
+    tools = FileTools(CodingEnv(Workspace.at(root), Scopes(tmp_path / "scopes")))
+    for i in range(5):
+        await tools.write(f"f{i}.txt", "x\n")
+    assert tools.locks == {}
 
 
 # --- over real stdio -----------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import os
 import re
 import stat
 import tempfile
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -611,7 +611,9 @@ def locate(lines: list[str], hunk: Hunk, floor: int) -> int | None:
                 break
         if found is None:
             return None
-        floor = found + 1 if old and not _matches_at(lines, old, found, str.strip) else found
+        if not old:
+            return found + 1
+        floor = found if _matches_at(lines, old, found, str.strip) else found + 1
     if not old:
         if hunk.start is not None:
             return min(max(hunk.start, floor), len(lines))
@@ -713,11 +715,21 @@ class FileTools:
         real = self.env.workspace.resolve(file_path, default_root=False)
         return real, self.env.workspace.display(real)
 
-    def lock(self, real: Path) -> anyio.Lock:
-        lock = self.locks.get(real)
-        if lock is None:
-            lock = self.locks[real] = anyio.Lock()
-        return lock
+    @contextlib.asynccontextmanager
+    async def locked(self, paths: Sequence[Path]) -> AsyncIterator[None]:
+        """Hold the write locks of `paths` (in a fixed order); forget idle locks after."""
+        ordered = sorted(set(paths))
+        locks = [self.locks.setdefault(path, anyio.Lock()) for path in ordered]
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                for lock in locks:
+                    await stack.enter_async_context(lock)
+                yield
+        finally:
+            for path, lock in zip(ordered, locks, strict=True):
+                idle = not lock.locked() and lock.statistics().tasks_waiting == 0
+                if idle and self.locks.get(path) is lock:
+                    del self.locks[path]
 
     def check_fresh(self, reads: dict[Path, ReadRecord], real: Path, display: str
                     ) -> os.stat_result | None:
@@ -804,7 +816,7 @@ class FileTools:
     async def write(self, file_path: str, text: str) -> ToolResult:
         real, display = self.resolve(file_path)
         reads = self.env.scopes.current().reads
-        async with self.lock(real):
+        async with self.locked([real]):
             self.recheck(file_path, real)
             return await anyio.to_thread.run_sync(self._write, real, display, text, reads)
 
@@ -846,7 +858,7 @@ class FileTools:
             raise FileToolError("old_string and new_string are the same; nothing to change")
         real, display = self.resolve(file_path)
         reads = self.env.scopes.current().reads
-        async with self.lock(real):
+        async with self.locked([real]):
             self.recheck(file_path, real)
             return await anyio.to_thread.run_sync(
                 self._edit, real, display, old, new, replace_all, reads)
@@ -907,9 +919,7 @@ class FileTools:
                                         "than once in the patch")
                 seen.add(path)
             resolved.append((item, real, display, dest))
-        async with contextlib.AsyncExitStack() as stack:
-            for path in sorted(seen):
-                await stack.enter_async_context(self.lock(path))
+        async with self.locked(list(seen)):
             for item, real, _, dest in resolved:
                 self.recheck(item.path, real)
                 if item.move_to and dest is not None:
