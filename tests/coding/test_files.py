@@ -17,6 +17,7 @@ import anyio
 import pytest
 
 from mcpkit.client import Client
+from mcpkit.coding import files
 from mcpkit.coding.env import CodingEnv
 from mcpkit.coding.files import MAX_VIEW_BYTES, FileTools, atomic_write, parse_patch
 from mcpkit.coding.scope import Scopes, current_task
@@ -398,6 +399,34 @@ async def test_patch_is_all_or_nothing(tools: Tools) -> None:
     assert (tools.root / "a.txt").read_text() == SOURCE
     assert (tools.root / "b.txt").read_text() == SOURCE
     assert not (tools.root / "c.txt").exists()
+
+
+async def test_patch_restores_earlier_files_when_a_write_fails(
+    tools: Tools, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tools.root / "a.txt").write_text(SOURCE)
+    (tools.root / "b.txt").write_text(SOURCE)
+    await tools.ok("view", file_path="a.txt")
+    await tools.ok("view", file_path="b.txt")
+    calls: list[Path] = []
+
+    def flaky(real: Path, data: bytes, mode: int, owner: Any = None) -> Any:
+        calls.append(real)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return atomic_write(real, data, mode, owner)
+
+    monkeypatch.setattr(files, "atomic_write", flaky)
+    diff = ("--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-line 1\n+one\n"
+            "--- a/b.txt\n+++ b/b.txt\n@@ -1 +1 @@\n-line 1\n+one\n"
+            "--- /dev/null\n+++ b/c.txt\n@@ -0,0 +1 @@\n+c\n")
+    message = await tools.fails("patch", diff=diff)
+    assert "No space left" in message and "restored" in message
+    assert (tools.root / "a.txt").read_text() == SOURCE
+    assert (tools.root / "b.txt").read_text() == SOURCE
+    assert not (tools.root / "c.txt").exists()
+    monkeypatch.undo()
+    await tools.ok("patch", diff=diff)  # the restore renewed the read records
 
 
 async def test_patch_needs_reads_and_refuses_existing_adds(tools: Tools) -> None:
