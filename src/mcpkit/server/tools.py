@@ -145,7 +145,7 @@ def _is_structured_type(tp: Any) -> bool:
         return bool(args) and all(_is_structured_type(a) for a in args)
     if tp in (int, float, bool):
         return True
-    if not inspect.isclass(tp):
+    if not inspect.isclass(tp) or tp is ToolResult:  # an explicit result, not a shape
         return False
     if issubclass(tp, msgspec.Struct):
         return getattr(tp.__struct_config__, "tag", None) not in results.CONTENT_TYPES
