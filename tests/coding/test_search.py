@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from mcpkit.client import Client
@@ -295,3 +296,67 @@ async def test_search_tools_over_stdio(tree: Path) -> None:
         assert is_error and "invalid regex" in text
         text, _, is_error = await call(c, "ls", path="../")
         assert is_error and "'..'" in text
+
+
+# --- ripgrep is bounded: killed (with its children) on timeout and on cancel -----------------
+
+
+def fake_ripgrep(tmp_path: Path) -> Path:
+    """An `rg` that starts a child, records both pids and hangs."""
+    script = tmp_path / "rg"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"sleep 30 & echo $! > {tmp_path}/child.pid\n"
+        f"echo $$ > {tmp_path}/rg.pid\n"
+        "wait\n"
+    )
+    script.chmod(0o755)
+    return script
+
+
+def gone(pid_file: Path) -> bool:
+    pid = int(pid_file.read_text())
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # A zombie still answers to signal 0; it is dead all the same.
+    status = Path(f"/proc/{pid}/stat")
+    return status.exists() and status.read_text().split(") ")[-1].startswith("Z")
+
+
+async def wait_until_gone(tmp_path: Path) -> None:
+    for _ in range(200):
+        if all(gone(tmp_path / name) for name in ("rg.pid", "child.pid")):
+            return
+        await anyio.sleep(0.01)
+    raise AssertionError("ripgrep (or its child) is still running")
+
+
+async def started(tmp_path: Path) -> None:
+    for _ in range(500):
+        if (tmp_path / "rg.pid").exists() and (tmp_path / "child.pid").exists():
+            return
+        await anyio.sleep(0.01)
+    raise AssertionError("the fake rg did not start")
+
+
+async def test_ripgrep_killed_on_timeout(client: Client, tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    rg = fake_ripgrep(tmp_path)
+    monkeypatch.setattr(search, "find_ripgrep", lambda: str(rg))
+    monkeypatch.setattr(search, "GREP_TIMEOUT_S", 0.5)
+    text, data, is_error = await call(client, "grep", pattern="needle")
+    assert not is_error and data["timed_out"] is True and "incomplete" in text
+    await wait_until_gone(tmp_path)
+
+
+async def test_ripgrep_killed_on_cancel(client: Client, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    rg = fake_ripgrep(tmp_path)
+    monkeypatch.setattr(search, "find_ripgrep", lambda: str(rg))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: call(client, "grep", pattern="needle"))
+        await started(tmp_path)
+        tg.cancel_scope.cancel()
+    await wait_until_gone(tmp_path)

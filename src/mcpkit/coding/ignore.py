@@ -140,7 +140,7 @@ class Walker:
         layers = self.layers_for(start)
         base = self._rel(start)
         yield from self._walk(str(start), base + "/" if base else "", layers, 1, max_depth,
-                              include_links, prune)
+                              include_links, prune, loaded=True)
 
     def _walk(
         self,
@@ -151,7 +151,9 @@ class Walker:
         max_depth: int | None,
         include_links: bool,
         prune: Callable[[str], bool] | None,
+        loaded: bool = False,
     ) -> Iterator[Entry]:
+        """`loaded`: this directory's .gitignore is already in `layers` (the start)."""
         if self.stop is not None and self.stop():
             raise WalkStopped
         try:
@@ -159,7 +161,7 @@ class Walker:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError:
             return  # unreadable or vanished: skipped, like git and ripgrep do
-        if self.gitignore and any(e.name == ".gitignore" for e in entries):
+        if self.gitignore and not loaded and any(e.name == ".gitignore" for e in entries):
             layer = load_layer(Path(directory), rel_prefix)
             if layer is not None:
                 layers = (*layers, layer)
