@@ -212,6 +212,16 @@ def test_output_sink_splits_escapes_across_reads() -> None:
     assert sink.render(None) == ("abcd\n", False)
 
 
+def test_output_sink_one_huge_line() -> None:
+    sink = shell.OutputSink()
+    for _ in range(100):
+        sink.feed(b"x" * 10_000)
+    sink.close()
+    text, truncated = sink.render("/tmp/out.log")
+    assert truncated and len(text) < 40_000
+    assert "cut (" in text and "/tmp/out.log" in text
+
+
 # --- background jobs ----------------------------------------------------------------------------
 
 
@@ -256,6 +266,21 @@ async def test_background_job_exit_code(client: Client) -> None:
             await anyio.sleep(0.05)
     assert out.structured_content["exit_code"] == 7
     assert "exit code 7" in text_of(await client.call_tool("bash_output", {"job_id": job_id}))
+
+
+async def test_background_output_is_bounded(client: Client) -> None:
+    job_id = (await bash(client, "seq 1 100000", run_in_background=True)
+              ).structured_content["job_id"]
+    seen = ""
+    with anyio.fail_after(5):
+        while True:
+            out = await client.call_tool("bash_output", {"job_id": job_id})
+            seen += text_of(out)
+            if not out.structured_content["running"]:
+                break
+            await anyio.sleep(0.05)
+    assert "100000" in seen and "lines cut" in seen
+    assert len(seen) < 200_000
 
 
 async def test_jobs_are_per_task(env: CodingEnv) -> None:

@@ -612,19 +612,21 @@ async def _finish(proc: Process, sink: OutputSink) -> None:
 
 
 async def _job_report(job: Job) -> ToolResult:
+    running = job.running  # before reading: once it has ended, the file has all there is
     text, truncated, new_bytes = await anyio.to_thread.run_sync(_read_new, job)
-    if job.running:
+    exit_code = None if running else job.exit_code
+    if running:
         status = f"job {job.job_id}: running ({int(time.monotonic() - job.started)} s)"
     else:
         how = "killed" if job.killed else "exited"
-        status = f"job {job.job_id}: {how}, exit code {job.exit_code}"
+        status = f"job {job.job_id}: {how}, exit code {exit_code}"
     body = text if new_bytes else "(no new output)\n"
     if not body.endswith("\n"):
         body += "\n"
     return ToolResult(
         content=[{"type": "text", "text": body + f"[{status}]"}],
-        structured_content={"job_id": job.job_id, "running": job.running,
-                            "exit_code": job.exit_code, "killed": job.killed,
+        structured_content={"job_id": job.job_id, "running": running,
+                            "exit_code": exit_code, "killed": job.killed,
                             "truncated": truncated, "new_bytes": new_bytes,
                             "output_path": str(job.output_path)})
 
