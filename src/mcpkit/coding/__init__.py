@@ -4,5 +4,5 @@
 
 The tools are ordinary mcpkit tools on an ordinary `Server` (`build_server`); each module
 registers one family: `files` (view/read, write, edit, patch), `search` (glob, grep, ls),
-`shell` (bash, bash_output, bash_kill).
+`shell` (bash, bash_output, bash_kill), `diagnostics`, `fetch` and `agent`.
 """

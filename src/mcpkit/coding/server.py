@@ -21,7 +21,7 @@ def tool_families() -> list[Register]:
     import importlib
 
     found: list[Register] = []
-    for name in ("files", "search", "shell"):
+    for name in ("files", "search", "shell", "diagnostics", "fetch", "agent"):
         try:
             module = importlib.import_module(f"mcpkit.coding.{name}")
         except ModuleNotFoundError as exc:
