@@ -1,0 +1,722 @@
+"""The `fetch` tool: GET a URL over http(s) and return its body as text, Markdown, raw HTML,
+pretty-printed JSON or base64.
+
+Limits: the body is cut at `MAX_BODY_BYTES` (after decompression, said in the result), the
+whole fetch (redirects included) has a time limit, and at most `MAX_REDIRECTS` redirects are
+followed, each one checked again like the first URL.
+
+Server-side request forgery: unless `env.allow_private_fetch` (`--allow-private-fetch`),
+fetch reaches only public addresses. Loopback, private (RFC 1918, ULA), link-local,
+multicast, unspecified, reserved, CGNAT and cloud metadata addresses are refused, and so
+are addresses embedding one of them (IPv4-mapped, 6to4, Teredo, NAT64). The check runs
+where the connection is made: the aiohttp connector resolves host names through
+`GuardedResolver`, which refuses the whole name if any of its addresses is not public, so a
+name that changes its answer between a check and the connect (DNS rebinding) cannot slip
+through. IP-literal hosts (which aiohttp does not resolve) and well-known internal names are
+checked before each request by `check_url`. No proxy from the environment is used.
+
+Failures are `isError` results with one line for the model; an HTTP error status is not a
+failure: the body comes back with the status in `structuredContent`.
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import json
+import re
+import socket
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from typing import Annotated, Any, Literal
+from urllib.parse import urljoin
+
+import aiohttp
+import anyio
+import anyio.to_thread
+from aiohttp.abc import AbstractResolver, ResolveResult
+from yarl import URL
+
+from mcpkit import __version__
+from mcpkit.coding.env import CodingEnv
+from mcpkit.server.results import text_block
+from mcpkit.server.server import Server
+from mcpkit.server.tools import ToolResult
+
+MAX_BODY_BYTES = 5 * 1024 * 1024
+DEFAULT_TIMEOUT_S = 30.0
+MAX_TIMEOUT_S = 120.0
+MAX_REDIRECTS = 5
+CHUNK = 64 * 1024
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+USER_AGENT = f"mcpkit-fetch/{__version__}"
+
+Format = Literal["text", "markdown", "html", "json", "base64"]
+
+ANNOTATIONS = {
+    "readOnlyHint": True,
+    "destructiveHint": False,
+    "idempotentHint": True,
+    "openWorldHint": True,
+}
+
+FETCH_OUTPUT = {
+    "type": "object",
+    "properties": {
+        "url": {"type": "string", "description": "the final URL, after redirects"},
+        "status": {"type": "integer", "description": "the HTTP status of the final response"},
+        "content_type": {"type": "string",
+                         "description": "the Content-Type header (empty when absent)"},
+        "bytes": {"type": "integer", "description": "body bytes received (after "
+                                                    "decompression; at most the cap)"},
+        "truncated": {"type": "boolean",
+                      "description": f"the body was cut at {MAX_BODY_BYTES} bytes"},
+    },
+    "required": ["url", "status", "content_type", "bytes", "truncated"],
+}
+
+
+class FetchError(Exception):
+    """A fetch the tool refuses or cannot complete (the message is meant for the model)."""
+
+
+class BlockedAddress(OSError):
+    """A host that resolves to an address fetch may not reach.
+
+    An `OSError` so that aiohttp's connector wraps it (in `ClientConnectorDNSError`) like
+    any other resolution failure; `fetch_url` unwraps it for the message.
+    """
+
+
+# --- the address policy ----------------------------------------------------------------------
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+METADATA_ADDRESSES = frozenset({
+    ipaddress.ip_address("169.254.169.254"),  # AWS, GCP, Azure, OpenStack, …
+    ipaddress.ip_address("169.254.170.2"),  # AWS ECS task metadata
+    ipaddress.ip_address("100.100.100.200"),  # Alibaba Cloud
+    ipaddress.ip_address("fd00:ec2::254"),  # AWS IPv6
+})
+BLOCKED_NAMES = frozenset({"localhost", "metadata.google.internal", "metadata.goog",
+                           "metadata"})
+CGNAT = ipaddress.ip_network("100.64.0.0/10")
+NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+def address_problem(ip: IPAddress) -> str | None:
+    """Why fetch may not reach `ip` (None when it is a public address)."""
+    if ip in METADATA_ADDRESSES:
+        return "a cloud metadata address"
+    if isinstance(ip, ipaddress.IPv6Address):
+        translated = ip.ipv4_mapped
+        if translated is None and ip in NAT64:
+            translated = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        if translated is not None:  # these reach exactly the IPv4 address inside
+            inner = address_problem(translated)
+            return None if inner is None else f"{inner} (as {ip})"
+        tunnelled = ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
+        if tunnelled is not None:
+            inner = address_problem(tunnelled)
+            if inner is not None:
+                return f"{inner} (tunnelled in {ip})"
+    if ip.is_unspecified:
+        return "an unspecified address"
+    if ip.is_loopback:
+        return "a loopback address"
+    if ip.is_link_local:
+        return "a link-local address"
+    if ip.is_multicast:
+        return "a multicast address"
+    if isinstance(ip, ipaddress.IPv4Address) and ip in CGNAT:
+        return "a shared (CGNAT) address"
+    if ip.is_reserved:
+        return "a reserved address"
+    if ip.is_private:
+        return "a private address"
+    if not ip.is_global:
+        return "not a public address"
+    return None
+
+
+def parse_ip(host: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None
+
+
+def blocked_message(host: str, address: str, problem: str) -> str:
+    where = host if host == address else f"{host} ({address})"
+    return (f"refused to fetch from {where}: {problem}; fetch only reaches public addresses "
+            f"(the server's --allow-private-fetch lifts this)")
+
+
+def name_problem(host: str) -> str | None:
+    """Why the host name itself is refused (None when only its addresses can tell)."""
+    name = host.rstrip(".").lower()
+    if name in BLOCKED_NAMES or name.endswith(".localhost"):
+        if name == "localhost" or name.endswith(".localhost"):
+            return "a loopback name"
+        return "a cloud metadata name"
+    return None
+
+
+def check_url(url: URL, allow_private: bool) -> None:
+    """Refuse a URL before any connection: its scheme, a missing host, blocked names and
+    blocked IP literals. Host names are checked again when they are resolved."""
+    if url.scheme not in ("http", "https"):
+        shown = f"{url.scheme}:" if url.scheme else "a URL without a scheme"
+        raise FetchError(f"only http and https URLs can be fetched, not {shown} ({url})")
+    host = url.raw_host
+    if not host:
+        raise FetchError(f"the URL has no host: {url}")
+    if allow_private:
+        return
+    problem = name_problem(host)
+    if problem is not None:
+        raise FetchError(blocked_message(host, host, problem))
+    ip = parse_ip(host)
+    if ip is not None:
+        problem = address_problem(ip)
+        if problem is not None:
+            raise FetchError(blocked_message(host, str(ip), problem))
+
+
+class GuardedResolver(AbstractResolver):
+    """Resolves through `inner` (aiohttp's default) and refuses a host when any address it
+    resolves to is not public, at the moment the connector is about to connect."""
+
+    def __init__(self, allow_private: bool = False, inner: AbstractResolver | None = None
+                 ) -> None:
+        self.allow_private = allow_private
+        self.inner = inner if inner is not None else aiohttp.DefaultResolver()
+
+    async def resolve(self, host: str, port: int = 0,
+                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+        if not self.allow_private:
+            problem = name_problem(host)
+            if problem is not None:
+                raise BlockedAddress(blocked_message(host, host, problem))
+        results = await self.inner.resolve(host, port, family)
+        if not self.allow_private:
+            for result in results:
+                ip = parse_ip(result["host"].split("%", 1)[0])
+                problem = "an unparseable address" if ip is None else address_problem(ip)
+                if problem is not None:
+                    raise BlockedAddress(blocked_message(host, result["host"], problem))
+        return results
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+# --- fetching --------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Fetched:
+    url: str
+    status: int
+    reason: str
+    content_type: str
+    charset: str | None
+    body: bytes
+    truncated: bool
+    redirects: list[str] = field(default_factory=list)
+
+    @property
+    def mime(self) -> str:
+        return self.content_type.split(";", 1)[0].strip().lower()
+
+
+def redirect_target(current: URL, location: str) -> URL:
+    try:
+        target = current.join(URL(location))
+    except ValueError as exc:
+        raise FetchError(f"redirect to an invalid URL {location!r}: {exc}") from None
+    return target
+
+
+def accept_header(fmt: str) -> str:
+    if fmt == "json":
+        return "application/json, */*;q=0.5"
+    if fmt == "base64":
+        return "*/*"
+    return "text/html, application/xhtml+xml, text/plain;q=0.9, */*;q=0.8"
+
+
+async def read_capped(response: aiohttp.ClientResponse, cap: int) -> tuple[bytes, bool]:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_chunked(CHUNK):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > cap:
+            return b"".join(chunks)[:cap], True
+    return b"".join(chunks), False
+
+
+async def fetch_url(url: str, *, fmt: str, limit_s: float, allow_private: bool,
+                    cap: int = MAX_BODY_BYTES) -> Fetched:
+    """GET `url`, following redirects by hand (each target checked like the first)."""
+    try:
+        current = URL(url.strip())
+    except (ValueError, TypeError) as exc:
+        raise FetchError(f"invalid URL {url!r}: {exc}") from None
+    check_url(current, allow_private)
+    connector = aiohttp.TCPConnector(resolver=GuardedResolver(allow_private),
+                                     use_dns_cache=False, force_close=True)
+    headers = {"User-Agent": USER_AGENT, "Accept": accept_header(fmt)}
+    redirects: list[str] = []
+    with anyio.move_on_after(limit_s) as scope:
+        async with aiohttp.ClientSession(connector=connector, trust_env=False,
+                                         headers=headers) as session:
+            while True:
+                try:
+                    async with session.get(current, allow_redirects=False) as response:
+                        location = response.headers.get("Location")
+                        if response.status in REDIRECT_STATUSES and location:
+                            if len(redirects) >= MAX_REDIRECTS:
+                                raise FetchError(
+                                    f"too many redirects (more than {MAX_REDIRECTS}); the "
+                                    f"last one was to {location}")
+                            target = redirect_target(current, location)
+                            check_url(target, allow_private)
+                            redirects.append(str(target))
+                            current = target
+                            continue
+                        body, truncated = await read_capped(response, cap)
+                        return Fetched(
+                            url=str(response.url), status=response.status,
+                            reason=response.reason or "",
+                            content_type=response.headers.get("Content-Type", ""),
+                            charset=response.charset, body=body, truncated=truncated,
+                            redirects=redirects)
+                except aiohttp.ClientConnectorError as exc:
+                    if isinstance(exc.os_error, BlockedAddress):
+                        raise FetchError(str(exc.os_error)) from None
+                    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+                        raise FetchError(f"could not resolve {current.host}: "
+                                         f"{exc.os_error.strerror or exc.os_error}") from None
+                    raise FetchError(f"could not connect to {current.host}:{current.port}: "
+                                     f"{exc.os_error.strerror or exc.os_error}") from None
+                except aiohttp.InvalidURL as exc:
+                    raise FetchError(f"invalid URL {exc.url}") from None
+                except aiohttp.ClientResponseError as exc:
+                    raise FetchError(f"bad HTTP response from {current.host}: "
+                                     f"{exc.message}") from None
+                except (aiohttp.ClientError, OSError) as exc:
+                    raise FetchError(f"fetching {current} failed: "
+                                     f"{exc.__class__.__name__}: {exc}") from None
+    assert scope.cancelled_caught
+    raise FetchError(f"timed out after {limit_s:g} s fetching {current}")
+
+
+# --- formats ---------------------------------------------------------------------------------
+
+TEXT_MIMES = frozenset({
+    "application/json", "application/xml", "application/javascript",
+    "application/ecmascript", "application/x-javascript", "application/xhtml+xml",
+    "application/x-www-form-urlencoded", "application/x-sh", "application/x-yaml",
+    "application/yaml", "application/toml", "application/sql", "application/graphql",
+    "application/ld+json", "application/x-ndjson", "image/svg+xml",
+})
+BINARY_MAJORS = ("image/", "audio/", "video/", "font/")
+HTML_MIMES = frozenset({"text/html", "application/xhtml+xml"})
+
+
+def is_textual_mime(mime: str) -> bool:
+    return mime.startswith("text/") or mime in TEXT_MIMES or mime.endswith(("+json", "+xml"))
+
+
+def is_binary(fetched: Fetched) -> bool:
+    mime = fetched.mime
+    if is_textual_mime(mime):
+        return False
+    if mime.startswith(BINARY_MAJORS):
+        return True
+    head = fetched.body[:8192]
+    if b"\0" in head:
+        return True
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # A multi-byte character cut at the end of the sample is not a sign of binary.
+        return exc.start < len(head) - 4
+    return False
+
+
+META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
+
+
+def decode(fetched: Fetched) -> str:
+    charset = fetched.charset
+    if charset is None and fetched.mime in HTML_MIMES:
+        found = META_CHARSET.search(fetched.body[:4096])
+        if found:
+            charset = found.group(1).decode("ascii")
+    if charset is None and fetched.body.startswith(b"\xef\xbb\xbf"):
+        charset = "utf-8-sig"
+    try:
+        return fetched.body.decode(charset or "utf-8", errors="replace")
+    except LookupError:
+        return fetched.body.decode("utf-8", errors="replace")
+
+
+def looks_like_html(fetched: Fetched, text: str) -> bool:
+    if fetched.mime in HTML_MIMES:
+        return True
+    if fetched.mime and fetched.mime != "text/plain" and is_textual_mime(fetched.mime):
+        return False
+    start = text.lstrip()[:256].lower()
+    return start.startswith(("<!doctype html", "<html"))
+
+
+SKIP_TAGS = frozenset({"script", "style", "noscript", "template", "title", "svg", "iframe",
+                       "object", "canvas", "select", "button"})
+BLOCK_TAGS = frozenset({
+    "p", "div", "section", "article", "header", "footer", "nav", "main", "aside", "form",
+    "fieldset", "figure", "figcaption", "address", "details", "summary", "table", "thead",
+    "tbody", "tfoot", "caption", "dl", "dt", "dd", "center", "body", "html",
+})
+HEADINGS = {f"h{n}": n for n in range(1, 7)}
+VOID_TAGS = frozenset({"br", "hr", "img", "input", "meta", "link", "area", "base", "col",
+                       "embed", "source", "track", "wbr"})
+SPACES = re.compile(r"[ \t\r\n\f\v]+")
+
+
+class HtmlConverter(HTMLParser):
+    """HTML to readable text (`markdown=False`) or simple Markdown: headings, paragraphs,
+    links, images, lists, code, emphasis, quotes and tables. Scripts, styles and the head
+    are left out; tolerant of unclosed tags, as the stdlib parser is."""
+
+    def __init__(self, *, markdown: bool, base_url: str = "") -> None:
+        super().__init__(convert_charrefs=True)
+        self.md = markdown
+        self.base_url = base_url
+        self.parts: list[str] = []
+        self.pending = 0  # newlines owed before the next text
+        self.trailing_newlines = 0  # newlines at the end of what is written
+        self.at_line_start = True
+        self.space = False  # whitespace seen since the last text
+        self.skip: list[str] = []
+        self.pre = 0
+        self.lists: list[list[Any]] = []  # [kind ("ul"/"ol"), next number]
+        self.quote = 0
+        self.links: list[str | None] = []
+        self.row_cells = 0
+        self.rows = 0
+        self.header_done = False
+        self.title_seen = False
+
+    # -- output --
+
+    def prefix(self) -> str:
+        indent = "  " * max(0, len(self.lists) - 1) if self.lists else ""
+        quote = "> " * self.quote if self.md else "  " * self.quote
+        return quote + indent
+
+    def block(self, newlines: int = 2) -> None:
+        if self.parts:
+            self.pending = max(self.pending, newlines)
+        self.space = False
+
+    def emit(self, text: str, *, raw: bool = False) -> None:
+        """Write `text`: collapsed inline text, or `raw` (pre blocks, markup)."""
+        if not text:
+            return
+        self.emit_pending()
+        if self.at_line_start:
+            self.write(self.prefix())
+            self.at_line_start = False
+        elif self.space and not raw:
+            self.write(" ")
+        self.space = False
+        self.write(text)
+
+    def emit_pending(self) -> None:
+        if self.pending:
+            self.write("\n" * max(0, self.pending - self.trailing_newlines))
+            self.pending = 0
+            self.at_line_start = True
+            self.space = False
+
+    def write(self, text: str) -> None:
+        if not text:
+            return
+        self.parts.append(text)
+        stripped = text.rstrip("\n")
+        if stripped:
+            self.trailing_newlines = len(text) - len(stripped)
+        else:
+            self.trailing_newlines += len(text)
+
+    def emit_markup(self, text: str) -> None:
+        """Inline markup like `**` or `[`: keeps a space seen before it outside it."""
+        if self.space and not self.at_line_start and not self.pending:
+            self.write(" ")
+            self.space = False
+        self.emit(text, raw=True)
+
+    # -- parser callbacks --
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if self.skip:
+            if tag == self.skip[-1]:
+                self.skip.append(tag)
+            return
+        if tag in SKIP_TAGS:
+            self.skip.append(tag)
+            return
+        attr = dict(attrs)
+        if tag in HEADINGS:
+            self.block()
+            if self.md:
+                self.emit("#" * HEADINGS[tag] + " ", raw=True)
+        elif tag in BLOCK_TAGS:
+            self.block()
+        elif tag == "br":
+            if self.parts:
+                self.write("\n")
+                self.at_line_start = True
+            self.space = False
+        elif tag == "hr":
+            self.block()
+            self.emit("---" if self.md else "-" * 20, raw=True)
+            self.block()
+        elif tag == "pre":
+            self.block()
+            if self.md:
+                lang = ""
+                for cls in (attr.get("class") or "").split():
+                    if cls.startswith(("language-", "lang-")):
+                        lang = cls.split("-", 1)[1]
+                self.emit(f"```{lang}", raw=True)
+                self.block(1)
+            self.pre += 1
+        elif tag == "code" and not self.pre:
+            if self.md:
+                self.emit_markup("`")
+        elif tag in ("ul", "ol", "menu"):
+            self.block(1 if self.lists else 2)
+            self.lists.append(["ol" if tag == "ol" else "ul", 1])
+        elif tag == "li":
+            self.block(1)
+            if not self.lists:
+                self.lists.append(["ul", 1])
+            kind = self.lists[-1]
+            if kind[0] == "ol":
+                marker = f"{kind[1]}. "
+                kind[1] += 1
+            else:
+                marker = "- " if self.md else "• "
+            self.emit(marker, raw=True)
+        elif tag == "blockquote":
+            self.block()
+            self.quote += 1
+        elif tag in ("strong", "b") and self.md:
+            self.emit_markup("**")
+        elif tag in ("em", "i") and self.md:
+            self.emit_markup("*")
+        elif tag == "a":
+            href = attr.get("href")
+            if self.md and href and not href.lower().startswith(("javascript:", "data:")):
+                self.links.append(urljoin(self.base_url, href))
+                self.emit_markup("[")
+            else:
+                self.links.append(None)
+        elif tag == "img" and self.md:
+            src = attr.get("src")
+            if src and not src.lower().startswith("data:"):
+                alt = SPACES.sub(" ", attr.get("alt") or "").strip()
+                self.emit_markup(f"![{alt}]({urljoin(self.base_url, src)})")
+        elif tag == "tr":
+            self.block(1)
+            self.row_cells = 0
+        elif tag in ("td", "th"):
+            if self.row_cells:
+                self.emit(" | ", raw=True)
+            elif self.md:
+                self.emit("| ", raw=True)
+            self.row_cells += 1
+            self.space = False
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.handle_starttag(tag, attrs)
+        if tag not in VOID_TAGS:
+            self.handle_endtag(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if self.skip:
+            if tag == self.skip[-1]:
+                self.skip.pop()
+            return
+        if tag in HEADINGS or tag in BLOCK_TAGS:
+            self.block()
+        elif tag == "pre":
+            if self.pre:
+                self.pre -= 1
+                if self.md:
+                    self.block(1)
+                    self.emit("```", raw=True)
+                self.block()
+        elif tag == "code" and not self.pre:
+            if self.md:
+                self.emit("`", raw=True)
+        elif tag in ("ul", "ol", "menu"):
+            if self.lists:
+                self.lists.pop()
+            self.block(1 if self.lists else 2)
+        elif tag == "li":
+            self.block(1)
+        elif tag == "blockquote":
+            self.quote = max(0, self.quote - 1)
+            self.block()
+        elif tag in ("strong", "b") and self.md:
+            self.emit("**", raw=True)
+        elif tag in ("em", "i") and self.md:
+            self.emit("*", raw=True)
+        elif tag == "a":
+            href = self.links.pop() if self.links else None
+            if href is not None:
+                self.emit(f"]({href})", raw=True)
+        elif tag == "tr":
+            if self.md and self.row_cells:
+                self.emit(" |", raw=True)
+                if not self.header_done:
+                    self.header_done = True
+                    self.block(1)
+                    self.emit("|" + " --- |" * self.row_cells, raw=True)
+            self.block(1)
+        elif tag == "table":
+            self.header_done = False
+            self.block()
+
+    def handle_data(self, data: str) -> None:
+        if self.skip:
+            return
+        if self.pre:
+            lines = data.split("\n")
+            for i, line in enumerate(lines):
+                if i:
+                    if self.pending:  # the newline right after <pre> (or ```) is owed
+                        self.emit_pending()
+                    else:
+                        self.write("\n")
+                    self.at_line_start = True
+                if line:
+                    self.emit(line, raw=True)
+            return
+        if not data:
+            return
+        collapsed = SPACES.sub(" ", data)
+        if collapsed[0] == " ":
+            self.space = True
+        words = collapsed.strip(" ")
+        if words:
+            self.emit(words)
+            self.space = collapsed[-1] == " "
+
+    def result(self) -> str:
+        self.close()
+        lines = [line.rstrip() for line in "".join(self.parts).split("\n")]
+        text = "\n".join(lines)
+        return re.sub(r"\n{3,}", "\n\n", text).strip("\n")
+
+
+def html_to_text(html: str, *, markdown: bool = False, base_url: str = "") -> str:
+    converter = HtmlConverter(markdown=markdown, base_url=base_url)
+    converter.feed(html)
+    return converter.result()
+
+
+def render(fetched: Fetched, fmt: str) -> str:
+    """The body in `fmt` (raises FetchError for binary bodies and invalid JSON)."""
+    if fmt == "base64":
+        return base64.b64encode(fetched.body).decode("ascii")
+    if is_binary(fetched):
+        kind = fetched.mime or "an unknown type"
+        raise FetchError(f"the body is binary ({kind}, {len(fetched.body)} bytes); use "
+                         f"format=base64 to get its bytes")
+    text = decode(fetched)
+    if fmt == "html":
+        return text
+    if fmt == "json":
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            cut = (f" (the body was cut at {MAX_BODY_BYTES} bytes)" if fetched.truncated
+                   else "")
+            raise FetchError(f"the body is not valid JSON{cut}: {exc}") from None
+        return json.dumps(value, indent=2, ensure_ascii=False)
+    if looks_like_html(fetched, text):
+        return html_to_text(text, markdown=fmt == "markdown", base_url=fetched.url)
+    return text
+
+
+def notes(fetched: Fetched) -> list[str]:
+    lines = []
+    if not 200 <= fetched.status < 300:
+        lines.append(f"HTTP {fetched.status} {fetched.reason}".rstrip())
+    if fetched.redirects:
+        lines.append(f"redirected to {fetched.url}")
+    if fetched.truncated:
+        lines.append(f"the body was cut at {MAX_BODY_BYTES} bytes "
+                     f"({MAX_BODY_BYTES // (1024 * 1024)} MiB); the rest was not read")
+    return lines
+
+
+# --- registration ----------------------------------------------------------------------------
+
+DESCRIPTION = (
+    "Fetch a URL (http or https, GET) and return its body. `format`: `text` (default; HTML "
+    "turned into readable text, other text as is), `markdown` (HTML as Markdown), `html` "
+    "(the raw body), `json` (parsed and pretty-printed) or `base64` (the bytes, for binary "
+    f"content). Redirects are followed (at most {MAX_REDIRECTS}); the body is cut at "
+    f"{MAX_BODY_BYTES // (1024 * 1024)} MiB; `timeout` is in seconds (default "
+    f"{DEFAULT_TIMEOUT_S:g}, max {MAX_TIMEOUT_S:g}). HTTP error statuses come back as results "
+    "with the status. Only public addresses can be reached: loopback, private, link-local "
+    "and cloud metadata addresses are refused.")
+
+
+TIMEOUT_HELP = (f"Seconds for the whole fetch, redirects included (default "
+                f"{DEFAULT_TIMEOUT_S:g}, max {MAX_TIMEOUT_S:g})")
+
+
+def error(message: str) -> ToolResult:
+    return ToolResult(content=[text_block(message)], is_error=True)
+
+
+def register(server: Server, env: CodingEnv) -> None:
+    async def fetch(
+        url: Annotated[str, "The http:// or https:// URL to GET"],
+        format: Annotated[Format, "How to return the body: text (default), markdown, html, "
+                                  "json or base64"] = "text",
+        timeout: Annotated[float, TIMEOUT_HELP] = DEFAULT_TIMEOUT_S,  # noqa: ASYNC109
+    ) -> Any:  # not `ToolResult`: that dataclass would be taken for structured output
+        if format not in ("text", "markdown", "html", "json", "base64"):
+            return error(f"unknown format {format!r}: use text, markdown, html, json or "
+                         f"base64")
+        if timeout > MAX_TIMEOUT_S:
+            return error(f"timeout {timeout:g} s is over the maximum of {MAX_TIMEOUT_S:g} s")
+        if timeout <= 0:
+            return error("timeout must be a positive number of seconds")
+        try:
+            fetched = await fetch_url(url, fmt=format, limit_s=timeout,
+                                      allow_private=env.allow_private_fetch)
+            text: str = await anyio.to_thread.run_sync(lambda: render(fetched, format))
+        except FetchError as exc:
+            return error(str(exc))
+        content = [text_block(text)]
+        extra = notes(fetched)
+        if extra:
+            content.append(text_block("(" + "; ".join(extra) + ")"))
+        return ToolResult(content=content, structured_content={
+            "url": fetched.url, "status": fetched.status,
+            "content_type": fetched.content_type, "bytes": len(fetched.body),
+            "truncated": fetched.truncated,
+        })
+
+    server.add_tool(fetch, name="fetch", title="Fetch a URL", description=DESCRIPTION,
+                    output_schema=FETCH_OUTPUT, annotations=ANNOTATIONS)
