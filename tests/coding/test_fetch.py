@@ -355,6 +355,17 @@ async def test_private_targets_refused_without_connecting(
     assert connects == []
 
 
+@pytest.mark.parametrize("host", ["127.1", "2130706433", "0x7f000001", "017700000001"])
+async def test_legacy_numeric_hosts_never_connect(
+        strict: Client, connects: list[Any], host: str) -> None:
+    """Forms like 127.1 that socket calls would read as 127.0.0.1: aiohttp refuses them as
+    URLs, or the resolver maps them to 127.0.0.1 and the policy refuses that."""
+    text, _, is_error = await call(strict, url=f"http://{host}:8080/", timeout=5)
+    assert is_error and ("invalid URL" in text or "loopback" in text
+                         or "could not resolve" in text), text
+    assert connects == []
+
+
 async def test_private_site_refused_then_allowed_with_the_flag(
         strict: Client, client: Client, site: Site, connects: list[Any]) -> None:
     text, _, is_error = await call(strict, url=f"{site.base}/plain")

@@ -302,7 +302,8 @@ async def fetch_url(url: str, *, fmt: str, limit_s: float, allow_private: bool,
                     raise FetchError(f"could not connect to {current.host}:{current.port}: "
                                      f"{exc.os_error.strerror or exc.os_error}") from None
                 except aiohttp.InvalidURL as exc:
-                    raise FetchError(f"invalid URL {exc.url}") from None
+                    why = f": {exc.description}" if exc.description else ""
+                    raise FetchError(f"invalid URL {current}{why}") from None
                 except aiohttp.ClientResponseError as exc:
                     raise FetchError(f"bad HTTP response from {current.host}: "
                                      f"{exc.message}") from None
