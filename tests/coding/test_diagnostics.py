@@ -156,6 +156,21 @@ async def test_pyflakes_fallback(client: Client, ws: Path, tmp_path: Path,
     assert "ruff" in data["tools_missing"] and "pyflakes" not in data["tools_missing"]
 
 
+async def test_long_file_lists_are_split_into_runs(client: Client, ws: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    assert diagnostics.batches(["aaaa", "bb", "cc", "d"]) == [["aaaa", "bb", "cc", "d"]]
+    monkeypatch.setattr(diagnostics, "MAX_ARG_BYTES", 8)
+    assert diagnostics.batches(["aaaa", "bb", "cc", "d"]) == [["aaaa", "bb"], ["cc", "d"]]
+    assert diagnostics.batches(["a" * 20, "b"]) == [["a" * 20], ["b"]]
+    monkeypatch.setattr(diagnostics, "find_tool", lambda name, workspace: None)
+    fake = tmp_path / "fake_pyflakes.py"
+    fake.write_text("import sys\nfor path in sys.argv[1:]:\n    print(f'{path}:1:1: seen')\n")
+    monkeypatch.setattr(diagnostics, "pyflakes_argv", lambda: [sys.executable, str(fake)])
+    make_tree(ws, {f"m{i}.py": CLEAN for i in range(5)})
+    _, data, _ = await call(client)
+    assert [d["path"] for d in data["diagnostics"]] == [f"m{i}.py" for i in range(5)]
+
+
 # --- shell, Rust -----------------------------------------------------------------------------
 
 

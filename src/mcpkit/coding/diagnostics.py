@@ -66,6 +66,8 @@ MAX_WALKED = 200_000
 """Directory entries a workspace-wide walk looks at before it stops."""
 MAX_OUTPUT = 8 * 1024 * 1024
 """Bytes kept per output stream of one tool run (the rest is read and dropped)."""
+MAX_ARG_BYTES = 96 * 1024
+"""File arguments per tool run; more files mean more runs."""
 MAX_COMPILE_BYTES = 10 * 1024 * 1024
 """Python files larger than this are not compiled in-process."""
 MAX_MESSAGE = 500
@@ -245,6 +247,30 @@ async def run_tool(argv: list[str], cwd: Path) -> ToolRun:
     out, err = (strip_ansi(bytes(b)).decode("utf-8", "replace") for b in buffers)
     return ToolRun(None if scope.cancelled_caught else process.returncode, out, err,
                    scope.cancelled_caught, cut)
+
+
+def batches(paths: list[str]) -> list[list[str]]:
+    """File arguments split so that no command line gets near the kernel's limit."""
+    out: list[list[str]] = [[]]
+    size = 0
+    for path in paths:
+        if out[-1] and size + len(path) + 1 > MAX_ARG_BYTES:
+            out.append([])
+            size = 0
+        out[-1].append(path)
+        size += len(path) + 1
+    return out
+
+
+async def run_batched(prefix: list[str], paths: list[str], cwd: Path) -> list[ToolRun]:
+    """`prefix + paths` in as many runs as the command line needs (stopping after a timeout)."""
+    runs: list[ToolRun] = []
+    for batch in batches(paths):
+        run = await run_tool([*prefix, *batch], cwd)
+        runs.append(run)
+        if run.timed_out:
+            break
+    return runs
 
 
 # --- what to check ---------------------------------------------------------------------------
@@ -518,17 +544,19 @@ async def check_python(plan: Plan, report: Report) -> None:
 
     ruff = find_tool("ruff", plan.workspace)
     if ruff is not None:
-        run = await run_tool([ruff, "check", "--output-format", "json", "--no-fix",
-                              "--no-cache", "--force-exclude", "--quiet", "--",
-                              *(plan.rel(f) for f in files)], plan.root)
-        report.ran_tool("ruff", PYTHON, run)
-        try:
-            items = _ruff_decoder.decode(run.stdout) if run.stdout.strip() else []
-            decoded = True
-        except msgspec.DecodeError:
-            items, decoded = [], False
-        if not items and (not decoded or run.code not in (0, 1, None)):
-            report.failed("ruff", run)
+        items: list[_RuffItem] = []
+        for run in await run_batched(
+                [ruff, "check", "--output-format", "json", "--no-fix", "--no-cache",
+                 "--force-exclude", "--quiet", "--"], [plan.rel(f) for f in files], plan.root):
+            report.ran_tool("ruff", PYTHON, run)
+            try:
+                found = _ruff_decoder.decode(run.stdout) if run.stdout.strip() else []
+                decoded = True
+            except msgspec.DecodeError:
+                found, decoded = [], False
+            if not found and (not decoded or run.code not in (0, 1, None)):
+                report.failed("ruff", run)
+            items.extend(found)
         for item in items:
             loc = item.location or _RuffLocation()
             code = item.code or ""
@@ -542,18 +570,20 @@ async def check_python(plan: Plan, report: Report) -> None:
         if pyflakes is None:
             report.missing.append("pyflakes")
         else:
-            run = await run_tool([*pyflakes, *(plan.rel(f) for f in files)], plan.root)
-            report.ran_tool("pyflakes", PYTHON, run)
-            for stream, syntax in ((run.stdout, False), (run.stderr, True)):
-                for line in stream.splitlines():
-                    match = FILE_LINE_COL.match(line)
-                    if match is None or not match["path"].strip():
-                        continue
-                    linted.append((match["path"], int(match["line"]),
-                                   int(match["col"] or 0), "error" if syntax else "warning",
-                                   match["rest"], "pyflakes", syntax))
-            if run.code not in (0, 1, None) and not linted:
-                report.failed("pyflakes", run)
+            for run in await run_batched(pyflakes, [plan.rel(f) for f in files], plan.root):
+                report.ran_tool("pyflakes", PYTHON, run)
+                count = len(linted)
+                for stream, syntax in ((run.stdout, False), (run.stderr, True)):
+                    for line in stream.splitlines():
+                        match = FILE_LINE_COL.match(line)
+                        if match is None or not match["path"].strip():
+                            continue
+                        linted.append((match["path"], int(match["line"]),
+                                       int(match["col"] or 0),
+                                       "error" if syntax else "warning", match["rest"],
+                                       "pyflakes", syntax))
+                if run.code not in (0, 1, None) and len(linted) == count:
+                    report.failed("pyflakes", run)
     for path, row, column, severity, message, source, syntax in linted:
         # compile() already said where the syntax is wrong; keep the linters' other findings.
         if syntax and (report.shown_path(path, plan.root), row) in syntax_lines:
@@ -595,7 +625,11 @@ async def check_jsts(plan: Plan, report: Report) -> None:
         runs = [[tsc, "--noEmit", "--pretty", "false", "-p", plan.rel(config)]
                 for config in configs]
         if loose:
-            runs.append([tsc, "--noEmit", "--pretty", "false", *(plan.rel(f) for f in loose)])
+            chunks = batches([plan.rel(f) for f in loose])
+            if len(chunks) > 1:
+                report.notes.append(f"tsc checked {len(chunks[0])} of the {len(loose)} "
+                                    "TypeScript files outside any tsconfig.json project.")
+            runs.append([tsc, "--noEmit", "--pretty", "false", *chunks[0]])
         for args in runs:
             run = await run_tool(args, plan.root)
             report.ran_tool("tsc", JSTS, run)
@@ -615,15 +649,17 @@ async def check_jsts(plan: Plan, report: Report) -> None:
         report.missing.append("eslint")
         return
     report.installed.add(JSTS)
-    run = await run_tool([eslint, "-f", "json", "--no-color", "--",
-                          *(plan.rel(f) for f in files)], plan.root)
-    report.ran_tool("eslint", JSTS, run)
-    try:
-        results = _eslint_decoder.decode(run.stdout) if run.stdout.strip() else []
-    except msgspec.DecodeError:
-        results = []
-    if run.code not in (0, 1, None) or (run.code == 1 and not results):
-        report.failed("eslint", run)
+    results: list[_EslintFile] = []
+    for run in await run_batched([eslint, "-f", "json", "--no-color", "--"],
+                                 [plan.rel(f) for f in files], plan.root):
+        report.ran_tool("eslint", JSTS, run)
+        try:
+            found = _eslint_decoder.decode(run.stdout) if run.stdout.strip() else []
+        except msgspec.DecodeError:
+            found = []
+        if run.code not in (0, 1, None) or (run.code == 1 and not found):
+            report.failed("eslint", run)
+        results.extend(found)
     for result in results:
         for message in result.messages:
             if message.rule_id is None and message.message.startswith("File ignored"):
@@ -676,17 +712,18 @@ async def check_go(plan: Plan, report: Report) -> None:
         report.missing.append("gofmt")
         return
     report.installed.add(GO)
-    run = await run_tool([gofmt, "-l", "-e", *(plan.rel(f) for f in files)], plan.root)
-    report.ran_tool("gofmt", GO, run)
-    for line in run.stdout.splitlines():
-        if line.strip():
-            report.add(line.strip(), plan.root, 1, 0, "warning",
-                       "not gofmt-formatted (gofmt -w fixes it)", "gofmt")
-    for line in run.stderr.splitlines():
-        match = FILE_LINE_COL.match(line)
-        if match is not None:
-            report.add(match["path"], plan.root, int(match["line"]), int(match["col"] or 0),
-                       "error", match["rest"], "gofmt")
+    for run in await run_batched([gofmt, "-l", "-e"], [plan.rel(f) for f in files],
+                                 plan.root):
+        report.ran_tool("gofmt", GO, run)
+        for line in run.stdout.splitlines():
+            if line.strip():
+                report.add(line.strip(), plan.root, 1, 0, "warning",
+                           "not gofmt-formatted (gofmt -w fixes it)", "gofmt")
+        for line in run.stderr.splitlines():
+            match = FILE_LINE_COL.match(line)
+            if match is not None:
+                report.add(match["path"], plan.root, int(match["line"]),
+                           int(match["col"] or 0), "error", match["rest"], "gofmt")
 
 
 # --- Rust ------------------------------------------------------------------------------------
@@ -764,22 +801,23 @@ async def check_shell(plan: Plan, report: Report) -> None:
     if shellcheck is None:
         report.missing.append("shellcheck")
     elif files:
-        run = await run_tool([shellcheck, "-f", "gcc", "--", *(plan.rel(f) for f in files)],
-                             plan.root)
-        report.ran_tool("shellcheck", SHELL, run)
-        count = 0
-        for line in run.stdout.splitlines():
-            match = FILE_LINE_COL.match(line)
-            if match is None:
-                continue
-            severity, _, message = match["rest"].partition(": ")
-            if severity not in ("error", "warning", "note"):
-                continue
-            count += 1
-            report.add(match["path"], plan.root, int(match["line"]), int(match["col"] or 0),
-                       "info" if severity == "note" else severity, message, "shellcheck")
-        if run.code not in (0, 1, None) or (run.code and not count):
-            report.failed("shellcheck", run)
+        for run in await run_batched([shellcheck, "-f", "gcc", "--"],
+                                     [plan.rel(f) for f in files], plan.root):
+            report.ran_tool("shellcheck", SHELL, run)
+            count = 0
+            for line in run.stdout.splitlines():
+                match = FILE_LINE_COL.match(line)
+                if match is None:
+                    continue
+                severity, _, message = match["rest"].partition(": ")
+                if severity not in ("error", "warning", "note"):
+                    continue
+                count += 1
+                report.add(match["path"], plan.root, int(match["line"]),
+                           int(match["col"] or 0), "info" if severity == "note" else severity,
+                           message, "shellcheck")
+            if run.code not in (0, 1, None) or (run.code and not count):
+                report.failed("shellcheck", run)
 
 
 CHECKERS: dict[str, Callable[[Plan, Report], Awaitable[None]]] = {
