@@ -74,9 +74,14 @@ class Connection:
             with anyio.fail_after(timeout_s):
                 await slot.event.wait()
         except TimeoutError:
+            await self._tell_cancelled(channel, request_id, "timed out")
             raise errors.McpError(
                 errors.INTERNAL_ERROR, f"client did not answer {method} within {timeout_s:g} s"
             ) from None
+        except anyio.get_cancelled_exc_class():
+            if not slot.event.is_set():
+                await self._tell_cancelled(channel, request_id, "the request was cancelled")
+            raise
         finally:
             self._pending.pop(request_id, None)
         response = slot.response
@@ -85,6 +90,19 @@ class Connection:
         if response is None:
             raise errors.McpError(errors.INTERNAL_ERROR, "connection closed")
         return jsonrpc.decode_value(response.result)
+
+    async def _tell_cancelled(self, channel: Channel, request_id: str, reason: str) -> None:
+        """The server gave up on its own request: tell the client (legacy sessions; the
+        client stops the handler answering it). Bounded; best effort."""
+        if self.closed:
+            return
+        message = jsonrpc.encode_notification(
+            "notifications/cancelled", {"requestId": request_id, "reason": reason})
+        with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
+            try:
+                await channel.send(message)
+            except Exception:  # the stream may be gone already
+                pass
 
     def resolve(self, response: jsonrpc.Response | jsonrpc.ErrorResponse) -> bool:
         """Deliver a client's response; False if no request of ours has that id."""
