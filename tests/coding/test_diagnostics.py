@@ -187,6 +187,13 @@ async def test_shell_syntax_error(client: Client, ws: Path) -> None:
     assert "bash -n" in data["tools_run"]
     _, data, _ = await call(client, file_path="scripts/ok.sh")
     assert not [d for d in data["diagnostics"] if d["source"] == "bash -n"]
+    # Files without an extension are known by their shebang.
+    make_tree(ws, {"bin/tool": "#!/usr/bin/env bash\nif x\nfi\n",
+                   "bin/py": "#!/usr/bin/python3\n" + SYNTAX_ERROR})
+    _, data, _ = await call(client, file_path="bin/tool")
+    assert ("bin/tool", 3, 0, "error", "bash -n") in where(data)
+    _, data, _ = await call(client, file_path="bin/py")
+    assert ("bin/py", 3, 7, "error", "python") in where(data)
 
 
 async def test_cargo_check(client: Client, ws: Path) -> None:

@@ -218,10 +218,13 @@ def _kill_group(pgid: int) -> None:
 async def run_tool(argv: list[str], cwd: Path) -> ToolRun:
     """Run one tool in its own process group, bounded in time and kept output."""
     timeout = TOOL_TIMEOUT_S
-    process = await anyio.open_process(
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        cwd=str(cwd), env=tool_env(), start_new_session=True,
-    )
+    # Shielded: a cancellation while the process is being set up would otherwise leave it
+    # (and its children) running, or kill only the leader; the `finally` below kills the group.
+    with anyio.CancelScope(shield=True):
+        process = await anyio.open_process(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=str(cwd), env=tool_env(), start_new_session=True,
+        )
     buffers = (bytearray(), bytearray())
     cut = False
 
