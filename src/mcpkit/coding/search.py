@@ -483,11 +483,14 @@ async def ripgrep(rg: str, query: GrepQuery, workspace: Workspace) -> GrepOutcom
             outcome.add(current)
             current = None
 
-    process = await anyio.open_process(
-        ripgrep_args(rg, query, target_arg), stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(workspace.root),
-        start_new_session=True,
-    )
+    # Shielded: a cancellation landing while the child starts would leak it (the kill
+    # below only runs once we hold the process).
+    with anyio.CancelScope(shield=True):
+        process = await anyio.open_process(
+            ripgrep_args(rg, query, target_arg), stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(workspace.root),
+            start_new_session=True,
+        )
     try:
         assert process.stdout is not None and process.stderr is not None
         stdout, stderr = process.stdout, process.stderr

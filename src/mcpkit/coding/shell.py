@@ -499,9 +499,12 @@ def register(server: Server, env: CodingEnv) -> None:
                    seconds: float) -> ToolResult:
         path = _output_path(scope, f"bash{next(_ids)}")
         try:
-            proc = await anyio.open_process(
-                shell_argv(command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, cwd=cwd, env=scrubbed_env(), start_new_session=True)
+            # Shielded: a cancellation landing while the child starts would leak it.
+            with anyio.CancelScope(shield=True):
+                proc = await anyio.open_process(
+                    shell_argv(command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT, cwd=cwd, env=scrubbed_env(),
+                    start_new_session=True)
         except OSError as exc:
             return _error(f"could not start the command: {exc}")
         started = anyio.current_time()
