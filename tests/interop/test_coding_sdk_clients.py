@@ -444,19 +444,9 @@ async def test_python_sdk_without_token_gets_401(tmp_path: Path) -> None:
         assert not (ws / "sdk").exists()
 
 
-SIGTERM_BUG = (
-    "bug: `mcpkit serve` (HTTP) leaves background jobs running on SIGTERM. uvicorn's "
-    "Server.capture_signals re-raises the captured signal once serve() returns "
-    "(signal.raise_signal); SIGTERM's default action then ends the process before the "
-    "`finally: stop_jobs(env)` in mcpkit/coding/cli.py runs (SIGINT works: it becomes "
-    "KeyboardInterrupt). The jobs run in their own sessions, so they survive."
-)
-
-
 @pytest.mark.parametrize("sig", [
     pytest.param(signal.SIGINT, id="SIGINT"),
-    pytest.param(signal.SIGTERM, id="SIGTERM",
-                 marks=pytest.mark.xfail(strict=True, reason=SIGTERM_BUG)),
+    pytest.param(signal.SIGTERM, id="SIGTERM"),
 ])
 async def test_stopping_the_http_server_stops_its_jobs(tmp_path: Path, sig: int) -> None:
     ws = _workspace(tmp_path)

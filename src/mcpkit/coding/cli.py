@@ -54,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
                   f"http://{args.host}:{args.port}/mcp" + (" (token required)" if token else ""),
                   file=sys.stderr)
             server.run_http(host=args.host, port=args.port, log_level="warning",
-                            wrap=lambda app: CodingHttpApp(app, token=token))
+                            wrap=lambda app: CodingHttpApp(
+                                app, token=token, on_shutdown=lambda: stop_jobs(env)))
     finally:
         stop_jobs(env)
     return 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 from mcpkit.coding.scope import DEFAULT_TASK, current_task, valid_task_id
@@ -18,9 +19,11 @@ Scope = dict[str, Any]
 
 
 class CodingHttpApp:
-    def __init__(self, app: Any, *, token: str | None = None) -> None:
+    def __init__(self, app: Any, *, token: str | None = None,
+                 on_shutdown: Callable[[], None] | None = None) -> None:
         self.app = app
         self.token = token.encode() if token else None
+        self.on_shutdown = on_shutdown
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] not in ("http", "websocket"):
@@ -48,9 +51,13 @@ class CodingHttpApp:
         return False
 
     def shutdown(self) -> None:
+        """Called on SIGINT/SIGTERM before uvicorn stops (uvicorn then re-raises the
+        signal, so a `finally` in the CLI may never run: jobs are stopped here)."""
         shutdown = getattr(self.app, "shutdown", None)
         if shutdown is not None:
             shutdown()
+        if self.on_shutdown is not None:
+            self.on_shutdown()
 
 
 def _task_id(scope: Scope) -> str | None:
