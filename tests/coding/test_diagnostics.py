@@ -5,7 +5,6 @@ findings, the pyflakes fallback, `bash -n`, `cargo check`, a workspace-wide run 
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from collections.abc import AsyncIterator
@@ -14,6 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
+from tests.coding.processes import gone, hanging_tool
 
 from mcpkit.client import Client
 from mcpkit.coding import diagnostics
@@ -290,26 +290,7 @@ async def test_cap_says_how_many_more(client: Client, ws: Path) -> None:
 
 
 def fake_tool(tmp_path: Path) -> Path:
-    """A `ruff` that starts a child, records both pids and hangs."""
-    script = tmp_path / "ruff"
-    script.write_text(
-        "#!/bin/sh\n"
-        f"sleep 30 & echo $! > {tmp_path}/child.pid\n"
-        f"echo $$ > {tmp_path}/tool.pid\n"
-        "wait\n"
-    )
-    script.chmod(0o755)
-    return script
-
-
-def gone(pid_file: Path) -> bool:
-    pid = int(pid_file.read_text())
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    status = Path(f"/proc/{pid}/stat")  # a zombie is dead all the same
-    return status.exists() and status.read_text().split(") ")[-1].startswith("Z")
+    return hanging_tool(tmp_path, "ruff", "tool")
 
 
 async def wait_until_gone(tmp_path: Path) -> None:

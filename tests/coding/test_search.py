@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
+from tests.coding.processes import gone, hanging_tool
 
 from mcpkit.client import Client
 from mcpkit.coding import search
@@ -302,27 +303,7 @@ async def test_search_tools_over_stdio(tree: Path) -> None:
 
 
 def fake_ripgrep(tmp_path: Path) -> Path:
-    """An `rg` that starts a child, records both pids and hangs."""
-    script = tmp_path / "rg"
-    script.write_text(
-        "#!/bin/sh\n"
-        f"sleep 30 & echo $! > {tmp_path}/child.pid\n"
-        f"echo $$ > {tmp_path}/rg.pid\n"
-        "wait\n"
-    )
-    script.chmod(0o755)
-    return script
-
-
-def gone(pid_file: Path) -> bool:
-    pid = int(pid_file.read_text())
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    # A zombie still answers to signal 0; it is dead all the same.
-    status = Path(f"/proc/{pid}/stat")
-    return status.exists() and status.read_text().split(") ")[-1].startswith("Z")
+    return hanging_tool(tmp_path, "rg", "rg")
 
 
 async def wait_until_gone(tmp_path: Path) -> None:
