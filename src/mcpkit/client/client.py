@@ -509,6 +509,8 @@ class Client:
 
     def _timeouts(self, timeout: Any, max_timeout: Any) -> Timeouts:
         base = self.default_timeouts
+        if timeout == "default" and max_timeout == "default":
+            return base  # the common case: no new object per request
         return Timeouts(
             base.timeout if timeout == "default" else timeout,
             base.maximum if max_timeout == "default" else max_timeout,
@@ -524,16 +526,15 @@ class Client:
             async with self._reinit_lock:
                 pass
         generation = self._session_generation
+        limits = limits or self.default_timeouts
         try:
-            return await self.session.request(
-                method, body, timeouts=limits or self.default_timeouts, on_progress=on_progress
-            )
+            return await self.session.request(method, body, timeouts=limits,
+                                              on_progress=on_progress)
         except SessionExpired:
             log.info("%s forgot the session; initializing a new one", self.describe())
             await self._reinitialize(generation)
-            return await self.session.request(
-                method, body, timeouts=limits or self.default_timeouts, on_progress=on_progress
-            )
+            return await self.session.request(method, body, timeouts=limits,
+                                              on_progress=on_progress)
 
     async def _modern_request(
         self, method: str, params: dict[str, Any],
@@ -606,7 +607,7 @@ class Client:
         assert self.protocol_version is not None
         body = dict(params)
         meta = modern_meta(
-            dict(_dict(params.get("_meta"))), self.protocol_version,
+            _dict(params.get("_meta")), self.protocol_version,
             self._capabilities_at(self.protocol_version), self.client_info,
             self.log_level,
         )

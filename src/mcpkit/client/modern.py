@@ -20,11 +20,13 @@ def modern_meta(
     client_info: Mapping[str, Any],
     log_level: str | None,
 ) -> dict[str, Any]:
-    """The request's `_meta`: the caller's keys plus version, capabilities, identity."""
+    """The request's `_meta` (a new dict): the caller's keys plus version, capabilities,
+    identity. `capabilities` and `client_info` are shared, not copied: they are only
+    encoded."""
     meta = dict(base)
     meta[meta_keys.PROTOCOL_VERSION] = version
     meta[meta_keys.CLIENT_CAPABILITIES] = capabilities
-    meta[meta_keys.CLIENT_INFO] = dict(client_info)
+    meta[meta_keys.CLIENT_INFO] = client_info
     if log_level is not None:
         meta[meta_keys.LOG_LEVEL] = log_level
     return meta

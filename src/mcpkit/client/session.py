@@ -168,7 +168,7 @@ class ClientSession:
         cancellation before `initialize`).
         """
         if self._closed is not None:
-            raise self._closed_error()
+            raise self._closed
         request_id = next(self._ids)
         now = anyio.current_time()
         pending = _Pending(method, on_progress=on_progress, last_activity=now, started=now,
@@ -208,7 +208,7 @@ class ClientSession:
         headers: Mapping[str, str] | None = None,
     ) -> None:
         if self._closed is not None:
-            raise self._closed_error()
+            raise self._closed
         data = jsonrpc.encode_notification(method, params if params is not None else {})
         await self.transport.send(Outgoing(data, method, None, headers or {}))
 
@@ -322,10 +322,6 @@ class ClientSession:
             pending.settle(error=self._closed)
         for scope in list(self._inbound.values()):
             scope.cancel()
-
-    def _closed_error(self) -> BaseException:
-        assert self._closed is not None
-        return self._closed
 
     # --- dispatch --------------------------------------------------------------------------
 
