@@ -28,13 +28,10 @@ their own project; with `file_path` only the findings in that file are shown.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import threading
 import warnings
@@ -48,6 +45,7 @@ import msgspec
 
 from mcpkit.coding.env import CodingEnv
 from mcpkit.coding.ignore import Walker, WalkStopped
+from mcpkit.coding.processes import open_in_group, signal_group
 from mcpkit.coding.search import Deadline, in_thread
 from mcpkit.coding.shell import scrubbed_env, strip_ansi
 from mcpkit.coding.workspace import Workspace, WorkspaceError
@@ -210,21 +208,10 @@ def tool_env() -> dict[str, str]:
     return env
 
 
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
 async def run_tool(argv: list[str], cwd: Path) -> ToolRun:
     """Run one tool in its own process group, bounded in time and kept output."""
     timeout = TOOL_TIMEOUT_S
-    # Shielded: a cancellation while the process is being set up would otherwise leave it
-    # (and its children) running, or kill only the leader; the `finally` below kills the group.
-    with anyio.CancelScope(shield=True):
-        process = await anyio.open_process(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            cwd=str(cwd), env=tool_env(), start_new_session=True,
-        )
+    process = await open_in_group(argv, cwd=cwd, env=tool_env())
     buffers = (bytearray(), bytearray())
     cut = False
 
@@ -244,7 +231,7 @@ async def run_tool(argv: list[str], cwd: Path) -> ToolRun:
                 tg.start_soon(drain, process.stderr, buffers[1])
             await process.wait()
     finally:
-        _kill_group(process.pid)  # on timeout/cancel, and whatever the tool left behind
+        signal_group(process.pid)  # on timeout/cancel, and whatever the tool left behind
         with anyio.CancelScope(shield=True):
             await process.wait()
     out, err = (strip_ansi(bytes(b)).decode("utf-8", "replace") for b in buffers)

@@ -16,8 +16,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -38,6 +36,7 @@ from mcpkit.coding.ignore import (
     glob_regex,
     split_literal_prefix,
 )
+from mcpkit.coding.processes import open_in_group, signal_group
 from mcpkit.coding.workspace import Workspace, WorkspaceError
 from mcpkit.server.results import text_block
 from mcpkit.server.server import Server
@@ -483,14 +482,7 @@ async def ripgrep(rg: str, query: GrepQuery, workspace: Workspace) -> GrepOutcom
             outcome.add(current)
             current = None
 
-    # Shielded: a cancellation landing while the child starts would leak it (the kill
-    # below only runs once we hold the process).
-    with anyio.CancelScope(shield=True):
-        process = await anyio.open_process(
-            ripgrep_args(rg, query, target_arg), stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=str(workspace.root),
-            start_new_session=True,
-        )
+    process = await open_in_group(ripgrep_args(rg, query, target_arg), cwd=workspace.root)
     try:
         assert process.stdout is not None and process.stderr is not None
         stdout, stderr = process.stdout, process.stderr
@@ -518,10 +510,7 @@ async def ripgrep(rg: str, query: GrepQuery, workspace: Workspace) -> GrepOutcom
         outcome.timed_out = scope.cancelled_caught
     finally:
         if process.returncode is None:
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            signal_group(process.pid)
             with anyio.CancelScope(shield=True):
                 await process.wait()
     if process.returncode == 2 and not outcome.files and not outcome.timed_out:

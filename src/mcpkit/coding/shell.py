@@ -42,6 +42,7 @@ import anyio
 from anyio.abc import Process
 
 from mcpkit.coding.env import CodingEnv
+from mcpkit.coding.processes import open_in_group, signal_group
 from mcpkit.coding.scope import TaskScope
 from mcpkit.coding.workspace import WorkspaceError
 from mcpkit.server.context import Context
@@ -280,11 +281,6 @@ def _group_alive(pgid: int) -> bool:
     return alive
 
 
-def _signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
 def _wait_group_gone(pgid: int, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while True:
@@ -299,10 +295,10 @@ def terminate_group(pgid: int, grace: float = TERM_GRACE_S) -> None:
     """SIGTERM the group, SIGKILL what is left after `grace` s; every wait bounded."""
     if not _group_alive(pgid):
         return
-    _signal_group(pgid, signal.SIGTERM)
+    signal_group(pgid, signal.SIGTERM)
     if _wait_group_gone(pgid, grace):
         return
-    _signal_group(pgid, signal.SIGKILL)
+    signal_group(pgid, signal.SIGKILL)
     _wait_group_gone(pgid, KILL_WAIT_S)
 
 
@@ -354,7 +350,7 @@ class Job:
         if self.finished.is_set():
             return
         self.killed = True
-        _signal_group(self.pgid, signal.SIGKILL)
+        signal_group(self.pgid, signal.SIGKILL)
         self.finished.wait(1.0)
 
     async def kill(self) -> None:
@@ -499,12 +495,8 @@ def register(server: Server, env: CodingEnv) -> None:
                    seconds: float) -> ToolResult:
         path = _output_path(scope, f"bash{next(_ids)}")
         try:
-            # Shielded: a cancellation landing while the child starts would leak it.
-            with anyio.CancelScope(shield=True):
-                proc = await anyio.open_process(
-                    shell_argv(command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT, cwd=cwd, env=scrubbed_env(),
-                    start_new_session=True)
+            proc = await open_in_group(shell_argv(command), cwd=cwd, env=scrubbed_env(),
+                                       stderr=subprocess.STDOUT)
         except OSError as exc:
             return _error(f"could not start the command: {exc}")
         started = anyio.current_time()
