@@ -148,6 +148,8 @@ import tempfile  # noqa: E402
 import threading  # noqa: E402
 import time  # noqa: E402
 
+from tests.procs import free_port  # noqa: E402
+
 CONFORMANCE_STDIO = [sys.executable, "-m", "mcpkit.testing.conformance_server",
                      "--transport", "stdio"]
 
@@ -270,12 +272,6 @@ def stdio_peer() -> Any:
                 peer.close()
             except subprocess.TimeoutExpired:
                 pass
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class HttpServerProcess:

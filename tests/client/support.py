@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import sys
 import textwrap
 import threading
@@ -17,6 +16,7 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
+from tests.procs import free_port
 
 from mcpkit.protocol.jsonrpc import RequestId
 from mcpkit.transports.client.base import ConnectionClosed, Inbound, Outgoing
@@ -307,13 +307,6 @@ def pid_gone(pid: int) -> bool:
 
 
 # --- uvicorn in a thread -------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager

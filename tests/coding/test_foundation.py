@@ -4,15 +4,14 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
+from tests.procs import free_port, wait_for_port
 
 from mcpkit.client import Client, HttpStatusError
 from mcpkit.coding.http import CodingHttpApp
@@ -161,36 +160,17 @@ async def test_middleware_token_and_task() -> None:
 # --- `mcpkit serve` as a process -----------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _wait_port(port: int, proc: subprocess.Popen[bytes], limit_s: float = 15.0) -> None:
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"mcpkit serve exited with {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError("mcpkit serve did not start")
-
-
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[str, str, subprocess.Popen[bytes]]]:
     """`mcpkit serve` over HTTP with a token (from the environment): (url, root, process)."""
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "MCPKIT_SERVE_TOKEN": "tok-123"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "mcpkit", "serve", "--workspace", str(tmp_path),
          "--port", str(port)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     try:
-        _wait_port(port, proc)
+        wait_for_port(proc, port)
         yield f"http://127.0.0.1:{port}/mcp?task_id=t1", str(tmp_path.resolve()), proc
     finally:
         proc.terminate()

@@ -14,15 +14,9 @@ from typing import Any
 
 import anyio
 import pytest
+from tests.procs import free_port
 
 from mcpkit.testing.conformance_server import build_server
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _wait_listening(proc: subprocess.Popen[bytes], port: int, timeout: float = 20.0) -> None:

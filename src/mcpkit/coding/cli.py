@@ -24,10 +24,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the task scope for stdio (HTTP takes ?task_id= per request)")
     parser.add_argument("--allow-private-fetch", action="store_true",
                         help="let `fetch` reach loopback, private and link-local addresses")
+    parser.add_argument("--client-roots", choices=("ignore", "narrow", "widen"),
+                        default="ignore",
+                        help="what the client's `roots` do to the workspace: ignore them "
+                        "(default), narrow the workspace to those inside it, or widen it "
+                        "with them")
 
 
 def run(args: argparse.Namespace) -> int:
     from mcpkit.coding.env import CodingEnv
+    from mcpkit.coding.roots import RootsPolicy
     from mcpkit.coding.server import build_server
     from mcpkit.coding.workspace import Workspace, WorkspaceError
 
@@ -36,7 +42,8 @@ def run(args: argparse.Namespace) -> int:
     except WorkspaceError as exc:
         print(f"mcpkit serve: {exc}", file=sys.stderr)
         return 2
-    env = CodingEnv(workspace, allow_private_fetch=args.allow_private_fetch)
+    env = CodingEnv(workspace, allow_private_fetch=args.allow_private_fetch,
+                    client_roots=RootsPolicy(args.client_roots))
     server = build_server(env)
     token = args.token or os.environ.get(TOKEN_ENV) or None
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mcpkit import __version__
+from mcpkit.coding import roots
 from mcpkit.coding.env import CodingEnv
 from mcpkit.server.server import Server
 
@@ -39,4 +40,5 @@ def build_server(env: CodingEnv) -> Server:
     )
     for register in tool_families():
         register(server, env)
+    roots.apply(server, env, roots.ClientRoots(env.base_workspace, env.client_roots))
     return server
