@@ -1,0 +1,1 @@
+"""Many MCP servers at once: config files, `ServerManager`, the `mcpkit mcp` command."""
