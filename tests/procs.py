@@ -8,6 +8,11 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
 
 
 def free_port() -> int:
@@ -42,3 +47,20 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signal.SIGKILL)
             proc.wait(timeout=5)
+
+
+async def eventually(check: Callable[[], Any], limit_s: float = 3.0) -> Any:
+    """Wait until `check()` is truthy (state other tasks or processes change); its value."""
+    with anyio.fail_after(limit_s):
+        while not (found := check()):  # noqa: ASYNC110 (polling state set elsewhere)
+            await anyio.sleep(0.01)
+        return found
+
+
+def pid_gone(pid: int) -> bool:
+    """Whether `pid` no longer runs (exited and reaped, or a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")

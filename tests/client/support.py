@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
-from tests.procs import free_port
+from tests.procs import eventually, free_port, pid_gone  # noqa: F401 (re-exported)
 
 from mcpkit.protocol.jsonrpc import RequestId
 from mcpkit.transports.client.base import ConnectionClosed, Inbound, Outgoing
@@ -287,23 +287,6 @@ class RawServer:
             while not (found := check(self.received())):  # noqa: ASYNC110 (a file)
                 await anyio.sleep(0.02)
             return found
-
-
-async def eventually(check: Callable[[], Any], limit_s: float = 3.0) -> Any:
-    """Wait until `check()` is truthy (state other tasks or processes change); its value."""
-    with anyio.fail_after(limit_s):
-        while not (found := check()):  # noqa: ASYNC110 (polling state set elsewhere)
-            await anyio.sleep(0.01)
-        return found
-
-
-def pid_gone(pid: int) -> bool:
-    """Whether `pid` no longer runs (exited and reaped, or a zombie)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
 
 
 # --- uvicorn in a thread -------------------------------------------------------------------

@@ -274,6 +274,19 @@ class Client:
                 await host
         self._tg = None
 
+    @property
+    def closed_reason(self) -> BaseException | None:
+        """Why the connection ended (None while it is open or before it was opened)."""
+        return None if self._session is None else self._session.closed_reason
+
+    async def wait_closed(self) -> BaseException:
+        """Until the connection ends (a stdio server exits, the client closes): the reason."""
+        session = self.session
+        await session.ended.wait()
+        reason = session.closed_reason
+        assert reason is not None
+        return reason
+
     def describe(self) -> str:
         if self._session is not None:
             return self._session.transport.describe()

@@ -129,6 +129,8 @@ class ClientSession:
         self._inbound: dict[RequestId, anyio.CancelScope] = {}
         self._tg: TaskGroup | None = None
         self._closed: BaseException | None = None
+        self.ended = anyio.Event()
+        """Set once the connection is closed (by either side); `closed_reason` says why."""
         self._watchdog_wake = anyio.Event()
         self._watchdog_target = math.inf
         self._watchdog_running = False
@@ -322,6 +324,7 @@ class ClientSession:
             pending.settle(error=self._closed)
         for scope in list(self._inbound.values()):
             scope.cancel()
+        self.ended.set()
 
     # --- dispatch --------------------------------------------------------------------------
 
