@@ -4,7 +4,7 @@ The public API is imported lazily, so `import mcpkit` stays cheap and a stdio se
 loads the HTTP stack:
 
     from mcpkit import Server, Context, content
-    from mcpkit import Client
+    from mcpkit import Client, ServerManager
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "Client": "mcpkit.client.client",
+    "ServerManager": "mcpkit.manager.manager",
     "Server": "mcpkit.server.server",
     "Context": "mcpkit.server.context",
     "ToolResult": "mcpkit.server.tools",
@@ -25,11 +26,12 @@ _EXPORTS = {
     "types": "mcpkit.protocol",
 }
 
-__all__ = ["Client", "Context", "McpError", "ProtocolError", "Server", "ToolResult", "__version__",
-           "content", "types"]
+__all__ = ["Client", "Context", "McpError", "ProtocolError", "Server", "ServerManager",
+           "ToolResult", "__version__", "content", "types"]
 
 if TYPE_CHECKING:
     from mcpkit.client.client import Client
+    from mcpkit.manager.manager import ServerManager
     from mcpkit.protocol import types
     from mcpkit.protocol.errors import McpError, ProtocolError
     from mcpkit.server import content

@@ -118,7 +118,7 @@ def test_target_errors(entry: dict[str, Any], expected: str) -> None:
 
 
 def test_entry_must_be_an_object() -> None:
-    assert error_of(["npx"]).endswith("server 'docs': must be an object, not list")
+    assert error_of(["npx"]).endswith("server 'docs': must be an object, not a list")
 
 
 @pytest.mark.parametrize("name", ["", "a b", "ünï", "a/b", "x" * 65])

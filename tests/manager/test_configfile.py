@@ -207,7 +207,7 @@ def test_unreadable_file_is_a_config_error(tmp_path: Path) -> None:
     ({"command": "x", "args": "-v"}, "server 'a': \"args\" must be a list of strings"),
     ({"command": "x", "enabled": "no"}, "server 'a': \"enabled\" must be true or false"),
     ({"command": "x", "tool_timeout_sec": "60"}, "\"tool_timeout_sec\" must be a number"),
-    ("npx server", "server 'a': must be an object, not str"),
+    ("npx server", "server 'a': must be an object, not a string"),
 ])
 def test_entry_errors_name_file_and_server(tmp_path: Path, entry: object,
                                            expected: str) -> None:

@@ -131,7 +131,7 @@ def from_entry(name: str, entry: object, where: str = "") -> ServerConfig:
     prefix = f"{at}server {name!r}"
     check_name(name, prefix)
     if not isinstance(entry, dict):
-        raise ConfigError(f"{prefix}: must be an object, not {type(entry).__name__}")
+        raise ConfigError(f"{prefix}: must be an object, not {json_type(entry)}")
     unknown = sorted(set(entry) - KNOWN_KEYS)
     if unknown:
         raise ConfigError(f"{prefix}: unknown key(s) {', '.join(unknown)}; known keys: "
