@@ -147,3 +147,11 @@ def test_protocol_import_loads_no_io_library() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True
     )
     assert out.stdout.strip() == "[]", out.stdout
+
+
+@pytest.mark.parametrize(
+    "path", sorted((SRC / "manager").rglob("*.py")), ids=lambda p: str(p.relative_to(SRC))
+)
+def test_manager_sits_on_the_client_not_the_server(path: Path) -> None:
+    for module, _level in imported_modules(path):
+        assert not module.startswith(("mcpkit.server", "mcpkit.coding")), f"{path}: {module}"
