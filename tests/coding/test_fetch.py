@@ -22,6 +22,7 @@ import pytest
 from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from mcpkit import netguard
 from mcpkit.client import Client
 from mcpkit.coding import fetch
 from mcpkit.coding.env import CodingEnv
@@ -398,8 +399,8 @@ async def test_redirect_from_public_to_private_refused(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """`public.test` is the local site, taken for public by letting 127.0.0.1 through the
     policy; its redirects to private places are refused before connecting to them."""
-    real = fetch.address_problem
-    monkeypatch.setattr(fetch, "address_problem",
+    real = netguard.address_problem
+    monkeypatch.setattr(netguard, "address_problem",
                         lambda ip: None if str(ip) == "127.0.0.1" else real(ip))
     fake_dns["public.test"] = ["127.0.0.1"]
     fake_dns["private.test"] = ["10.0.0.7"]
@@ -423,8 +424,8 @@ async def test_rebinding_between_hops_is_caught_at_connect(
     """`flip.test` answers 127.0.0.1 (taken for public here) on the first lookup and
     10.0.0.7 on the next: the redirect back to it is refused when it is resolved again to
     connect, since nothing is cached between checks and connects."""
-    real = fetch.address_problem
-    monkeypatch.setattr(fetch, "address_problem",
+    real = netguard.address_problem
+    monkeypatch.setattr(netguard, "address_problem",
                         lambda ip: None if str(ip) == "127.0.0.1" else real(ip))
     fake_dns["flip.test"] = []
     ANSWER_SEQUENCES["flip.test"] = ["127.0.0.1", "10.0.0.7"]
@@ -452,7 +453,7 @@ async def test_rebinding_between_hops_is_caught_at_connect(
     ("64:ff9b::a00:1", "private"),
 ])
 def test_address_classifier_refuses(address: str, problem: str) -> None:
-    found = fetch.address_problem(ipaddress.ip_address(address))
+    found = netguard.address_problem(ipaddress.ip_address(address))
     assert found is not None and problem in found, (address, found)
 
 
@@ -460,7 +461,7 @@ def test_address_classifier_refuses(address: str, problem: str) -> None:
                                      "2606:4700:4700::1111", "::ffff:8.8.8.8",
                                      "100.128.0.1", "64:ff9b::808:808"])
 def test_address_classifier_allows_public(address: str) -> None:
-    assert fetch.address_problem(ipaddress.ip_address(address)) is None
+    assert netguard.address_problem(ipaddress.ip_address(address)) is None
 
 
 def test_html_to_text_and_markdown() -> None:

@@ -10,10 +10,11 @@ fetch reaches only public addresses. Loopback, private (RFC 1918, ULA), link-loc
 multicast, unspecified, reserved, CGNAT and cloud metadata addresses are refused, and so
 are addresses embedding one of them (IPv4-mapped, 6to4, Teredo, NAT64). The check runs
 where the connection is made: the aiohttp connector resolves host names through
-`GuardedResolver`, which refuses the whole name if any of its addresses is not public, so a
-name that changes its answer between a check and the connect (DNS rebinding) cannot slip
-through. IP-literal hosts (which aiohttp does not resolve) and well-known internal names are
-checked before each request by `check_url`. No proxy from the environment is used.
+`netguard.GuardedResolver` (the policy lives in `mcpkit.netguard`), which refuses the whole
+name if any of its addresses is not public, so a name that changes its answer between a
+check and the connect (DNS rebinding) cannot slip through. IP-literal hosts (which aiohttp
+does not resolve) and well-known internal names are checked before each request by
+`check_url`. No proxy from the environment is used.
 
 Failures are `isError` results with one line for the model; an HTTP error status is not a
 failure: the body comes back with the status in `structuredContent`.
@@ -22,10 +23,8 @@ failure: the body comes back with the status in `structuredContent`.
 from __future__ import annotations
 
 import base64
-import ipaddress
 import json
 import re
-import socket
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Annotated, Any, Literal
@@ -34,10 +33,9 @@ from urllib.parse import urljoin
 import aiohttp
 import anyio
 import anyio.to_thread
-from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
-from mcpkit import __version__
+from mcpkit import __version__, netguard
 from mcpkit.coding.env import CodingEnv
 from mcpkit.server.results import text_block
 from mcpkit.server.server import Server
@@ -80,86 +78,13 @@ class FetchError(Exception):
     """A fetch the tool refuses or cannot complete (the message is meant for the model)."""
 
 
-class BlockedAddress(OSError):
-    """A host that resolves to an address fetch may not reach.
-
-    An `OSError` so that aiohttp's connector wraps it (in `ClientConnectorDNSError`) like
-    any other resolution failure; `fetch_url` unwraps it for the message.
-    """
-
-
-# --- the address policy ----------------------------------------------------------------------
-
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-METADATA_ADDRESSES = frozenset({
-    ipaddress.ip_address("169.254.169.254"),  # AWS, GCP, Azure, OpenStack, …
-    ipaddress.ip_address("169.254.170.2"),  # AWS ECS task metadata
-    ipaddress.ip_address("100.100.100.200"),  # Alibaba Cloud
-    ipaddress.ip_address("fd00:ec2::254"),  # AWS IPv6
-})
-BLOCKED_NAMES = frozenset({"localhost", "metadata.google.internal", "metadata.goog",
-                           "metadata"})
-CGNAT = ipaddress.ip_network("100.64.0.0/10")
-NAT64 = ipaddress.ip_network("64:ff9b::/96")
-
-
-def address_problem(ip: IPAddress) -> str | None:
-    """Why fetch may not reach `ip` (None when it is a public address)."""
-    if ip in METADATA_ADDRESSES:
-        return "a cloud metadata address"
-    if isinstance(ip, ipaddress.IPv6Address):
-        translated = ip.ipv4_mapped
-        if translated is None and ip in NAT64:
-            translated = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-        if translated is not None:  # these reach exactly the IPv4 address inside
-            inner = address_problem(translated)
-            return None if inner is None else f"{inner} (as {ip})"
-        tunnelled = ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
-        if tunnelled is not None:
-            inner = address_problem(tunnelled)
-            if inner is not None:
-                return f"{inner} (tunnelled in {ip})"
-    if ip.is_unspecified:
-        return "an unspecified address"
-    if ip.is_loopback:
-        return "a loopback address"
-    if ip.is_link_local:
-        return "a link-local address"
-    if ip.is_multicast:
-        return "a multicast address"
-    if isinstance(ip, ipaddress.IPv4Address) and ip in CGNAT:
-        return "a shared (CGNAT) address"
-    if ip.is_reserved:
-        return "a reserved address"
-    if ip.is_private:
-        return "a private address"
-    if not ip.is_global:
-        return "not a public address"
-    return None
-
-
-def parse_ip(host: str) -> IPAddress | None:
-    try:
-        return ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return None
+# --- the address policy (mcpkit.netguard) --------------------------------------------------
 
 
 def blocked_message(host: str, address: str, problem: str) -> str:
     where = host if host == address else f"{host} ({address})"
     return (f"refused to fetch from {where}: {problem}; fetch only reaches public addresses "
             f"(the server's --allow-private-fetch lifts this)")
-
-
-def name_problem(host: str) -> str | None:
-    """Why the host name itself is refused (None when only its addresses can tell)."""
-    name = host.rstrip(".").lower()
-    if name in BLOCKED_NAMES or name.endswith(".localhost"):
-        if name == "localhost" or name.endswith(".localhost"):
-            return "a loopback name"
-        return "a cloud metadata name"
-    return None
 
 
 def check_url(url: URL, allow_private: bool) -> None:
@@ -173,42 +98,14 @@ def check_url(url: URL, allow_private: bool) -> None:
         raise FetchError(f"the URL has no host: {url}")
     if allow_private:
         return
-    problem = name_problem(host)
+    problem = netguard.name_problem(host)
     if problem is not None:
         raise FetchError(blocked_message(host, host, problem))
-    ip = parse_ip(host)
+    ip = netguard.parse_ip(host)
     if ip is not None:
-        problem = address_problem(ip)
+        problem = netguard.address_problem(ip)
         if problem is not None:
             raise FetchError(blocked_message(host, str(ip), problem))
-
-
-class GuardedResolver(AbstractResolver):
-    """Resolves through `inner` (aiohttp's default) and refuses a host when any address it
-    resolves to is not public, at the moment the connector is about to connect."""
-
-    def __init__(self, allow_private: bool = False, inner: AbstractResolver | None = None
-                 ) -> None:
-        self.allow_private = allow_private
-        self.inner = inner if inner is not None else aiohttp.DefaultResolver()
-
-    async def resolve(self, host: str, port: int = 0,
-                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
-        if not self.allow_private:
-            problem = name_problem(host)
-            if problem is not None:
-                raise BlockedAddress(blocked_message(host, host, problem))
-        results = await self.inner.resolve(host, port, family)
-        if not self.allow_private:
-            for result in results:
-                ip = parse_ip(result["host"].split("%", 1)[0])
-                problem = "an unparseable address" if ip is None else address_problem(ip)
-                if problem is not None:
-                    raise BlockedAddress(blocked_message(host, result["host"], problem))
-        return results
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 # --- fetching --------------------------------------------------------------------------------
@@ -265,8 +162,8 @@ async def fetch_url(url: str, *, fmt: str, limit_s: float, allow_private: bool,
     except (ValueError, TypeError) as exc:
         raise FetchError(f"invalid URL {url!r}: {exc}") from None
     check_url(current, allow_private)
-    connector = aiohttp.TCPConnector(resolver=GuardedResolver(allow_private),
-                                     use_dns_cache=False, force_close=True)
+    resolver = netguard.GuardedResolver(allow_private, blocked_message)
+    connector = aiohttp.TCPConnector(resolver=resolver, use_dns_cache=False, force_close=True)
     headers = {"User-Agent": USER_AGENT, "Accept": accept_header(fmt)}
     redirects: list[str] = []
     with anyio.move_on_after(limit_s) as scope:
@@ -294,7 +191,7 @@ async def fetch_url(url: str, *, fmt: str, limit_s: float, allow_private: bool,
                             charset=response.charset, body=body, truncated=truncated,
                             redirects=redirects)
                 except aiohttp.ClientConnectorError as exc:
-                    if isinstance(exc.os_error, BlockedAddress):
+                    if isinstance(exc.os_error, netguard.BlockedAddress):
                         raise FetchError(str(exc.os_error)) from None
                     if isinstance(exc, aiohttp.ClientConnectorDNSError):
                         raise FetchError(f"could not resolve {current.host}: "
