@@ -122,6 +122,7 @@ class Client:
         env: Mapping[str, str] | None = None,
         inherit_env: bool = False,
         cwd: str | None = None,
+        resolver: Any = None,
         client_info: Mapping[str, Any] | None = None,
         sampling: SamplingHandler | None = None,
         sampling_tools: bool = False,
@@ -149,7 +150,9 @@ class Client:
         `era`/`version` pin what to speak (a version implies its era); by default the era
         is detected and cached per server. `timeout` is the idle limit of each request
         (restarted by progress unless `reset_timeout_on_progress` is False); `max_timeout`
-        bounds a request regardless. `sampling`, `elicitation` and `roots` answer the
+        bounds a request regardless. `resolver` is an aiohttp resolver for HTTP and
+        WebSocket connections (`mcpkit.netguard.GuardedResolver` refuses private addresses
+        at connect time). `sampling`, `elicitation` and `roots` answer the
         server; the capabilities declared follow from which are given. `tasks=True`
         declares the modern Tasks extension: a tool the server runs as a task is then
         followed to its end by `call_tool` (polling, answering its input requests).
@@ -165,6 +168,7 @@ class Client:
         self._options = ConnectOptions(
             kind=transport, headers=dict(headers or {}), bearer_token=bearer_token,
             env=env, inherit_env=inherit_env, cwd=cwd, connect_timeout=connect_timeout,
+            resolver=resolver,
         )
         self._kind = kind_of(target, self._options)
         self._pinned_era: EraChoice = era

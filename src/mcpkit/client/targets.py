@@ -32,6 +32,8 @@ class ConnectOptions:
     inherit_env: bool = False
     cwd: str | None = None
     connect_timeout: float = 30.0
+    resolver: Any = None
+    """An aiohttp resolver for HTTP and WebSocket connections (None: aiohttp's own)."""
 
 
 def is_url(target: object) -> bool:
@@ -102,6 +104,7 @@ def make_url_transport(url: str, kind: str, options: ConnectOptions) -> ClientTr
         "headers": dict(options.headers),
         "bearer_token": options.bearer_token,
         "connect_timeout": options.connect_timeout,
+        "resolver": options.resolver,
     }
     if kind == "http":
         from mcpkit.transports.client.http import StreamableHttpTransport

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 import aiohttp
+from aiohttp.abc import AbstractResolver
 from multidict import CIMultiDict
 
 from mcpkit.protocol import sse
@@ -39,12 +40,16 @@ def common_headers(
     return out
 
 
-def new_session(connect_timeout: float) -> aiohttp.ClientSession:
+def new_session(connect_timeout: float, resolver: AbstractResolver | None = None
+                ) -> aiohttp.ClientSession:
     """A client session for one transport: no connection limit (each pending Streamable HTTP
     request holds a connection, and waiting for a pooled one must not look like a timeout),
-    a bounded TCP connect, no proxy from the environment."""
+    a bounded TCP connect, no proxy from the environment. A `resolver` (e.g.
+    `netguard.GuardedResolver`) is asked at every connect, so nothing is cached past it."""
+    connector = (aiohttp.TCPConnector(limit=0) if resolver is None else
+                 aiohttp.TCPConnector(limit=0, resolver=resolver, use_dns_cache=False))
     return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=0),
+        connector=connector,
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout),
         trust_env=False,
     )
@@ -54,6 +59,8 @@ def network_error(action: str, url: str, exc: BaseException) -> TransportError:
     cause = str(exc) or type(exc).__name__
     if isinstance(exc, TimeoutError) and not str(exc):
         cause = "timed out"
+    if isinstance(exc, aiohttp.ClientConnectorDNSError) and str(exc.os_error):
+        cause = str(exc.os_error)  # the resolver's own reason (e.g. an SSRF refusal)
     error = TransportError(f"{action} {url} failed: {cause}")
     error.__cause__ = exc
     return error

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import aiohttp
 import anyio
 import msgspec
+from aiohttp.abc import AbstractResolver
 from anyio.abc import TaskGroup, TaskStatus
 from multidict import CIMultiDict
 
@@ -123,6 +124,7 @@ class StreamableHttpTransport:
         headers: Mapping[str, str] | None = None,
         bearer_token: str | None = None,
         connect_timeout: float = 10.0,
+        resolver: AbstractResolver | None = None,
         max_reconnects: int = 5,
         default_retry_s: float = 1.0,
         session: aiohttp.ClientSession | None = None,
@@ -130,6 +132,7 @@ class StreamableHttpTransport:
     ) -> None:
         self.url = url
         self.connect_timeout = connect_timeout
+        self.resolver = resolver
         self.max_reconnects = max_reconnects
         self.default_retry_s = default_retry_s
         self.max_message_bytes = max_message_bytes
@@ -160,7 +163,7 @@ class StreamableHttpTransport:
         self._inbound = inbound
         self._tg = task_group
         if self._http is None:
-            self._http = new_session(self.connect_timeout)
+            self._http = new_session(self.connect_timeout, self.resolver)
 
     async def send(self, message: Outgoing) -> None:
         http, _, tg = self._ready()

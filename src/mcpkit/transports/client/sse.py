@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 import aiohttp
 import anyio
+from aiohttp.abc import AbstractResolver
 from anyio.abc import TaskGroup, TaskStatus
 from yarl import URL
 
@@ -59,11 +60,13 @@ class LegacySseTransport:
         headers: Mapping[str, str] | None = None,
         bearer_token: str | None = None,
         connect_timeout: float = 10.0,
+        resolver: AbstractResolver | None = None,
         endpoint_timeout: float = 10.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
         self.url = url
         self.connect_timeout = connect_timeout
+        self.resolver = resolver
         self.endpoint_timeout = endpoint_timeout
         self.max_message_bytes = max_message_bytes
         self.protocol_version: str | None = None
@@ -82,7 +85,7 @@ class LegacySseTransport:
         Raises HttpStatusError for a refused GET, TransportError for anything else."""
         if self._closed or self._http is not None:
             raise TransportError(f"the transport to {self.url} is already open or closed")
-        self._http = http = new_session(self.connect_timeout)
+        self._http = http = new_session(self.connect_timeout, self.resolver)
         try:
             self._reader = await task_group.start(self._read_task, http, inbound)
         except BaseException:

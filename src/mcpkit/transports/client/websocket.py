@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 import aiohttp
 import anyio
+from aiohttp.abc import AbstractResolver
 from anyio.abc import TaskGroup
 
 from mcpkit.protocol.jsonrpc import RequestId
@@ -45,10 +46,12 @@ class WebSocketTransport:
         headers: Mapping[str, str] | None = None,
         bearer_token: str | None = None,
         connect_timeout: float = 10.0,
+        resolver: AbstractResolver | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
         self.url = url
         self.connect_timeout = connect_timeout
+        self.resolver = resolver
         self.max_message_bytes = max_message_bytes
         self.protocol_version: str | None = None
         self._headers = common_headers(headers, bearer_token)
@@ -63,7 +66,7 @@ class WebSocketTransport:
         Raises HttpStatusError for a refused handshake, TransportError otherwise."""
         if self._closed or self._http is not None:
             raise TransportError(f"the transport to {self.url} is already open or closed")
-        self._http = http = new_session(self.connect_timeout)
+        self._http = http = new_session(self.connect_timeout, self.resolver)
         try:
             self._ws = ws = await self._connect(http)
         except BaseException:
