@@ -93,7 +93,17 @@ async def test_tools_are_listed_with_annotations_and_schemas(tools: Tools) -> No
 # --- view ----------------------------------------------------------------------------------------
 
 
-async def test_view_numbers_lines_and_pages(tools: Tools) -> None:
+@pytest.fixture(params=["inline", "thread"])
+def view_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Small files are viewed on the event loop and rendered in memory; with no size allowed
+    for that, every file takes the worker thread and is streamed: both must behave alike."""
+    mode: str = request.param
+    if mode == "thread":
+        monkeypatch.setattr(files, "INLINE_VIEW_BYTES", 0)
+    return mode
+
+
+async def test_view_numbers_lines_and_pages(tools: Tools, view_path: str) -> None:
     (tools.root / "a.txt").write_text("".join(f"line {i}\n" for i in range(1, 11)))
     text = await tools.ok("view", file_path="a.txt")
     assert text.splitlines()[0] == "     1\tline 1"
@@ -104,9 +114,13 @@ async def test_view_numbers_lines_and_pages(tools: Tools) -> None:
     text = await tools.ok("view", file_path=str(tools.root / "a.txt"), offset=10)
     assert text == "    10\tline 10"
     assert "past the end" in await tools.fails("view", file_path="a.txt", offset=50)
+    assert "(it has 10 lines)" in await tools.fails("view", file_path="a.txt", offset=12)
+    (tools.root / "open.txt").write_text("x\ny")  # no newline at the end
+    assert "(it has 2 lines)" in await tools.fails("view", file_path="open.txt", offset=4)
+    assert await tools.ok("view", file_path="open.txt", offset=2) == "     2\ty"
 
 
-async def test_view_cuts_long_lines_and_caps_bytes(tools: Tools) -> None:
+async def test_view_cuts_long_lines_and_caps_bytes(tools: Tools, view_path: str) -> None:
     (tools.root / "long.txt").write_text("x" * 5000 + "\nshort\n")
     text = await tools.ok("view", file_path="long.txt")
     first = text.splitlines()[0]
@@ -124,7 +138,7 @@ async def test_view_cuts_long_lines_and_caps_bytes(tools: Tools) -> None:
     assert text.startswith(f"{next_offset:>6}\t")
 
 
-async def test_view_empty_directory_missing(tools: Tools) -> None:
+async def test_view_empty_directory_missing(tools: Tools, view_path: str) -> None:
     (tools.root / "empty.txt").write_text("")
     assert "empty" in await tools.ok("view", file_path="empty.txt")
     (tools.root / "pkg" / "sub").mkdir(parents=True)
@@ -137,7 +151,7 @@ async def test_view_empty_directory_missing(tools: Tools) -> None:
     assert "not found" in await tools.fails("view", file_path="nope/x.txt")
 
 
-async def test_view_refuses_binary_and_returns_images(tools: Tools) -> None:
+async def test_view_refuses_binary_and_returns_images(tools: Tools, view_path: str) -> None:
     (tools.root / "blob.bin").write_bytes(b"\x7fELF\x02\x01\x00\x00" + bytes(range(256)))
     assert "binary" in await tools.fails("view", file_path="blob.bin")
     (tools.root / "latin.txt").write_bytes(b"caf\xe9 \xff\xfe\n")
@@ -159,6 +173,30 @@ async def test_view_refuses_binary_and_returns_images(tools: Tools) -> None:
 async def test_view_refuses_a_fifo(tools: Tools) -> None:
     os.mkfifo(tools.root / "pipe")
     assert "not a regular file" in await tools.fails("view", file_path="pipe")
+
+
+async def test_only_small_regular_files_skip_the_worker_thread(
+        tools: Tools, monkeypatch: pytest.MonkeyPatch) -> None:
+    threaded: list[str] = []
+    in_thread = FileTools._view
+
+    def spy(self: FileTools, real: Path, display: str, *rest: Any) -> Any:
+        threaded.append(display)
+        return in_thread(self, real, display, *rest)
+
+    monkeypatch.setattr(FileTools, "_view", spy)
+    (tools.root / "small.py").write_text("x = 1\n" * 100)
+    (tools.root / "big.py").write_text("y = 2\n" * (files.INLINE_VIEW_BYTES // 6 + 1))
+    (tools.root / "dir").mkdir()
+    os.mkfifo(tools.root / "pipe")
+    assert (await tools.ok("view", file_path="small.py")).endswith("   100\tx = 1")
+    assert threaded == []
+    text = await tools.ok("view", file_path="big.py", offset=3, limit=2)
+    assert text.startswith("     3\ty = 2\n     4\ty = 2\n") and "offset=5" in text
+    await tools.ok("view", file_path="dir")
+    await tools.fails("view", file_path="pipe")
+    await tools.fails("view", file_path="missing.py")
+    assert threaded == ["big.py", "dir", "pipe", "missing.py"]
 
 
 def _write_lines(path: Path, line: str, count: int) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import difflib
+import operator
 import os
 import re
 import stat
@@ -27,7 +28,7 @@ import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, BinaryIO
 
 import anyio
 import anyio.to_thread
@@ -43,6 +44,13 @@ from mcpkit.server.tools import ToolResult
 DEFAULT_LIMIT = 2000
 MAX_LINE_CHARS = 2000
 MAX_VIEW_BYTES = 256 * 1024
+INLINE_VIEW_BYTES = 256 * 1024
+"""Regular files up to this size are viewed on the event loop itself, read whole and rendered
+in bulk (`_render_data`, a fraction of a millisecond for usual text). A worker thread would
+add a hand-off there and back (about 0.1-0.3 ms, most of a small view's time) and spare the
+loop nothing but the wait on the disk: the rendering holds the GIL in either thread, and one
+read of a file this small is short. Bigger files, directories and anything that is not a
+regular file go to a worker thread, and big files are streamed (`_render_lines`)."""
 MAX_IMAGE_BYTES = 4 * 1024 * 1024
 MAX_EDIT_BYTES = 64 * 1024 * 1024
 SNIFF_BYTES = 8192
@@ -318,8 +326,39 @@ def _read_line(handle: Any) -> tuple[bytes, int] | None:
     return chunk, total
 
 
-def _render_lines(handle: Any, offset: int, limit: int) -> tuple[list[str], int | None, int]:
-    """Numbered lines from `offset`; (lines, next offset if more, lines skipped)."""
+def _shown_line(raw: bytes, total: int) -> str:
+    """A line as `view` shows it (without its number): `raw` is how `_read_line` read it (at
+    most `_LINE_READ` bytes, the newline included when it fits), `total` its full length."""
+    text = raw.decode("utf-8", errors="replace").rstrip("\n").rstrip("\r")
+    if len(text) > MAX_LINE_CHARS or total > len(raw):
+        text = text[:MAX_LINE_CHARS] + f" … [line cut: {total} bytes]"
+    return text
+
+
+_PREFIX_CACHE_LINES = 20_000
+_prefixes: tuple[str, ...] = ()
+"""`f"{n:>6}\t"` for the line numbers n = 1, 2, … up to the highest a view has shown (at most
+`_PREFIX_CACHE_LINES`: about 1.2 MB): formatting a number costs more than the rest of the
+work on a line. A tuple, replaced whole when it grows, so threads can share it unlocked."""
+
+
+def _numbered(lines: Sequence[str], first: int) -> str:
+    """`lines` numbered from `first` like `cat -n`, joined with newlines."""
+    global _prefixes
+    last = first + len(lines) - 1
+    cached = _prefixes
+    if len(cached) < last <= _PREFIX_CACHE_LINES:
+        grow_to = min(_PREFIX_CACHE_LINES, max(last, 2 * len(cached)))
+        cached = _prefixes = cached + tuple(
+            f"{number:>6}\t" for number in range(len(cached) + 1, grow_to + 1))
+    if last <= len(cached):
+        return "\n".join(map(operator.add, cached[first - 1:last], lines))
+    return "\n".join([f"{number:>6}\t{line}" for number, line in enumerate(lines, first)])
+
+
+def _render_lines(handle: Any, offset: int, limit: int) -> tuple[str, int | None, int]:
+    """Numbered lines from `offset`, streamed from `handle` (any size of file): (the text,
+    the next offset if more lines follow, how many lines were skipped to reach `offset`)."""
     skipped = _skip_lines(handle, offset - 1)
     out: list[str] = []
     used = 0
@@ -327,20 +366,76 @@ def _render_lines(handle: Any, offset: int, limit: int) -> tuple[list[str], int 
     while len(out) < limit:
         got = _read_line(handle)
         if got is None:
-            return out, None, skipped
-        raw, total = got
-        text = raw.decode("utf-8", errors="replace").rstrip("\n").rstrip("\r")
-        if len(text) > MAX_LINE_CHARS or total > len(raw):
-            text = text[:MAX_LINE_CHARS] + f" … [line cut: {total} bytes]"
-        line = f"{number:>6}\t{text}"
+            return "\n".join(out), None, skipped
+        line = f"{number:>6}\t{_shown_line(*got)}"
         size = len(line.encode()) + 1
         if out and used + size > MAX_VIEW_BYTES:
-            return out, number, skipped
+            return "\n".join(out), number, skipped
         out.append(line)
         used += size
         number += 1
     more = handle.read(1)
-    return out, (number if more else None), skipped
+    return "\n".join(out), (number if more else None), skipped
+
+
+def _render_data(data: bytes, offset: int, limit: int) -> tuple[str, int | None, int]:
+    """`_render_lines` for a file held in memory, with the same output: one decode, one split
+    and one numbering pass in C instead of Python work per line (lines short enough never to
+    be cut, the usual case, need nothing else)."""
+    text = data.decode("utf-8", errors="replace")  # = line by line: a newline byte never
+    end = offset - 1 + limit  # belongs to a UTF-8 sequence, valid or not
+    parts = text.split("\n", end)  # the lines up to the window's end, then the rest if any
+    skipped = min(offset - 1, len(parts) - 1)  # = the newlines passed before `offset`
+    if len(parts) > end:  # `limit` whole lines from `offset` on; more when the rest is not empty
+        lines = parts[offset - 1:end]
+        next_offset = offset + limit if parts[end] else None
+    else:  # the file ends in the window (or before): its last piece is a line unless empty
+        if not parts[-1]:
+            parts.pop()
+        lines = parts[offset - 1:]
+        next_offset = None
+    if not lines:
+        return "", None, skipped
+    long_lines = max(map(len, lines)) > MAX_LINE_CHARS  # a line of fewer characters has too
+    if "\r" in text:  # few bytes to be cut (<= 4 each: with the newline <= _LINE_READ)
+        lines = [line.rstrip("\r") for line in lines]
+    if long_lines:
+        lines = _cut_long_lines(data, lines, offset)
+    shown = _numbered(lines, offset)
+    size = len(shown) if shown.isascii() else len(shown.encode())  # isascii(): O(1) on str
+    if size + 1 > MAX_VIEW_BYTES:  # the rare page over the byte cap: cut it line by line
+        shown, next_offset = _cap_bytes(lines, offset, next_offset)
+    return shown, next_offset, skipped
+
+
+def _cut_long_lines(data: bytes, lines: list[str], offset: int) -> list[str]:
+    """`lines` (from line `offset` of `data`) with those of more than `MAX_LINE_CHARS` bytes
+    redone from their bytes exactly as `_render_lines` shows them."""
+    first = offset - 1
+    raws = data.split(b"\n", first + len(lines))[first:first + len(lines)]
+    unterminated = data.count(b"\n") - first  # the index of a last line without a newline
+    out = list(lines)
+    for i, raw in enumerate(raws):
+        if len(raw) > MAX_LINE_CHARS:
+            whole = raw if i == unterminated else raw + b"\n"
+            out[i] = _shown_line(whole[:_LINE_READ], len(whole))
+    return out
+
+
+def _cap_bytes(lines: Sequence[str], first: int, next_offset: int | None
+               ) -> tuple[str, int | None]:
+    """The numbered `lines` that fit in `MAX_VIEW_BYTES` (at least one), as `_render_lines`
+    cuts them, and the next offset (the first line left out, else `next_offset`)."""
+    out: list[str] = []
+    used = 0
+    for number, line in enumerate(lines, first):
+        shown = f"{number:>6}\t{line}"
+        size = len(shown.encode()) + 1
+        if out and used + size > MAX_VIEW_BYTES:
+            return "\n".join(out), number
+        out.append(shown)
+        used += size
+    return "\n".join(out), next_offset
 
 
 def _suggest(real: Path, display: str) -> str:
@@ -378,6 +473,37 @@ def _listing(real: Path, display: str) -> str:
     if len(entries) > len(shown):
         text += f"\n… {len(entries) - len(shown)} more"
     return text
+
+
+def _open_small_file(real: Path) -> BinaryIO | None:
+    """`real` opened for reading when it is a regular file of at most `INLINE_VIEW_BYTES`,
+    else None (missing, a directory, big, a FIFO …: the worker thread deals with it).
+
+    O_NONBLOCK: opening a FIFO (or one swapped in for the file) must not wait for a writer
+    on the event loop; it changes nothing for reading a regular file."""
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode) and st.st_size <= INLINE_VIEW_BYTES:
+            return open(fd, "rb", closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
+    os.close(fd)
+    return None
+
+
+def _past_end(handle: BinaryIO, display: str, offset: int, skipped: int) -> FileToolError:
+    """The refusal of an `offset` past the last line: the file has `skipped` lines, plus one
+    when its last line has no newline."""
+    total = skipped
+    if skipped < offset - 1:
+        handle.seek(-1, os.SEEK_END)
+        total += handle.read(1) != b"\n"
+    return FileToolError(f"offset {offset} is past the end of {display} (it has {total} lines)")
 
 
 # --- patch parsing ---------------------------------------------------------------------------
@@ -766,10 +892,15 @@ class FileTools:
     async def view(self, file_path: str, offset: int, limit: int) -> Any:
         real, display = self.resolve(file_path)
         reads = self.env.scopes.current().reads
+        small = _open_small_file(real)
+        if small is not None:  # on the event loop: see INLINE_VIEW_BYTES
+            with small:
+                return self._view_file(small, real, display, offset, limit, reads)
         return await anyio.to_thread.run_sync(self._view, real, display, offset, limit, reads)
 
     def _view(self, real: Path, display: str, offset: int, limit: int,
               reads: dict[Path, ReadRecord]) -> ToolResult:
+        """A view in a worker thread: a directory, a big file, or what is not a file."""
         if real.is_dir():
             return _text(_listing(real, display))
         if not real.exists():
@@ -778,35 +909,37 @@ class FileTools:
         if not stat.S_ISREG(st.st_mode):
             raise FileToolError(f"{display} is not a regular file")
         with open(real, "rb") as handle:
-            st = os.fstat(handle.fileno())
-            head = handle.read(SNIFF_BYTES)
-            mime = _sniff_image(head)
-            if mime is not None:
-                if st.st_size > MAX_IMAGE_BYTES:
-                    raise FileToolError(f"{display} is a {mime} image of {st.st_size} bytes, "
-                                        f"over the {MAX_IMAGE_BYTES} byte limit")
-                data = head + handle.read()
-                reads[real] = _record(st)
-                return ToolResult(content=[
-                    content.image(data, mime),
-                    {"type": "text", "text": f"{display}: {mime}, {len(data)} bytes"},
-                ])
-            if _looks_binary(head):
-                raise FileToolError(f"{display} is a binary file ({st.st_size} bytes); "
-                                    "not shown")
+            return self._view_file(handle, real, display, offset, limit, reads)
+
+    def _view_file(self, handle: BinaryIO, real: Path, display: str, offset: int, limit: int,
+                   reads: dict[Path, ReadRecord]) -> ToolResult:
+        """The view of the regular file open in `handle` (at its start)."""
+        st = os.fstat(handle.fileno())
+        head = handle.read(SNIFF_BYTES)
+        mime = _sniff_image(head)
+        if mime is not None:
+            if st.st_size > MAX_IMAGE_BYTES:
+                raise FileToolError(f"{display} is a {mime} image of {st.st_size} bytes, "
+                                    f"over the {MAX_IMAGE_BYTES} byte limit")
+            data = head + handle.read()
             reads[real] = _record(st)
-            if st.st_size == 0:
-                return _text(f"{display} is empty")
+            return ToolResult(content=[
+                content.image(data, mime),
+                {"type": "text", "text": f"{display}: {mime}, {len(data)} bytes"},
+            ])
+        if _looks_binary(head):
+            raise FileToolError(f"{display} is a binary file ({st.st_size} bytes); "
+                                "not shown")
+        reads[real] = _record(st)
+        if st.st_size == 0:
+            return _text(f"{display} is empty")
+        if st.st_size <= INLINE_VIEW_BYTES:
+            text, next_offset, skipped = _render_data(head + handle.read(), offset, limit)
+        else:
             handle.seek(0)
-            lines, next_offset, skipped = _render_lines(handle, offset, limit)
-            if not lines:
-                total = skipped
-                if skipped < offset - 1:
-                    handle.seek(-1, os.SEEK_END)
-                    total += handle.read(1) != b"\n"
-                raise FileToolError(f"offset {offset} is past the end of {display} "
-                                    f"(it has {total} lines)")
-        text = "\n".join(lines)
+            text, next_offset, skipped = _render_lines(handle, offset, limit)
+        if not text:
+            raise _past_end(handle, display, offset, skipped)
         if next_offset is not None:
             text += (f"\n… more lines follow; use offset={next_offset} to continue")
         return _text(text)
