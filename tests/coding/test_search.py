@@ -277,6 +277,37 @@ async def test_ls_cap_and_errors(client: Client, monkeypatch: pytest.MonkeyPatch
         assert is_error and "\n" not in text, path
 
 
+async def test_ls_over_the_inline_budget_starts_over_in_a_thread(
+        client: Client, tree: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tree / "inside").symlink_to(tree / "a.py")
+    expected, _, _ = await call(client, "ls", depth=3, ignore=["*.tmp"])
+    threaded: list[int] = []
+    in_thread = search.in_thread
+
+    async def spy(fn: Any, deadline: search.Deadline) -> Any:
+        threaded.append(1)
+        return await in_thread(fn, deadline)
+
+    monkeypatch.setattr(search, "in_thread", spy)
+    text, _, _ = await call(client, "ls", depth=3, ignore=["*.tmp"])
+    assert text == expected and "  inside -> a.py" in text and threaded == []
+    monkeypatch.setattr(search, "LS_INLINE_ENTRIES", 5)
+    text, _, _ = await call(client, "ls", depth=3, ignore=["*.tmp"])
+    assert text == expected and threaded == [1]
+
+
+def test_ls_budget_counts_entries_and_symlinks(tree: Path) -> None:
+    env = CodingEnv(Workspace.at(tree))
+    entries = len(os.listdir(tree))  # 2 of them symlinks (escape, escape.py)
+    links = 2 * search.LS_LINK_COST
+    deadline = search.Deadline(30)
+    listed = search.run_ls(env, tree, [], 1, deadline, max_scanned=entries + links)
+    assert listed == search.run_ls(env, tree, [], 1, deadline)
+    for depth, budget in ((1, entries + links - 1), (2, entries + links)):
+        with pytest.raises(search.ListingTooBig):
+            search.run_ls(env, tree, [], depth, deadline, max_scanned=budget)
+
+
 # --- over a real stdio server ----------------------------------------------------------------
 
 

@@ -13,6 +13,9 @@ Set `MCPKIT_GREP_ENGINE=python` to force the Python search (tests; machines with
 
 from __future__ import annotations
 
+import functools
+import itertools
+import operator
 import os
 import re
 import shutil
@@ -63,6 +66,15 @@ LS_DEFAULT_IGNORES = (
     "build", ".next", ".cache", "target", "*.egg-info", ".eggs", "coverage", ".coverage",
     "htmlcov", "Thumbs.db",
 )
+LS_INLINE_ENTRIES = 1000
+"""`ls` first runs on the event loop, allowed to read this many directory entries: a small
+tree is listed in less time than handing the call to a worker thread and back costs (about
+0.1-0.3 ms, most of a small listing's time), and a thread would spare the loop only the
+directory reads (the rest holds the GIL anyway). A bigger tree stops there and starts over
+in a worker thread; the work thrown away is bounded by this budget."""
+LS_LINK_COST = 20
+"""What a symlink counts against `LS_INLINE_ENTRIES`: it is resolved (a `realpath`, a syscall
+per path component), which costs many times a plain entry."""
 ENGINE_ENV = "MCPKIT_GREP_ENGINE"
 
 READ_ONLY = {
@@ -604,21 +616,53 @@ async def run_grep(env: CodingEnv, query: GrepQuery) -> GrepOutcome:
 # --- ls --------------------------------------------------------------------------------------
 
 
-def run_ls(env: CodingEnv, target: Path, ignore: list[str], depth: int,
-           deadline: Deadline) -> str:
-    workspace = env.workspace
-    names = {p for p in LS_DEFAULT_IGNORES if not any(c in p for c in "*?[")}
-    patterns = [glob_regex(p) for p in LS_DEFAULT_IGNORES if p not in names]
+class ListingTooBig(Exception):
+    """An `ls` on the event loop read more directory entries than it may (`max_scanned`)."""
+
+
+_LS_DEFAULT_NAMES = frozenset(p for p in LS_DEFAULT_IGNORES if not any(c in p for c in "*?["))
+_first = operator.itemgetter(0)  # a sort key: the first item of a tuple
+
+
+@functools.lru_cache(maxsize=64)
+def ls_ignore_regex(ignore: tuple[str, ...]) -> re.Pattern[str]:
+    """One regex for the default ignore globs and the `ignore` ones (matched against an
+    entry's name and its path below the listed directory): one match per entry, not one per
+    glob."""
+    globs = [p for p in LS_DEFAULT_IGNORES if p not in _LS_DEFAULT_NAMES]
     for pattern in ignore:
         pattern = pattern.strip().rstrip("/")
         if pattern:
-            patterns.append(glob_regex(pattern.lstrip("/")))
+            globs.append(pattern.lstrip("/"))
+    return re.compile("|".join(f"(?:{glob_regex(g).pattern})" for g in globs))
+
+
+def run_ls(env: CodingEnv, target: Path, ignore: list[str], depth: int, deadline: Deadline,
+           max_scanned: int | None = None) -> str:
+    """The tree under `target`; past `max_scanned` directory entries read (a symlink counts
+    `LS_LINK_COST`: it is resolved) it raises `ListingTooBig`."""
+    workspace = env.workspace
+    names = _LS_DEFAULT_NAMES
+    match = ls_ignore_regex(tuple(ignore)).match
     lines = [(workspace.display(target).rstrip("/") or ".") + "/"]
     count = 0
     stopped = False
+    budget = max_scanned
 
-    def skipped(name: str, rel: str) -> bool:
-        return name in names or any(p.match(name) or p.match(rel) for p in patterns)
+    def charge(units: int) -> None:
+        nonlocal budget
+        if budget is not None:
+            budget -= units
+            if budget < 0:
+                raise ListingTooBig
+
+    def read(directory: str) -> list[os.DirEntry[str]]:
+        with os.scandir(directory) as it:
+            if budget is None:
+                return list(it)
+            entries = list(itertools.islice(it, budget + 1))  # never more than allowed
+        charge(len(entries))
+        return entries
 
     def walk(directory: str, rel_prefix: str, level: int) -> None:
         nonlocal count, stopped
@@ -626,49 +670,49 @@ def run_ls(env: CodingEnv, target: Path, ignore: list[str], depth: int,
             stopped = True
             return
         try:
-            with os.scandir(directory) as it:
-                entries = list(it)
+            entries = read(directory)
         except OSError as exc:
             lines.append("  " * level + f"({exc.strerror or 'unreadable'})")
             return
-        dirs: list[tuple[str, os.DirEntry[str]]] = []
-        files: list[tuple[str, str]] = []
+        dirs: list[tuple[str, str, str]] = []  # (sort key, name, path)
+        files: list[tuple[str, str]] = []  # (sort key, line)
         for e in entries:
-            rel = rel_prefix + e.name
-            if skipped(e.name, rel):
+            name = e.name
+            if name in names or match(name) or (rel_prefix and match(rel_prefix + name)):
                 continue
             try:
                 if e.is_symlink():
+                    charge(LS_LINK_COST)
                     real = Path(os.path.realpath(e.path))
                     if not workspace.contains(real):
                         continue  # never shown or followed out of the workspace
                     suffix = "/" if real.is_dir() else ""
-                    files.append((e.name, f"{e.name}{suffix} -> {workspace.display(real)}"))
+                    files.append((name.lower(),
+                                  f"{name}{suffix} -> {workspace.display(real)}"))
                 elif e.is_dir(follow_symlinks=False):
-                    dirs.append((e.name, e))
+                    dirs.append((name.lower(), name, e.path))
                 else:
-                    files.append((e.name, e.name))
+                    files.append((name.lower(), name))
             except OSError:
                 continue
-        dirs.sort(key=lambda d: d[0].lower())
-        files.sort(key=lambda f: f[0].lower())
+        dirs.sort(key=_first)  # by the key alone: stable, like sorting on name.lower()
+        files.sort(key=_first)
         indent = "  " * level
-        for name, e in dirs:
+        for _, name, path in dirs:
             if count >= LS_MAX_ENTRIES:
                 stopped = True
                 return
             lines.append(f"{indent}{name}/")
             count += 1
             if level < depth:
-                walk(e.path, f"{rel_prefix}{name}/", level + 1)
+                walk(path, f"{rel_prefix}{name}/", level + 1)
                 if stopped:
                     return
-        for _, shown in files:
-            if count >= LS_MAX_ENTRIES:
-                stopped = True
-                return
-            lines.append(f"{indent}{shown}")
-            count += 1
+        room = LS_MAX_ENTRIES - count
+        lines.extend([indent + shown for _, shown in files[:room]])
+        count += min(room, len(files))
+        if len(files) > room:
+            stopped = True
 
     walk(str(target), "", 1)
     if stopped:
@@ -776,8 +820,12 @@ def register(server: Server, env: CodingEnv) -> None:
                 raise SearchError(f"{path} is a file, not a directory (use view to read it)")
             deadline = Deadline(WALK_TIMEOUT_S)
             levels = clamp(depth, LS_DEPTH, 1, LS_MAX_DEPTH)
-            text: str = await in_thread(
-                lambda: run_ls(env, target, list(ignore or ()), levels, deadline), deadline)
+            ignores = list(ignore or ())
+            try:  # on the event loop first: see LS_INLINE_ENTRIES
+                text = run_ls(env, target, ignores, levels, deadline, LS_INLINE_ENTRIES)
+            except ListingTooBig:
+                text = await in_thread(
+                    lambda: run_ls(env, target, ignores, levels, deadline), deadline)
         except (WorkspaceError, SearchError) as exc:
             return error(str(exc))
         except OSError as exc:
