@@ -382,11 +382,13 @@ def _render_data(data: bytes, offset: int, limit: int) -> tuple[str, int | None,
     """`_render_lines` for a file held in memory, with the same output: one decode, one split
     and one numbering pass in C instead of Python work per line (lines short enough never to
     be cut, the usual case, need nothing else)."""
-    text = data.decode("utf-8", errors="replace")  # = line by line: a newline byte never
-    end = offset - 1 + limit  # belongs to a UTF-8 sequence, valid or not
+    # Decoding the whole text equals decoding line by line: a newline byte is never part of
+    # a UTF-8 sequence, valid or not, so "replace" never swallows one.
+    text = data.decode("utf-8", errors="replace")
+    end = offset - 1 + limit
     parts = text.split("\n", end)  # the lines up to the window's end, then the rest if any
-    skipped = min(offset - 1, len(parts) - 1)  # = the newlines passed before `offset`
-    if len(parts) > end:  # `limit` whole lines from `offset` on; more when the rest is not empty
+    skipped = min(offset - 1, len(parts) - 1)  # the newlines passed before `offset`
+    if len(parts) > end:  # `limit` whole lines from `offset`; more when the rest is not empty
         lines = parts[offset - 1:end]
         next_offset = offset + limit if parts[end] else None
     else:  # the file ends in the window (or before): its last piece is a line unless empty
@@ -396,8 +398,10 @@ def _render_data(data: bytes, offset: int, limit: int) -> tuple[str, int | None,
         next_offset = None
     if not lines:
         return "", None, skipped
-    long_lines = max(map(len, lines)) > MAX_LINE_CHARS  # a line of fewer characters has too
-    if "\r" in text:  # few bytes to be cut (<= 4 each: with the newline <= _LINE_READ)
+    # Only a line of more than MAX_LINE_CHARS characters can be cut: a shorter one came from
+    # at most 4 bytes a character, under _LINE_READ with its newline. (Counted with its CRs.)
+    long_lines = max(map(len, lines)) > MAX_LINE_CHARS
+    if "\r" in text:
         lines = [line.rstrip("\r") for line in lines]
     if long_lines:
         lines = _cut_long_lines(data, lines, offset)
