@@ -3,6 +3,7 @@
     mcpkit serve [--workspace DIR] [--transport http|stdio] [--port 65510] [--token T]
                                                                   the coding tools server
     mcpkit example [--transport http|stdio] [--host H] [--port N]   run the example server
+    mcpkit hub user|token …                                       the hub's admin commands
     mcpkit version
 """
 
@@ -36,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     example = sub.add_parser("example", help="run the example notes server")
     add_transport_arguments(example)
     example.set_defaults(run=_example)
+    from mcpkit.hub.cli import add_parser as add_hub_parser
+
+    add_hub_parser(sub)
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(run=lambda _args: print(__version__) or 0)
     return parser

@@ -1,0 +1,13 @@
+"""`mcpkit hub`: users register their MCP servers ("upstreams") and reach them all through one
+authenticated endpoint. Needs the `hub` extra (`pip install 'mcpkit[hub]'`); importing this
+package alone loads nothing of it.
+
+    crypto.py      SecretBox (Fernet credentials at rest, key rotation), API token secrets and
+                   hashes, the generated key file
+    db/            the database: models.py (schema), engine.py (SQLite/PostgreSQL engines,
+                   default URL), migrate.py + migrations/ (alembic, run from Python)
+    store/         the registry: users, tokens, upstreams (owner-scoped), catalogs, audit log;
+                   typed records in and out, StoreError subclasses for every failure
+    cli.py         mcpkit hub user … / token … (admin commands); `add_parser` hooks `hub` into
+                   the mcpkit command, `HUB_COMMANDS` lists its subcommands
+"""

@@ -1,0 +1,238 @@
+"""`mcpkit hub …`: the hub's commands (admin ones here; `serve` joins them).
+
+    mcpkit hub user add NAME [--admin]
+    mcpkit hub user list
+    mcpkit hub user disable NAME [--enable]
+    mcpkit hub token create USER [--name N] [--expires-days D]   prints the token, once
+    mcpkit hub token list USER
+    mcpkit hub token revoke TOKEN_ID
+
+Every command takes `--database-url URL` (default: $MCPKIT_HUB_DATABASE_URL, else the SQLite
+file hub.db in $MCPKIT_HUB_DATA or ~/.local/share/mcpkit/hub) and migrates the database to the
+current schema first. A failure is one line on stderr and exit status 2.
+
+Adding a subcommand is one function `add_x_command(commands)` that makes its parser and sets
+`run=` (a function of the parsed arguments returning the exit status), appended to
+`HUB_COMMANDS`. Nothing of the hub's dependencies is imported until a command runs, so the
+mcpkit command works without the `hub` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, TypeAlias
+
+if TYPE_CHECKING:
+    from mcpkit.hub.store import Store, TokenRecord
+
+    Subcommands: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
+# registers a subcommand on `hub`'s subparsers
+HubCommand: TypeAlias = "Callable[[Subcommands], None]"
+EXIT_ERROR = 2
+
+
+def add_parser(sub: Subcommands) -> argparse.ArgumentParser:
+    """Add `hub` and its subcommands to the mcpkit command's subparsers."""
+    hub = sub.add_parser("hub", help="the MCP hub: users, API tokens, upstream registry")
+    commands = hub.add_subparsers(dest="hub_command", required=True, metavar="COMMAND")
+    for register in HUB_COMMANDS:
+        register(commands)
+    return hub
+
+
+def add_database_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--database-url",
+        default=None,
+        metavar="URL",
+        help="sqlite+aiosqlite:///PATH or postgresql+asyncpg://… (default: "
+        "$MCPKIT_HUB_DATABASE_URL, else hub.db in $MCPKIT_HUB_DATA or ~/.local/share/mcpkit/hub)",
+    )
+
+
+def fail(message: str) -> int:
+    print(f"mcpkit hub: error: {message}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def with_store(body: Callable[[Store, argparse.Namespace], Awaitable[int]]) -> Callable[
+    [argparse.Namespace], int
+]:
+    """A command's `run`: opens (and migrates) the store, runs `body`, turns errors into one
+    line and exit status 2."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            import anyio
+
+            from mcpkit.hub.crypto import CredentialError
+            from mcpkit.hub.store import Store, StoreError
+        except ImportError as error:
+            return fail(f"the hub needs its extra: pip install 'mcpkit[hub]' ({error})")
+
+        async def main() -> int:
+            async with await Store.open(args.database_url) as store:
+                return await body(store, args)
+
+        try:
+            return anyio.run(main)
+        except (StoreError, CredentialError) as error:
+            return fail(str(error))
+        except Exception as error:  # e.g. a malformed URL, an unreachable database
+            return fail(f"{type(error).__name__}: {error}")
+
+    return run
+
+
+# --- users ----------------------------------------------------------------------------------
+
+
+def add_user_commands(commands: Subcommands) -> None:
+    user = commands.add_parser("user", help="manage users")
+    actions = user.add_subparsers(dest="user_command", required=True, metavar="ACTION")
+    add = actions.add_parser("add", help="add a user")
+    add.add_argument("name", help="a slug: lowercase letters, digits, '_' and '-'")
+    add.add_argument("--admin", action="store_true", help="may manage users over the API")
+    add.set_defaults(run=with_store(_user_add))
+    listing = actions.add_parser("list", help="list the users")
+    listing.set_defaults(run=with_store(_user_list))
+    disable = actions.add_parser("disable", help="disable a user (their tokens stop working)")
+    disable.add_argument("name")
+    disable.add_argument("--enable", action="store_true", help="enable the user again")
+    disable.set_defaults(run=with_store(_user_disable))
+    for parser in (add, listing, disable):
+        add_database_argument(parser)
+
+
+async def _user_add(store: Store, args: argparse.Namespace) -> int:
+    user = await store.users.create(args.name, is_admin=args.admin)
+    print(f"user {user.name} (id {user.id}{', admin' if user.is_admin else ''}) added")
+    return 0
+
+
+async def _user_list(store: Store, args: argparse.Namespace) -> int:
+    rows: list[tuple[str, ...]] = [("ID", "NAME", "ADMIN", "DISABLED", "CREATED")]
+    cursor: str | None = None
+    while True:
+        page = await store.users.list(limit=500, cursor=cursor)
+        rows += [
+            (str(u.id), u.name, _yes(u.is_admin), _yes(u.disabled), _time(u.created_at))
+            for u in page.items
+        ]
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    _print_table(rows)
+    return 0
+
+
+async def _user_disable(store: Store, args: argparse.Namespace) -> int:
+    user = await store.users.get_by_name(args.name)
+    user = await store.users.set_disabled(user.id, not args.enable)
+    print(f"user {user.name} {'disabled' if user.disabled else 'enabled'}")
+    return 0
+
+
+# --- tokens ---------------------------------------------------------------------------------
+
+
+def add_token_commands(commands: Subcommands) -> None:
+    token = commands.add_parser("token", help="manage API tokens")
+    actions = token.add_subparsers(dest="token_command", required=True, metavar="ACTION")
+    create = actions.add_parser("create", help="create a token for a user; printed once")
+    create.add_argument("user", help="the user's name")
+    create.add_argument("--name", default="default", help="what the token is for")
+    create.add_argument(
+        "--expires-days", type=_positive_days, default=None, metavar="D",
+        help="the token stops working after D days (default: never)",
+    )
+    create.set_defaults(run=with_store(_token_create))
+    listing = actions.add_parser("list", help="list a user's tokens (never their secrets)")
+    listing.add_argument("user")
+    listing.set_defaults(run=with_store(_token_list))
+    revoke = actions.add_parser("revoke", help="revoke a token by its id")
+    revoke.add_argument("token_id", type=int, metavar="TOKEN_ID")
+    revoke.set_defaults(run=with_store(_token_revoke))
+    for parser in (create, listing, revoke):
+        add_database_argument(parser)
+
+
+async def _token_create(store: Store, args: argparse.Namespace) -> int:
+    from mcpkit.hub.db.models import utcnow
+
+    user = await store.users.get_by_name(args.user)
+    expires = None if args.expires_days is None else utcnow() + timedelta(days=args.expires_days)
+    new = await store.tokens.create(user.id, name=args.name, expires_at=expires)
+    until = f", expires {_time(expires)}" if expires else ""
+    print(
+        f"token {new.record.id} ({new.record.name}) for {user.name}{until}; "
+        "it is shown only now:",
+        file=sys.stderr,
+    )
+    print(new.secret)
+    return 0
+
+
+async def _token_list(store: Store, args: argparse.Namespace) -> int:
+    from mcpkit.hub.db.models import utcnow
+
+    user = await store.users.get_by_name(args.user)
+    now = utcnow()
+    rows: list[tuple[str, ...]] = [
+        ("ID", "NAME", "PREFIX", "STATUS", "CREATED", "LAST USED", "EXPIRES")
+    ]
+    rows += [
+        (str(t.id), t.name, t.prefix + "…", _status(t, now), _time(t.created_at),
+         _time(t.last_used_at), _time(t.expires_at))
+        for t in await store.tokens.list(user.id)
+    ]
+    _print_table(rows)
+    return 0
+
+
+async def _token_revoke(store: Store, args: argparse.Namespace) -> int:
+    token = await store.tokens.revoke(args.token_id)
+    print(f"token {token.id} ({token.name}) revoked")
+    return 0
+
+
+HUB_COMMANDS: list[HubCommand] = [add_user_commands, add_token_commands]
+
+
+# --- output ---------------------------------------------------------------------------------
+
+
+def _positive_days(text: str) -> int:
+    try:
+        days = int(text)
+    except ValueError:
+        days = 0
+    if days <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of days above 0")
+    return days
+
+
+def _status(token: TokenRecord, now: datetime) -> str:
+    if token.revoked_at is not None:
+        return "revoked"
+    if token.expires_at is not None and token.expires_at <= now:
+        return "expired"
+    return "active"
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def _time(moment: datetime | None) -> str:
+    return "-" if moment is None else moment.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _print_table(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        print("  ".join(cells).rstrip())

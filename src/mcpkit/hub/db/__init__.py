@@ -1,0 +1,7 @@
+"""The hub's database: models, engines and migrations.
+
+    models.py      the SQLAlchemy models (users, tokens, upstreams, catalogs, audit)
+    engine.py      make_engine / session_factory, SQLite and PostgreSQL settings, default URL
+    migrate.py     upgrade(engine) / migrate(url): alembic, run from Python
+    migrations/    the alembic environment and its revisions
+"""

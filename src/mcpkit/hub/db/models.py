@@ -1,0 +1,226 @@
+"""The hub's registry schema: SQLAlchemy 2.0 typed declarative models.
+
+Tables (every foreign key to a user or an upstream cascades on delete):
+
+    users                 who may call the hub (`name` is a unique slug)
+    api_tokens            a user's bearer tokens, stored as the sha256 of the secret
+    upstreams             a user's registered MCP servers; `name` is unique per user
+    upstream_tools        the stored catalog of an upstream, one row per wire object,
+    upstream_prompts        in the order the upstream listed them (`position`)
+    upstream_resources
+    upstream_resource_templates
+    audit_events          one row per tool call: who, where, how long, outcome (never arguments)
+
+Portability: JSON columns are the generic `JSON` type (`json` on PostgreSQL, text on SQLite);
+enumerations are short strings with named CHECK constraints (no PostgreSQL ENUM types to
+migrate); timestamps are `UTCDateTime`, timezone-aware UTC on both databases.
+
+Ids: users, tokens and audit rows use integer keys (internal, or admin-facing where a short
+number is handy: `mcpkit hub token revoke 3`). An upstream's id is a random uuid4 string: it is
+an opaque REST id, reveals neither how many upstreams exist nor when one was made, cannot be
+guessed from a neighbour's, and is known before the row is written.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+TRANSPORTS = ("http", "sse", "ws", "stdio")
+HEALTH_STATUSES = ("unknown", "healthy", "unhealthy")
+AUDIT_OUTCOMES = ("ok", "tool_error", "error", "denied", "timeout")
+
+NAME_LENGTH = 63  # `^[a-z0-9][a-z0-9_-]{0,62}$`
+UPSTREAM_ID_LENGTH = 36  # str(uuid4())
+
+# Deterministic constraint names, so migrations can refer to them on every database.
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    """The current time, timezone-aware UTC (the only kind of time the hub stores)."""
+    return datetime.now(UTC)
+
+
+def new_upstream_id() -> str:
+    return str(uuid.uuid4())
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC timestamp on every database.
+
+    PostgreSQL stores `timestamp with time zone`; SQLite has no time zone, so values are written
+    as UTC and read back with `tzinfo=UTC`. A naive datetime is refused rather than guessed at.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime: the hub stores timezone-aware UTC times only")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+def _one_of(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {datetime: UTCDateTime()}  # noqa: RUF012 (SQLAlchemy's hook)
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH), unique=True)
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    disabled: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ApiToken(Base):
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 hex of the secret
+    prefix: Mapped[str] = mapped_column(String(16))  # the first characters, for display
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_used_at: Mapped[datetime | None]
+    expires_at: Mapped[datetime | None]
+    revoked_at: Mapped[datetime | None]
+
+
+class Upstream(Base):
+    __tablename__ = "upstreams"
+    __table_args__ = (
+        UniqueConstraint("user_id", "name"),
+        CheckConstraint(_one_of("transport", TRANSPORTS), name="transport"),
+        CheckConstraint(_one_of("health_status", HEALTH_STATUSES), name="health_status"),
+    )
+
+    id: Mapped[str] = mapped_column(
+        String(UPSTREAM_ID_LENGTH), primary_key=True, default=new_upstream_id
+    )
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    transport: Mapped[str] = mapped_column(String(8))
+    url: Mapped[str | None] = mapped_column(Text)
+    # argv of a stdio upstream (a list of strings); only when the operator enables stdio
+    command: Mapped[list[str] | None] = mapped_column(JSON(none_as_null=True))
+    # Fernet tokens (see mcpkit.hub.crypto): a JSON object of header values, a bearer string
+    headers_encrypted: Mapped[str | None] = mapped_column(Text)
+    bearer_encrypted: Mapped[str | None] = mapped_column(Text)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    enabled_tools: Mapped[list[str] | None] = mapped_column(JSON(none_as_null=True))  # None: all
+    disabled_tools: Mapped[list[str]] = mapped_column(JSON, default=list)
+    connect_timeout_s: Mapped[float] = mapped_column(Float)
+    call_timeout_s: Mapped[float] = mapped_column(Float)
+    health_status: Mapped[str] = mapped_column(String(16), default="unknown")
+    last_error: Mapped[str | None] = mapped_column(Text)
+    last_checked_at: Mapped[datetime | None]
+    tool_count: Mapped[int] = mapped_column(Integer, default=0)
+    catalog_updated_at: Mapped[datetime | None]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # bumped by every change of the user's configuration (not by health or catalog updates)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+
+
+class _CatalogEntry:
+    """Columns shared by the catalog tables: one wire object of an upstream's list."""
+
+    upstream_id: Mapped[str] = mapped_column(
+        ForeignKey("upstreams.id", ondelete="CASCADE"), primary_key=True
+    )
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    definition: Mapped[dict[str, Any]] = mapped_column(JSON)  # the object as the upstream sent it
+
+
+class UpstreamTool(_CatalogEntry, Base):
+    __tablename__ = "upstream_tools"
+    __table_args__ = (Index("ix_upstream_tools_upstream_id_name", "upstream_id", "name"),)
+
+    name: Mapped[str] = mapped_column(Text)
+
+
+class UpstreamPrompt(_CatalogEntry, Base):
+    __tablename__ = "upstream_prompts"
+
+    name: Mapped[str] = mapped_column(Text)
+
+
+class UpstreamResource(_CatalogEntry, Base):
+    __tablename__ = "upstream_resources"
+
+    uri: Mapped[str] = mapped_column(Text)
+
+
+class UpstreamResourceTemplate(_CatalogEntry, Base):
+    __tablename__ = "upstream_resource_templates"
+
+    uri_template: Mapped[str] = mapped_column(Text)
+
+
+class AuditEvent(Base):
+    """One tool call through the hub. Deliberately has no column for arguments or results.
+
+    Not foreign keys: the audit trail outlives the users and upstreams it mentions.
+    """
+
+    __tablename__ = "audit_events"
+    __table_args__ = (
+        Index("ix_audit_events_user_id_at", "user_id", "at"),
+        CheckConstraint(_one_of("outcome", AUDIT_OUTCOMES), name="outcome"),
+    )
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+    user_id: Mapped[int] = mapped_column(Integer)
+    upstream_id: Mapped[str | None] = mapped_column(String(UPSTREAM_ID_LENGTH))
+    upstream_name: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    tool: Mapped[str] = mapped_column(Text)
+    duration_ms: Mapped[float] = mapped_column(Float)
+    outcome: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text)

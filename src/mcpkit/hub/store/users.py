@@ -1,0 +1,87 @@
+"""Users: who may call the hub. Names are unique slugs; admins manage other users."""
+
+from __future__ import annotations
+
+from sqlalchemy import exc, select, update
+
+from mcpkit.hub.db.models import User, utcnow
+from mcpkit.hub.store import validation as check
+from mcpkit.hub.store._db import Database, is_unique_violation
+from mcpkit.hub.store._paging import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, encode_cursor
+from mcpkit.hub.store.errors import Conflict, NotFound
+from mcpkit.hub.store.records import Page, UserRecord
+
+
+def user_record(row: User) -> UserRecord:
+    return UserRecord(
+        id=row.id,
+        name=row.name,
+        is_admin=row.is_admin,
+        disabled=row.disabled,
+        created_at=row.created_at,
+    )
+
+
+class Users:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def create(self, name: str, *, is_admin: bool = False) -> UserRecord:
+        """A new user; `Conflict("name")` if the name is taken."""
+        row = User(
+            name=check.name(name), is_admin=check.flag(is_admin, "is_admin"), created_at=utcnow()
+        )
+        async with self._db.write() as session:
+            session.add(row)
+            try:
+                await session.flush()
+            except exc.IntegrityError as error:
+                if is_unique_violation(error):
+                    raise Conflict("name", f"a user named {name!r} exists") from error
+                raise
+            return user_record(row)
+
+    async def get(self, user_id: int) -> UserRecord:
+        async with self._db.read() as session:
+            row = await session.get(User, user_id)
+            if row is None:
+                raise NotFound("user", user_id)
+            return user_record(row)
+
+    async def get_by_name(self, name: str) -> UserRecord:
+        async with self._db.read() as session:
+            row = await session.scalar(select(User).where(User.name == name))
+            if row is None:
+                raise NotFound("user", name)
+            return user_record(row)
+
+    async def list(
+        self, *, limit: int = DEFAULT_LIMIT, cursor: str | None = None
+    ) -> Page[UserRecord]:
+        """Users by name, `limit` at a time; pass `next_cursor` back for the next page."""
+        limit = check.limit(limit, MAX_LIMIT)
+        after = decode_cursor(cursor)
+        query = select(User).order_by(User.name).limit(limit + 1)
+        if after is not None:
+            query = query.where(User.name > after)
+        async with self._db.read() as session:
+            rows = list(await session.scalars(query))
+        items = tuple(user_record(row) for row in rows[:limit])
+        more = len(rows) > limit
+        return Page(items, encode_cursor(items[-1].name) if more else None)
+
+    async def set_disabled(self, user_id: int, disabled: bool = True) -> UserRecord:
+        """Disable (or enable again) a user: a disabled user's tokens stop working."""
+        return await self._set(user_id, disabled=check.flag(disabled, "disabled"))
+
+    async def set_admin(self, user_id: int, is_admin: bool = True) -> UserRecord:
+        return await self._set(user_id, is_admin=check.flag(is_admin, "is_admin"))
+
+    async def _set(self, user_id: int, **values: bool) -> UserRecord:
+        async with self._db.write() as session:
+            row = await session.scalar(
+                update(User).where(User.id == user_id).values(**values).returning(User)
+            )
+            if row is None:
+                raise NotFound("user", user_id)
+            return user_record(row)
