@@ -677,6 +677,23 @@ def test_the_audit_log_has_no_place_for_arguments() -> None:
 # --- errors ---------------------------------------------------------------------------------
 
 
+async def test_naive_times_are_refused(sqlite_store: Store) -> None:
+    store = sqlite_store
+    alice = await store.users.create("alice")
+    up = await store.upstreams.create(alice.id, http())
+    naive = datetime(2040, 1, 1)
+    with pytest.raises(Invalid) as invalid:
+        await store.tokens.create(alice.id, expires_at=naive)
+    assert invalid.value.field == "expires_at"
+    with pytest.raises(Invalid) as invalid:
+        await store.upstreams.set_health(alice.id, up.id, "healthy", checked_at=naive)
+    assert invalid.value.field == "checked_at"
+    with pytest.raises(Invalid) as invalid:
+        await store.audit.record(AuditEntry(alice.id, up.id, "github", "t", 1, "ok", at=naive))
+    assert invalid.value.field == "at"
+
+
+
 async def test_an_unreachable_database_is_store_unavailable(anyio_backend: Any) -> None:
     from mcpkit.hub.db.engine import make_engine, session_factory
     from mcpkit.testing.services import free_port

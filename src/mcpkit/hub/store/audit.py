@@ -51,7 +51,7 @@ class AuditLog:
         if not isinstance(entry.duration_ms, int | float) or entry.duration_ms < 0:
             raise Invalid("duration_ms", "must be a number of milliseconds, 0 or more")
         return {
-            "at": entry.at or self._clock(),
+            "at": check.aware(entry.at or self._clock(), "at"),
             "user_id": entry.user_id,
             "upstream_id": entry.upstream_id,
             "upstream_name": entry.upstream_name[:63],

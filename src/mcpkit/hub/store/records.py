@@ -135,7 +135,10 @@ class Page(Generic[T]):
 
 @dataclass(frozen=True, slots=True)
 class UpstreamSpec:
-    """A new upstream. `headers` and `bearer` are plain text here and sealed by the store."""
+    """A new upstream. `headers` and `bearer` are plain text here and sealed by the store.
+
+    `bearer` is meant to be sent as `Authorization: Bearer …` and to win over an
+    `Authorization` in `headers` (the router's rule); `headers` may carry any other scheme."""
 
     name: str
     transport: Transport

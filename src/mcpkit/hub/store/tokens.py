@@ -53,8 +53,8 @@ class Tokens:
         """A new token for the user; its `secret` is in the result and nowhere else."""
         name = check.token_name(name)
         now = self._clock()
-        if expires_at is not None and (expires_at.tzinfo is None or expires_at <= now):
-            raise Invalid("expires_at", "must be a timezone-aware time in the future")
+        if expires_at is not None and check.aware(expires_at, "expires_at") <= now:
+            raise Invalid("expires_at", "must be in the future")
         secret = new_api_token()
         row = ApiToken(
             user_id=user_id,

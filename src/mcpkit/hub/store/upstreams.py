@@ -3,15 +3,16 @@ the owner's user id and every query filters on it - there is no way to fetch an 
 id alone, and another user's upstream is simply "not found".
 
 The `version` column is an optimistic lock over the user's configuration: `update` and `delete`
-with `expected_version` succeed only if nobody changed the upstream since that version was read
-(a compare-and-set in the UPDATE's WHERE clause, so it holds across replicas). Health checks and
-catalog refreshes do not bump it: they are not the user's edits.
+with `expected_version` succeed only if nobody changed the upstream since that version was read.
+The row is locked from that check to the write (`SELECT … FOR UPDATE` on PostgreSQL, the write
+transaction on SQLite), so the check holds across replicas. Health checks and catalog
+refreshes do not bump it: they are not the user's edits.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
@@ -185,21 +186,7 @@ class Upstreams:
 
     async def create(self, user_id: int, spec: UpstreamSpec) -> UpstreamRecord:
         """Register an upstream for the user; `Conflict("name")` if the user has one so named."""
-        values = self._checked(
-            {
-                "name": spec.name,
-                "transport": spec.transport,
-                "url": spec.url,
-                "command": spec.command,
-                "headers": spec.headers,
-                "bearer": spec.bearer,
-                "enabled": spec.enabled,
-                "enabled_tools": spec.enabled_tools,
-                "disabled_tools": spec.disabled_tools,
-                "connect_timeout_s": spec.connect_timeout_s,
-                "call_timeout_s": spec.call_timeout_s,
-            }
-        )
+        values = self._checked({f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)})
         now = self._clock()
         row = Upstream(user_id=user_id, created_at=now, updated_at=now, version=1, **values)
         async with self._db.write() as session:
@@ -263,7 +250,7 @@ class Upstreams:
         values: dict[str, Any] = {
             "health_status": check.health_status(status),
             "last_error": check.error_text(error),
-            "last_checked_at": checked_at or self._clock(),
+            "last_checked_at": check.aware(checked_at or self._clock(), "checked_at"),
         }
         async with self._db.write() as session:
             result = await session.execute(
@@ -351,7 +338,7 @@ class Upstreams:
         return NotFound("user", user_id)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class _Kept:
     """A stored (sealed) credential that an update keeps as it is."""
 

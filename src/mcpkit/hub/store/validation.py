@@ -10,6 +10,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any, cast
 from urllib.parse import urlsplit
 
@@ -205,6 +206,12 @@ def token_name(value: object) -> str:
         raise Invalid("name", f"a token name is 1 to {MAX_TOKEN_NAME} characters")
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
         raise Invalid("name", "must not contain control characters")
+    return value
+
+
+def aware(value: object, field: str) -> datetime:
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        raise Invalid(field, "must be a timezone-aware time")
     return value
 
 
