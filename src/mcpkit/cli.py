@@ -5,6 +5,12 @@
     mcpkit example [--transport http|stdio] [--host H] [--port N]   run the example server
     mcpkit hub user|token …                                       the hub's admin commands
     mcpkit version
+    mcpkit mcp add|add-json|list|get|remove|enable|disable|test|import …
+                                                                  configure MCP servers
+    mcpkit tools [SERVER]                                         their tools
+    mcpkit call SERVER TOOL [--args JSON] [key=value …]           call one
+
+(`mcpkit mcp` and the rest: `mcpkit.manager.cli`.)
 """
 
 from __future__ import annotations
@@ -42,11 +48,35 @@ def build_parser() -> argparse.ArgumentParser:
     add_hub_parser(sub)
     version = sub.add_parser("version", help="print the version")
     version.set_defaults(run=lambda _args: print(__version__) or 0)
+    from mcpkit.manager.cli import add_commands
+
+    add_commands(sub)
     return parser
 
 
+def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """`parse_args`, plus what Python 3.11's argparse does badly, for commands that set
+    `loose=True`: everything after the first `--` is `args.trailing`, exactly as given (a
+    server's command line may hold options and `--` of its own), and what argparse did not
+    place (`text=hi` in `mcpkit call fx echo --json text=hi`) is `args.extras`, for the
+    command to judge. Other commands refuse both, as `parse_args` would."""
+    trailing: list[str] | None = None
+    if "--" in argv:
+        at = argv.index("--")
+        argv, trailing = argv[:at], argv[at + 1:]
+    args, extras = parser.parse_known_args(argv)
+    unknown = [] if getattr(args, "loose", False) else \
+        [*extras, *(["--", *trailing] if trailing else [])]
+    if unknown:
+        getattr(args, "subparser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+    args.trailing = trailing
+    args.extras = extras
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parse(parser, sys.argv[1:] if argv is None else list(argv))
     code: int = args.run(args)
     return code
 

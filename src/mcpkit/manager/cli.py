@@ -1,0 +1,366 @@
+"""`mcpkit mcp …`, `mcpkit tools`, `mcpkit call`: the configured servers, from a terminal.
+
+    mcpkit mcp add NAME [--env K=V]… [--env-var NAME]… [--cwd DIR] [--scope user|project]
+                   -- COMMAND ARGS…
+    mcpkit mcp add NAME --url URL [--transport http|sse|ws] [--header 'K: V']…
+                   [--bearer-token-env-var NAME]
+    mcpkit mcp add-json NAME JSON          one entry as JSON (`-` reads it from stdin)
+    mcpkit mcp list [--json] [--no-connect]
+    mcpkit mcp get NAME [--json]           every field, secrets masked
+    mcpkit mcp remove|enable|disable NAME [--scope user|project]
+    mcpkit mcp test NAME [--json]          connect, list the tools, time it
+    mcpkit mcp import --from claude|cursor|vscode|codex|opencode [PATH] [--dry-run]
+    mcpkit tools [SERVER] [--json]
+    mcpkit call SERVER TOOL [--args JSON] [key=value …] [--json] [--timeout S]
+
+`add` writes the user file by default (`~/.config/mcpkit/mcp.json`, or under
+$XDG_CONFIG_HOME); `--scope project` writes `.mcpkit/mcp.json` (the nearest existing one, or
+in the current directory). `remove`, `enable` and `disable` edit the project's entry of that
+name first, then the user's; `--scope` picks one.
+
+Exit codes: 0 ok; 1 the operation failed (a server did not start, a tool returned an error,
+nothing to import); 2 the command line or a config file is wrong. An error is one line
+`mcpkit: error: …`, usually followed by `hint: …`; expected failures print no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import os
+import shlex
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from mcpkit.manager.cli_config import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    SCOPES,
+    CliError,
+    ConfigFiles,
+    Entry,
+)
+
+Command = Callable[[argparse.Namespace], int]
+INTERRUPTED = 130
+TRANSPORT_CHOICES = ("http", "sse", "ws")
+IMPORT_SOURCES = ("claude", "cursor", "vscode", "codex", "opencode")
+"""`imports.SOURCES`, repeated so that building the parser imports nothing heavy."""
+
+
+# --- the parsers --------------------------------------------------------------------------
+
+
+def add_commands(sub: Any) -> None:
+    """Register `mcp`, `tools` and `call` on the `mcpkit` subparsers."""
+    mcp = sub.add_parser("mcp", help="configure MCP servers (add, list, get, remove, test…)",
+                         description="Configure the MCP servers of the user and the project.")
+    verbs = mcp.add_subparsers(dest="verb", required=True, metavar="VERB")
+    _add_parser(verbs)
+    add_json = _command(verbs, "add-json", "cli_edit.run_add_json",
+                        "add a server from its JSON entry")
+    add_json.add_argument("name")
+    add_json.add_argument("json", help="the entry, e.g. '{\"command\": \"npx\", \"args\": "
+                                       "[\"-y\", \"pkg\"]}'; - reads stdin")
+    _scope_option(add_json, "user")
+    add_json.add_argument("--force", action="store_true", help="replace an existing entry")
+
+    listing = _command(verbs, "list", "cli._run_list",
+                       "the servers, their status and tool count")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    listing.add_argument("--no-connect", action="store_true",
+                         help="do not start the servers (status: enabled/disabled)")
+    _timeout_option(listing)
+    _verbose_option(listing)
+
+    get = _command(verbs, "get", "cli._run_get", "one server's settings (secrets masked)")
+    get.add_argument("name")
+    get.add_argument("--json", action="store_true", help="print JSON")
+
+    for name, about in (("remove", "remove a server"), ("enable", "enable a server"),
+                        ("disable", "disable a server (its entry stays)")):
+        verb = _command(verbs, name, f"cli_edit.run_{name}", about)
+        verb.add_argument("name")
+        _scope_option(verb, None)
+
+    test = _command(verbs, "test", "cli_servers.run_test",
+                    "connect to a server, list its tools, time it")
+    test.add_argument("name")
+    test.add_argument("--json", action="store_true", help="print JSON")
+    _timeout_option(test)
+    _verbose_option(test)
+
+    imports = _command(verbs, "import", "cli_edit.run_import",
+                       "import the servers of another tool's config")
+    imports.add_argument("--from", dest="source", required=True, choices=IMPORT_SOURCES)
+    imports.add_argument("path", nargs="?", help="the file (default: the first that exists "
+                                                 "of the tool's usual places)")
+    _scope_option(imports, "user")
+    imports.add_argument("--force", action="store_true", help="replace servers of the same name")
+    imports.add_argument("--dry-run", action="store_true", help="show, write nothing")
+
+    tools = _command(sub, "tools", "cli_servers.run_tools",
+                     "start the enabled servers (or one) and list their tools")
+    tools.add_argument("server", nargs="?")
+    tools.add_argument("--json", action="store_true",
+                       help="print the tool objects (with server and exposed_name)")
+    _timeout_option(tools)
+    _verbose_option(tools)
+
+    call = _command(sub, "call", "cli_servers.run_call",
+                    "start one server and call one of its tools")
+    call.add_argument("server")
+    call.add_argument("tool")
+    call.add_argument("pairs", nargs="*", metavar="key=value",
+                      help="arguments; values are JSON when they parse (n=3, on=true)")
+    call.add_argument("--args", metavar="JSON", help="the arguments as a JSON object")
+    call.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    call.add_argument("--timeout", type=float, metavar="S",
+                      help="seconds to wait for the tool (default: its tool_timeout_sec)")
+    _verbose_option(call)
+    call.set_defaults(loose=True)
+
+
+def _command(parsers: Any, name: str, run: str, about: str) -> argparse.ArgumentParser:
+    """A subcommand whose `run` is `module.function` of `mcpkit.manager`, imported only when
+    it runs (`mcpkit version` should not load the client stack)."""
+    parser: argparse.ArgumentParser = parsers.add_parser(name, help=about, description=about)
+
+    def command(args: argparse.Namespace) -> int:
+        module, function = run.split(".")
+        found: Command = getattr(importlib.import_module(f"mcpkit.manager.{module}"), function)
+        return found(args)
+
+    parser.set_defaults(run=_wrap(command), subparser=parser)
+    return parser
+
+
+def _add_parser(verbs: Any) -> None:
+    add = _command(verbs, "add", "cli_edit.run_add",
+                   "add a server: NAME -- COMMAND ARGS… or NAME --url URL")
+    add.usage = ("mcpkit mcp add NAME [options] -- COMMAND [ARGS...]\n"
+                 "       mcpkit mcp add NAME --url URL [--transport http|sse|ws] [options]")
+    add.add_argument("name")
+    add.add_argument("--url", help="a remote server's URL")
+    add.add_argument("--transport", choices=TRANSPORT_CHOICES,
+                     help="for --url (default: ws for ws:// URLs, else http)")
+    add.add_argument("--env", action="append", default=[], metavar="K=V",
+                     help="a variable for the command (kept as written: '${GH_TOKEN}' stays "
+                          "a reference)")
+    add.add_argument("--env-var", action="append", default=[], metavar="NAME",
+                     help="pass this variable through from the environment")
+    add.add_argument("--cwd", help="the command's working directory")
+    add.add_argument("--header", action="append", default=[], metavar="'K: V'",
+                     help="an HTTP header for --url servers")
+    add.add_argument("--bearer-token-env-var", metavar="NAME",
+                     help="send `Authorization: Bearer $NAME` (--url servers)")
+    add.add_argument("--startup-timeout", type=float, metavar="S")
+    add.add_argument("--tool-timeout", type=float, metavar="S")
+    add.add_argument("--disabled", action="store_true", help="add it disabled")
+    _scope_option(add, "user")
+    add.add_argument("--force", action="store_true", help="replace an entry of the same name")
+    add.set_defaults(loose=True)
+
+
+def _scope_option(parser: argparse.ArgumentParser, default: str | None) -> None:
+    about = ("which config file (default: user)" if default else
+             "which config file (default: the project's entry, else the user's)")
+    parser.add_argument("--scope", choices=SCOPES, default=default, help=about)
+
+
+def _timeout_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--timeout", type=float, metavar="S",
+                        help="seconds each server has to start (default: its "
+                             "startup_timeout_sec)")
+
+
+def _verbose_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+
+def _wrap(command: Command) -> Command:
+    def run(args: argparse.Namespace) -> int:
+        _setup_logging(getattr(args, "verbose", False))
+        try:
+            return command(args)
+        except CliError as exc:
+            return report(exc.message, exc.hint, exc.code)
+        except KeyboardInterrupt:
+            print("\nmcpkit: interrupted", file=sys.stderr)
+            return INTERRUPTED
+        except BrokenPipeError:
+            # `mcpkit tools | head`: stop quietly, and keep the exit-time flush quiet too.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_FAILED
+        except Exception as exc:
+            expected = _expected(exc)
+            if expected is None:
+                raise
+            return report(str(exc) or type(exc).__name__, None, expected)
+
+    return run
+
+
+def _expected(exc: Exception) -> int | None:
+    """The exit code of an error that is not a bug, None for one that is."""
+    from mcpkit.manager.config import ConfigError
+    from mcpkit.manager.errors import ManagerError
+    from mcpkit.protocol.errors import McpError
+
+    if isinstance(exc, ConfigError):
+        return EXIT_USAGE
+    if isinstance(exc, ManagerError | McpError | OSError | TimeoutError):
+        return EXIT_FAILED
+    if "mcpkit.transports.client.base" in sys.modules:  # loaded by whatever raised it
+        from mcpkit.transports.client.base import TransportError
+
+        if isinstance(exc, TransportError):
+            return EXIT_FAILED
+    return None
+
+
+def report(message: str, hint: str | None, code: int) -> int:
+    first, *rest = message.strip().splitlines() or [""]
+    print(f"mcpkit: error: {first}", file=sys.stderr)
+    for line in rest:
+        print(f"  {line}", file=sys.stderr)
+    if hint:
+        print(f"hint: {hint}", file=sys.stderr)
+    return code
+
+
+def _setup_logging(verbose: bool) -> None:
+    """Servers that fail are reported by the commands; the library's warnings would say it
+    twice, so they show only with --verbose."""
+    logger = logging.getLogger("mcpkit")
+    if verbose:
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                            format="%(levelname)s %(name)s: %(message)s")
+    elif not logger.handlers:
+        logger.addHandler(logging.NullHandler())
+        logger.propagate = False
+
+
+# --- list, get ------------------------------------------------------------------------------
+
+
+def _run_list(args: argparse.Namespace) -> int:
+    files = ConfigFiles()
+    entries = files.entries()
+    rows: list[dict[str, Any]] = []
+    outcomes: dict[str, Any] = {}
+    if not args.no_connect and entries:
+        from mcpkit.manager import cli_servers
+
+        configs, outcomes = cli_servers.startable(files, entries.values(), timeout=args.timeout)
+        outcomes.update(cli_servers.survey(configs))
+    for entry in entries.values():
+        outcome = outcomes.get(entry.name)
+        status = ("invalid" if entry.error else "enabled" if entry.enabled else "disabled")
+        rows.append({
+            "name": entry.name, "scope": entry.scope,
+            "type": entry.config.type if entry.config else entry.raw.get("type"),
+            "target": _target(entry), "enabled": entry.enabled,
+            "status": outcome.status if outcome else status,
+            "error": outcome.error if outcome else entry.error,
+            "tools": len(outcome.tools) if outcome and outcome.status == "ready" else None,
+            "startup_ms": outcome.startup_ms if outcome else None,
+        })
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    if not rows:
+        print("no MCP servers configured")
+        print(f"hint: {files.known_hint()}", file=sys.stderr)
+        return EXIT_OK
+    from mcpkit.manager.cli_render import cut, one_line, output_width, table
+
+    width = output_width()
+    cells = [[r["name"], r["scope"], str(r["type"] or "?"), r["target"], r["status"],
+              "-" if r["tools"] is None else str(r["tools"])] for r in rows]
+    for line in table(("NAME", "SCOPE", "TRANSPORT", "TARGET", "STATUS", "TOOLS"), cells,
+                      width=width, shrink=3):
+        print(line)
+    problems = [r for r in rows if r["error"]]
+    if problems:
+        print()
+        for r in problems:
+            line = f"{r['name']}: {r['status']}: {one_line(r['error'])}"
+            print(cut(line, width) if width else line)
+    return EXIT_OK
+
+
+def _target(entry: Entry) -> str:
+    from mcpkit.manager.cli_render import mask_url
+
+    if entry.config is None:
+        return str(entry.raw.get("url") or entry.raw.get("command") or "?")
+    if entry.config.type == "stdio":
+        return entry.config.describe_target()
+    return mask_url(entry.config.url or "")
+
+
+def _run_get(args: argparse.Namespace) -> int:
+    from mcpkit.manager.cli_render import mask, mask_env, mask_url
+
+    files = ConfigFiles()
+    entry = files.entry(args.name)
+    config = entry.config
+    if config is None:
+        raise CliError(entry.error or "invalid entry", hint=f"fix it in {entry.path}")
+    fields: dict[str, Any] = {
+        "name": config.name, "scope": entry.scope, "path": str(entry.path),
+        "overrides": str(entry.overrides) if entry.overrides else None,
+        "type": config.type, "command": config.command, "args": config.args,
+        "env": {k: mask_env(k, v) for k, v in config.env.items()},
+        "env_vars": config.env_vars, "cwd": config.cwd,
+        "url": mask_url(config.url) if config.url else None,
+        "headers": {k: mask(v) for k, v in config.headers.items()},
+        "bearer_token_env_var": config.bearer_token_env_var,
+        "enabled": config.enabled, "required": config.required,
+        "startup_timeout_sec": config.startup_timeout_sec,
+        "tool_timeout_sec": config.tool_timeout_sec,
+        "enabled_tools": config.enabled_tools, "disabled_tools": config.disabled_tools,
+    }
+    if args.json:
+        print(json.dumps(fields, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    print(config.name)
+    for label, value in _get_lines(fields):
+        print(f"  {label + ':' if label else '':<22}{value}")
+    return EXIT_OK
+
+
+def _get_lines(fields: dict[str, Any]) -> list[tuple[str, str]]:
+    stdio = fields["type"] == "stdio"
+    lines = [("scope", f"{fields['scope']} ({fields['path']})")]
+    if fields["overrides"]:
+        lines.append(("overrides", f"the user entry in {fields['overrides']}"))
+    lines.append(("type", fields["type"]))
+    shown = ("command", "args", "env", "env_vars", "cwd") if stdio else \
+        ("url", "headers", "bearer_token_env_var")
+    for key in (*shown, "enabled", "required", "startup_timeout_sec", "tool_timeout_sec",
+                "enabled_tools", "disabled_tools"):
+        value = fields[key]
+        if isinstance(value, dict):
+            pairs = [f"{k}={v}" if key == "env" else f"{k}: {v}" for k, v in value.items()]
+            lines += [(key if i == 0 else "", pair) for i, pair in enumerate(pairs)] or \
+                [(key, "-")]
+        elif isinstance(value, list):
+            lines.append((key, shlex.join(value) if key == "args" else
+                          ", ".join(value) if value else "-"))
+        elif isinstance(value, bool):
+            lines.append((key, "yes" if value else "no"))
+        elif isinstance(value, float):
+            lines.append((key, f"{value:g}"))
+        else:
+            lines.append((key, "all" if key == "enabled_tools" else "-")
+                         if value is None else (key, str(value)))
+    return lines

@@ -1,0 +1,371 @@
+"""The commands that start servers: `mcpkit mcp list` (status), `mcpkit mcp test`,
+`mcpkit tools` and `mcpkit call`.
+
+Each starts only the servers it needs, through a `ServerManager` (so it behaves as an agent
+using the same config would), and stops them before it returns. `required` is ignored here:
+one server that fails is reported, it does not abort a listing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import shlex
+import sys
+import time
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from mcpkit.manager.catalog import ManagedTool
+from mcpkit.manager.cli_config import EXIT_FAILED, EXIT_OK, CliError, ConfigFiles, Entry
+from mcpkit.manager.cli_render import (
+    StatusLine,
+    cut,
+    first_line,
+    mask_url,
+    one_line,
+    output_width,
+    parameter_lines,
+    result_text,
+    tool_flags,
+)
+from mcpkit.manager.config import ConfigError, ServerConfig, json_type
+from mcpkit.manager.errors import ToolNotAllowed, UnknownTool
+from mcpkit.manager.managed import Status
+from mcpkit.manager.manager import ServerManager
+
+PROGRESS_TICK_S = 0.1
+SETTLED = (Status.READY, Status.FAILED, Status.DISABLED)
+
+
+@dataclass
+class Outcome:
+    """What starting one server found."""
+
+    status: str
+    error: str | None = None
+    tools: list[ManagedTool] = field(default_factory=list)
+    startup_ms: int | None = None
+    era: str | None = None
+    protocol_version: str | None = None
+    server_info: dict[str, str] | None = None
+
+
+# --- starting servers -------------------------------------------------------------------------
+
+
+def startable(files: ConfigFiles, entries: Iterable[Entry], *, timeout: float | None
+              ) -> tuple[list[ServerConfig], dict[str, Outcome]]:
+    """The enabled entries as configs to start; what cannot start is already an outcome
+    (`disabled`, or `invalid` with the reason: a bad entry, an unset variable)."""
+    configs: list[ServerConfig] = []
+    outcomes: dict[str, Outcome] = {}
+    for entry in entries:
+        if not entry.enabled:
+            outcomes[entry.name] = Outcome("disabled")
+            continue
+        try:
+            configs.append(prepared(files, entry, timeout=timeout))
+        except ConfigError as exc:
+            outcomes[entry.name] = Outcome("invalid", str(exc))
+    return configs, outcomes
+
+
+def prepared(files: ConfigFiles, entry: Entry, *, timeout: float | None) -> ServerConfig:
+    """The interpolated config, ready to start (even when disabled); ConfigError when it
+    cannot be (an invalid entry, an unset variable or bearer token)."""
+    config = files.resolve(entry)
+    config.bearer_token(files.environ)  # unset: an error now, not inside the manager
+    changes: dict[str, Any] = {"required": False, "enabled": True}
+    if timeout is not None:
+        changes["startup_timeout_sec"] = timeout
+    return dataclasses.replace(config, **changes)
+
+
+@contextlib.asynccontextmanager
+async def running(configs: list[ServerConfig]) -> AsyncIterator[ServerManager]:
+    """A started manager of `configs`; a progress line on stderr while they start."""
+    manager = ServerManager(configs)
+    status = StatusLine()
+    async with anyio.create_task_group() as tg:
+        if status.enabled and configs:
+            tg.start_soon(_draw_progress, manager, status)
+        try:
+            await manager.start()
+        finally:
+            tg.cancel_scope.cancel()
+            status.clear()
+    try:
+        yield manager
+    finally:
+        await manager.close()
+
+
+async def _draw_progress(manager: ServerManager, status: StatusLine) -> None:
+    started = time.monotonic()
+    names = list(manager.servers)
+    while True:
+        waiting = [n for n in names if manager.servers[n].status not in SETTLED]
+        seconds = f" {time.monotonic() - started:.0f} s" if time.monotonic() - started >= 1 else ""
+        if len(names) == 1:
+            status.show(f"connecting to {names[0]}…{seconds}")
+        else:
+            status.show(f"connecting to {len(names)} servers… {len(names) - len(waiting)}/"
+                        f"{len(names)} done{seconds}"
+                        + (f" (waiting for {', '.join(waiting)})" if waiting else ""))
+        await anyio.sleep(PROGRESS_TICK_S)
+
+
+def survey(configs: list[ServerConfig]) -> dict[str, Outcome]:
+    """Start the servers in parallel, note what each did, stop them."""
+
+    async def go() -> dict[str, Outcome]:
+        outcomes: dict[str, Outcome] = {}
+        async with running(configs) as manager:
+            for name, server in manager.servers.items():
+                outcome = Outcome(server.status.value, server.error)
+                if server.status is Status.READY:
+                    outcome.tools = manager.tools(name)
+                    if server.startup_s is not None:
+                        outcome.startup_ms = round(server.startup_s * 1000)
+                    client = server.client
+                    if client is not None:
+                        outcome.era = client.era.value if client.era else None
+                        outcome.protocol_version = client.protocol_version
+                        if client.server_info is not None:
+                            outcome.server_info = {"name": client.server_info.name,
+                                                   "version": client.server_info.version}
+                outcomes[name] = outcome
+        return outcomes
+
+    return anyio.run(go)
+
+
+def failure_hint(config: ServerConfig, error: str | None) -> str:
+    if error and "startup_timeout_sec" in error:
+        return (f"if it is just slow, give it longer: --timeout SECONDS, or "
+                f"\"startup_timeout_sec\" in the entry of {config.name}")
+    if config.type == "stdio":
+        return f"run the command yourself to see what it says: {shlex.join(config.target())}"
+    return f"is the server running at {mask_url(config.url or '')}?"
+
+
+# --- mcp test -------------------------------------------------------------------------------------
+
+
+def run_test(args: argparse.Namespace) -> int:
+    files = ConfigFiles()
+    entry = files.entry(args.name)
+    config = prepared(files, entry, timeout=args.timeout)
+    outcome = survey([config])[config.name]
+    ok = outcome.status == Status.READY.value
+    if args.json:
+        report = {
+            "name": config.name, "scope": entry.scope, "type": config.type,
+            "target": _target(config), "enabled": entry.enabled, "ok": ok,
+            "status": outcome.status, "error": outcome.error,
+            "startup_ms": outcome.startup_ms, "tools": [t.tool.name for t in outcome.tools],
+            "era": outcome.era, "protocol_version": outcome.protocol_version,
+            "server": outcome.server_info,
+        }
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+        return EXIT_OK if ok else EXIT_FAILED
+    if not ok:
+        raise CliError(f"{config.name} ({config.type}) failed: {outcome.error}",
+                       hint=failure_hint(config, outcome.error), code=EXIT_FAILED)
+    count = len(outcome.tools)
+    details = [f"era {outcome.era}", f"protocol {outcome.protocol_version}"]
+    if outcome.server_info:
+        details.append(f"server {outcome.server_info['name']} {outcome.server_info['version']}")
+    print(f"ok: {config.name} ({config.type}) — connected in {outcome.startup_ms} ms, "
+          f"{count} tool{'' if count == 1 else 's'} ({', '.join(details)})")
+    if not entry.enabled:
+        print(f"note: {config.name} is disabled in {entry.path}; "
+              f"`mcpkit mcp enable {config.name}` turns it on")
+    return EXIT_OK
+
+
+def _target(config: ServerConfig) -> str:
+    return config.describe_target() if config.type == "stdio" else mask_url(config.url or "")
+
+
+# --- tools --------------------------------------------------------------------------------------
+
+
+def run_tools(args: argparse.Namespace) -> int:
+    files = ConfigFiles()
+    outcomes: dict[str, Outcome] = {}
+    if args.server is not None:
+        entry = files.entry(args.server)
+        _require_enabled(entry)
+        configs = [prepared(files, entry, timeout=args.timeout)]
+    else:
+        configs, outcomes = startable(files, files.entries().values(), timeout=args.timeout)
+        outcomes = {n: o for n, o in outcomes.items() if o.status != "disabled"}
+        if not configs and not outcomes:
+            if args.json:
+                print("[]")
+            print("no enabled MCP servers", file=sys.stderr)
+            print(f"hint: {files.known_hint()}", file=sys.stderr)
+            return EXIT_OK
+    outcomes.update(survey(configs))
+    failed = [n for n, o in outcomes.items() if o.status != Status.READY.value]
+    if args.json:
+        import msgspec
+
+        listed = [{**msgspec.to_builtins(t.tool), "server": t.server, "exposed_name": t.name}
+                  for o in outcomes.values() for t in o.tools]
+        print(json.dumps(listed, indent=2, ensure_ascii=False))
+    else:
+        _print_tools(outcomes)
+    for name in failed:
+        outcome = outcomes[name]
+        print(f"mcpkit: error: {name} is {outcome.status}: {one_line(outcome.error or '')}",
+              file=sys.stderr)
+    if failed:
+        print(f"hint: `mcpkit mcp test {failed[0] if len(failed) == 1 else 'NAME'}` shows "
+              "the whole error", file=sys.stderr)
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _require_enabled(entry: Entry) -> None:
+    if not entry.enabled:
+        raise CliError(f"MCP server {entry.name!r} is disabled",
+                       hint=f"enable it with `mcpkit mcp enable {entry.name}`")
+
+
+def _print_tools(outcomes: dict[str, Outcome]) -> None:
+    width = output_width()
+    blocks = []
+    for name, outcome in outcomes.items():
+        if outcome.status != Status.READY.value:
+            continue
+        count = len(outcome.tools)
+        lines = [f"{name} ({count} tool{'' if count == 1 else 's'})"]
+        for tool in outcome.tools:
+            flags = "".join(f"  [{flag}]" for flag in tool_flags(tool.tool))
+            lines.append(f"  {tool.tool.name} → {tool.name}{flags}")
+            described = first_line(tool.description)
+            details = ([described] if described else []) + parameter_lines(tool.input_schema)
+            lines += [f"      {line}" for line in details]
+        blocks.append("\n".join(cut(line, width) if width else line for line in lines))
+    if blocks:
+        print("\n\n".join(blocks))
+
+
+# --- call ---------------------------------------------------------------------------------------
+
+
+def tool_arguments(args_json: str | None, pairs: list[str]
+                   ) -> tuple[dict[str, Any], dict[str, str]]:
+    """`--args` (a JSON object), then the `key=value` pairs over it. A value that parses as
+    JSON is that (numbers, true, null, objects, quoted strings), anything else the text.
+    Also returns each pair's text, for parameters the tool declares as strings."""
+    arguments: dict[str, Any] = {}
+    if args_json is not None:
+        try:
+            parsed = json.loads(args_json)
+        except json.JSONDecodeError as exc:
+            raise CliError(f"--args is not valid JSON: {exc.msg} at line {exc.lineno}, "
+                           f"column {exc.colno}",
+                           hint="quote the object for the shell: --args '{\"path\": \"x\"}'"
+                           ) from exc
+        if not isinstance(parsed, dict):
+            raise CliError("--args must be a JSON object of the tool's arguments, not "
+                           f"{json_type(parsed)}",
+                           hint="e.g. --args '{\"path\": \"README.md\"}'")
+        arguments.update(parsed)
+    texts: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise CliError(f"expected key=value, not {pair!r}",
+                           hint="give arguments as key=value pairs (values are JSON when they "
+                                "parse: n=3 flag=true) or as --args JSON")
+        texts[key] = value
+        try:
+            arguments[key] = json.loads(value)
+        except json.JSONDecodeError:
+            arguments[key] = value
+    return arguments, texts
+
+
+def as_declared(arguments: dict[str, Any], texts: dict[str, str],
+                schema: dict[str, Any]) -> dict[str, Any]:
+    """`text=42` for a parameter declared `"type": "string"` is the string "42"."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return arguments
+    fixed = dict(arguments)
+    for key, text in texts.items():
+        prop = properties.get(key)
+        if isinstance(prop, dict) and prop.get("type") == "string":
+            fixed[key] = text
+    return fixed
+
+
+def run_call(args: argparse.Namespace) -> int:
+    options = [extra for extra in args.extras if extra.startswith("-")]
+    if options:
+        args.subparser.error(f"unrecognized arguments: {' '.join(options)} (a key=value "
+                             "pair that starts with - goes after --)")
+    arguments, texts = tool_arguments(args.args,
+                                      [*args.pairs, *args.extras, *(args.trailing or [])])
+    files = ConfigFiles()
+    entry = files.entry(args.server)
+    _require_enabled(entry)
+    config = prepared(files, entry, timeout=None)
+    result = anyio.run(_call, config, args.tool, (arguments, texts), args.timeout)
+    if args.json:
+        import msgspec
+
+        print(json.dumps(msgspec.to_builtins(result), indent=2, ensure_ascii=False))
+    elif result.is_error is True:
+        print(result_text(result), file=sys.stderr)
+    else:
+        text = result_text(result)
+        if text:
+            print(text)
+    return EXIT_FAILED if result.is_error is True else EXIT_OK
+
+
+async def _call(config: ServerConfig, tool: str,
+                given: tuple[dict[str, Any], dict[str, str]], limit: float | None) -> Any:
+    status = StatusLine()
+
+    def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        done = f"{progress:g}/{total:g}" if total else f"{progress:g}"
+        status.show(f"{tool}: {done}" + (f" {message}" if message else ""))
+
+    async with running([config]) as manager:
+        server = manager.servers[config.name]
+        if server.status is not Status.READY:
+            raise CliError(f"{config.name} ({config.type}) failed: {server.error}",
+                           hint=failure_hint(config, server.error), code=EXIT_FAILED)
+        status.show(f"calling {config.name} {tool}…")
+        arguments, texts = given
+        for listed in manager.tools(config.name):
+            if listed.tool.name == tool:
+                arguments = as_declared(arguments, texts, listed.input_schema)
+        try:
+            return await manager.call_server_tool(config.name, tool, arguments,
+                                                  on_progress=on_progress, timeout=limit)
+        except UnknownTool as exc:
+            names = ", ".join(t.tool.name for t in manager.tools(config.name)) or "none"
+            raise CliError(f"{config.name} has no tool named {tool!r}",
+                           hint=f"its tools: {names}") from exc
+        except ToolNotAllowed as exc:
+            raise CliError(str(exc), hint=f"see enabled_tools/disabled_tools: "
+                                          f"`mcpkit mcp get {config.name}`") from exc
+        except TimeoutError as exc:
+            seconds = limit if limit is not None else config.tool_timeout_sec
+            raise CliError(f"{config.name} {tool}: no answer within {seconds:g} s",
+                           hint="give it longer with --timeout SECONDS",
+                           code=EXIT_FAILED) from exc
+        finally:
+            status.clear()
