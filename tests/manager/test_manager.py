@@ -292,3 +292,13 @@ async def test_the_output_budget_keeps_head_and_tail() -> None:
             assert len(cut) < 2400
             assert cut.startswith("line 000000") and "cut" in cut
             assert "line 004999" in cut  # the tail survives
+
+
+async def test_an_unset_bearer_token_fails_only_its_server() -> None:
+    web = from_entry("web", {"url": "http://127.0.0.1:9/mcp",
+                             "bearer_token_env_var": "MCPKIT_TEST_UNSET_TOKEN"})
+    with anyio.fail_after(20):
+        async with ServerManager([stdio("fx"), web], environ={}) as manager:
+            assert manager.servers["fx"].status is Status.READY
+            assert manager.servers["web"].status is Status.FAILED
+            assert "MCPKIT_TEST_UNSET_TOKEN is not set" in (manager.servers["web"].error or "")

@@ -112,8 +112,12 @@ class ManagedServer:
 
     async def _connect(self) -> None:
         started = time.monotonic()
-        client = self._make_client(self)
         limit = self.config.startup_timeout_sec
+        try:
+            client = self._make_client(self)  # e.g. an unset bearer_token_env_var
+        except Exception as exc:
+            self._fail(str(exc) or type(exc).__name__)
+            return
         try:
             with anyio.fail_after(limit):
                 await client.connect()

@@ -70,9 +70,10 @@ class StdioTransport:
             await self.process.send(message.data)
         except StdioProcessError as exc:
             returncode = exc.returncode
-            if returncode is None:  # the pipe broke first; the exit status follows shortly
-                with anyio.move_on_after(EXIT_WAIT_S):
-                    returncode = await self.process.wait()
+            # Even when the exit status is known, `wait()` lets the stderr reader reach EOF
+            # (bounded), so the error carries the child's last words.
+            with anyio.move_on_after(EXIT_WAIT_S):
+                returncode = await self.process.wait()
             raise ConnectionClosed(
                 f"cannot write to the server process {self.describe()!r}",
                 returncode=returncode, stderr_tail=self.process.stderr_tail,
