@@ -302,3 +302,33 @@ async def test_an_unset_bearer_token_fails_only_its_server() -> None:
             assert manager.servers["fx"].status is Status.READY
             assert manager.servers["web"].status is Status.FAILED
             assert "MCPKIT_TEST_UNSET_TOKEN is not set" in (manager.servers["web"].error or "")
+
+
+async def test_the_adapters_drive_the_manager() -> None:
+    from mcpkit.manager.adapters import (
+        run_anthropic_tool_uses,
+        run_openai_tool_calls,
+        to_anthropic_tools,
+        to_openai_tools,
+    )
+
+    with anyio.fail_after(20):
+        async with ServerManager([stdio("fx", "--tools", "echo,write_note")],
+                                 permission=lambda r: "allow" if r.read_only else "deny"
+                                 ) as manager:
+            names = {t["function"]["name"] for t in to_openai_tools(manager.tools())}
+            assert names == {"mcp__fx__echo", "mcp__fx__write_note"}
+            assert {t["name"] for t in to_anthropic_tools(manager.tools())} == names
+            calls = [{"id": "c1", "type": "function",
+                      "function": {"name": "mcp__fx__echo", "arguments": '{"text": "a"}'}},
+                     {"id": "c2", "type": "function",
+                      "function": {"name": "mcp__fx__write_note", "arguments": "{}"}}]
+            echoed, denied = await run_openai_tool_calls(manager, calls)
+            assert echoed == {"role": "tool", "tool_call_id": "c1", "content": "fx: a"}
+            assert denied["tool_call_id"] == "c2" and "denied" in denied["content"]
+            [used] = await run_anthropic_tool_uses(manager, [
+                {"type": "text", "text": "calling"},
+                {"type": "tool_use", "id": "u1", "name": "mcp__fx__echo",
+                 "input": {"text": "b"}}])
+            assert used["tool_use_id"] == "u1" and used["is_error"] is False
+            assert used["content"][0]["text"] == "fx: b"
