@@ -15,7 +15,6 @@ documented on the method.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import enum
 import inspect
@@ -25,7 +24,6 @@ from typing import Any, Literal, TypeVar
 
 import anyio
 import msgspec
-from anyio.abc import TaskGroup
 
 from mcpkit import __version__
 from mcpkit.client import era as eras
@@ -36,6 +34,7 @@ from mcpkit.client.errors import (
     InvalidToolOutput,
     TooManyInputRounds,
 )
+from mcpkit.client.hosting import HostedTaskGroup
 from mcpkit.client.modern import INPUT_METHODS, modern_headers, modern_meta
 from mcpkit.client.responders import (
     ElicitationHandler,
@@ -90,7 +89,6 @@ Limit = float | Literal["default"] | None
 CACHED_KINDS = frozenset({"stdio", "http", "sse", "websocket"})
 """Transports whose server has a stable identity to cache its era under (not in-memory)."""
 AUTH_STATUSES = frozenset({401, 403})
-HOST_EXIT_S = 5.0
 """How long `close()` waits for the background tasks to finish after cancelling them."""
 MAX_LIST_PAGES = 1000
 """Automatic pagination stops here (a server that never ends its cursor chain)."""
@@ -198,9 +196,7 @@ class Client:
         self.instructions: str | None = None
         self.supported_versions: list[str] = []
 
-        self._tg: TaskGroup | None = None
-        self._host: asyncio.Task[None] | None = None
-        self._stop = anyio.Event()
+        self._hosted = HostedTaskGroup()
         self._session: ClientSession | None = None
         self._tools: dict[str, dict[str, Any]] | None = None
         self._validators: dict[str, SchemaValidator] = {}
@@ -234,12 +230,9 @@ class Client:
         of the event loop and closed from any other: `connect()` and `close()` need not
         share a task or a cancel scope. (asyncio only, like the HTTP transports.)
         """
-        if self._host is not None:
+        if self._hosted.running:
             raise ClientError("this Client is already connected")
-        ready = anyio.Event()
-        self._stop = anyio.Event()
-        self._host = asyncio.get_running_loop().create_task(self._host_tasks(ready))
-        await ready.wait()
+        await self._hosted.open()
         try:
             with anyio.move_on_after(self.connect_timeout) as deadline:
                 await self._connect()
@@ -251,18 +244,10 @@ class Client:
             raise TimeoutError(
                 f"connecting to {self.describe()} took longer than {self.connect_timeout:g} s")
 
-    async def _host_tasks(self, ready: anyio.Event) -> None:
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            ready.set()
-            await self._stop.wait()
-            tg.cancel_scope.cancel()
-
     async def close(self) -> None:
         """Close the connection (ends a legacy HTTP session; stops a stdio child)."""
-        if self._host is None:
+        if not self._hosted.running:
             return
-        host, self._host = self._host, None
         with anyio.CancelScope(shield=True):
             if self._listen_scope is not None:
                 # Let the listen request tell the server it is cancelled before the
@@ -273,10 +258,7 @@ class Client:
             if self._session is not None:
                 await self._session.transport.close()
                 self._session.closed(ConnectionClosed("the client closed the connection"))
-            self._stop.set()
-            with anyio.move_on_after(HOST_EXIT_S), contextlib.suppress(Exception):
-                await host
-        self._tg = None
+            await self._hosted.close()
 
     @property
     def closed_reason(self) -> BaseException | None:
@@ -345,11 +327,10 @@ class Client:
         return None if self._pinned_era == "auto" else Era(self._pinned_era)
 
     async def _open(self, transport: ClientTransport) -> None:
-        assert self._tg is not None
         self._session = ClientSession(
             transport, on_request=self._answer_server, on_notification=self._dispatch_notification
         )
-        await self._session.open(self._tg)
+        await self._session.open(self._hosted.group)
 
     async def _try_modern(self, *, pinned: bool) -> Probe:
         """Probe with `server/discover`; a modern server is set up on the way.
@@ -879,11 +860,10 @@ class Client:
             wanted["resourceSubscriptions"] = sorted(self._subscriptions)
         if not any(wanted.values()):
             return
-        assert self._tg is not None
         acknowledged = anyio.Event()
         self._listen_scope = anyio.CancelScope()
         self._listen_done = anyio.Event()
-        self._tg.start_soon(self._listen_loop, wanted, self._listen_scope, acknowledged,
+        self._hosted.group.start_soon(self._listen_loop, wanted, self._listen_scope, acknowledged,
                             self._listen_done)
         self._acknowledged = acknowledged
         with anyio.move_on_after(self.default_timeouts.timeout or 30.0):

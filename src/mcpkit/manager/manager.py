@@ -26,8 +26,6 @@ hosted by a task of its own, so `start()` and `close()` may be called from diffe
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -36,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.abc import TaskGroup
 
 from mcpkit.client import Client
+from mcpkit.client.hosting import HostedTaskGroup
 from mcpkit.client.session import ProgressCallback
 from mcpkit.manager import budget, permissions
 from mcpkit.manager.catalog import ManagedTool
@@ -58,7 +56,6 @@ log = logging.getLogger("mcpkit.manager")
 
 ChangeListener = Callable[[str, str], Awaitable[None] | None]
 """`on_change(server, kind)`: a server's catalog changed (kind: tools/prompts/resources/all)."""
-HOST_EXIT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,9 +107,7 @@ class ServerManager:
         self._tools: dict[str, ManagedTool] = {}
         self._prompts: dict[str, ManagedPrompt] = {}
         self._built_for: tuple[Any, ...] = ()
-        self._tg: TaskGroup | None = None
-        self._host: asyncio.Task[None] | None = None
-        self._stop = anyio.Event()
+        self._hosted = HostedTaskGroup()
 
     @classmethod
     def from_config(cls, *, cwd: Path | None = None, **options: Any) -> ServerManager:
@@ -133,14 +128,9 @@ class ServerManager:
 
     async def start(self) -> None:
         """Start every enabled server in parallel; returns when each is ready or failed."""
-        if self._host is not None:
+        if self._hosted.running:
             raise ManagerError("this ServerManager is already started")
-        ready = anyio.Event()
-        self._stop = anyio.Event()
-        self._host = asyncio.get_running_loop().create_task(self._host_tasks(ready))
-        await ready.wait()
-        assert self._tg is not None
-        tg = self._tg
+        tg = await self._hosted.open()
         try:
             async with anyio.create_task_group() as starting:
                 for server in self.servers.values():
@@ -157,26 +147,15 @@ class ServerManager:
             raise RequiredServerFailed("; ".join(f"required MCP server {s.name} failed: "
                                                  f"{s.error}" for s in failed))
 
-    async def _host_tasks(self, ready: anyio.Event) -> None:
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            ready.set()
-            await self._stop.wait()
-            tg.cancel_scope.cancel()
-
     async def close(self) -> None:
         """Stop every server (stdio children end; HTTP sessions are closed)."""
-        if self._host is None:
+        if not self._hosted.running:
             return
-        host, self._host = self._host, None
         with anyio.CancelScope(shield=True):
             async with anyio.create_task_group() as tg:
                 for server in self.servers.values():
                     tg.start_soon(server.stop)
-            self._stop.set()
-            with anyio.move_on_after(HOST_EXIT_S), contextlib.suppress(Exception):
-                await host
-        self._tg = None
+            await self._hosted.close()
 
     # --- clients -------------------------------------------------------------------------
 
