@@ -103,6 +103,10 @@ class ManagedServer:
         a server that does not come up: the status says `failed` and `error` says why."""
         self._tg = task_group
         self._stopping = False
+        await self._connect_settling()
+
+    async def _connect_settling(self) -> None:
+        """`_connect` with the status `starting` and callers waiting (`until_settled`)."""
         self.status = Status.STARTING
         self._settled = anyio.Event()
         try:
@@ -309,9 +313,4 @@ class ManagedServer:
             self._stopping = True  # the old watcher must not react to this close
             await failed.close()
             self._stopping = False
-            self.status = Status.STARTING
-            self._settled = anyio.Event()
-            try:
-                await self._connect()
-            finally:
-                self._settled.set()
+            await self._connect_settling()
