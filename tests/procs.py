@@ -36,16 +36,22 @@ def wait_for_port(proc: subprocess.Popen[bytes], port: int, timeout: float = 15.
     raise TimeoutError(f"server did not listen on port {port} within {timeout} s")
 
 
-def stop_process(proc: subprocess.Popen[bytes]) -> None:
-    """Stop one server process by its PID: SIGTERM, then SIGKILL after a bounded wait."""
-    if proc.poll() is None:
+def stop_process(proc: subprocess.Popen[bytes], *, group: bool = False) -> None:
+    """Stop one server process by its PID (`group`: its whole process group, when it leads
+    its own session): SIGTERM, then SIGKILL after a bounded wait."""
+    def signal_it(sig: int) -> None:
         with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGTERM)
+            if group:
+                os.killpg(proc.pid, sig)
+            else:
+                os.kill(proc.pid, sig)
+
+    if proc.poll() is None:
+        signal_it(signal.SIGTERM)
         try:
             proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGKILL)
+            signal_it(signal.SIGKILL)
             proc.wait(timeout=5)
 
 

@@ -37,7 +37,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from mcpkit import Client
 
-from .conftest import JS_NODE_MODULES, ROOT, free_port, wait_for_port
+from .conftest import JS_NODE_MODULES, ROOT, free_port, stop_process, wait_for_port
 
 pytestmark = [pytest.mark.interop, pytest.mark.anyio]
 
@@ -103,19 +103,6 @@ def page_url() -> Iterator[str]:
         thread.join(5)
 
 
-def _stop_group(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the process group of `proc` (it leads its own session), SIGKILL if it lingers."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
-
-
 class Served:
     """A running `mcpkit serve --port N --token T`: its /mcp URL (no query) and its process."""
 
@@ -135,7 +122,7 @@ def serve_http_process(ws: Path) -> Iterator[Served]:
         wait_for_port(proc, port, LIMIT_S)
         yield Served(f"http://127.0.0.1:{port}/mcp", proc)
     finally:
-        _stop_group(proc)
+        stop_process(proc, group=True)
 
 
 @contextlib.contextmanager
@@ -532,7 +519,7 @@ def run_node(*args: str, page_url: str = "") -> dict[str, Any]:
     try:
         stdout, stderr = proc.communicate(timeout=30)
     finally:
-        _stop_group(proc)  # type: ignore[arg-type]
+        stop_process(proc, group=True)  # type: ignore[arg-type]
     lines = stdout.strip().splitlines()
     assert lines, f"no output (rc={proc.returncode}); stderr:\n{stderr}"
     out: dict[str, Any] = json.loads(lines[-1])
