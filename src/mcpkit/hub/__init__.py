@@ -10,4 +10,10 @@ package alone loads nothing of it.
                    typed records in and out, StoreError subclasses for every failure
     cli.py         mcpkit hub user … / token … (admin commands); `add_parser` hooks `hub` into
                    the mcpkit command, `HUB_COMMANDS` lists its subcommands
+    settings.py    HubSettings: the operator's knobs, from options and MCPKIT_HUB_* variables
+    catalog.py     fetch an upstream's catalog with mcpkit.Client (SSRF-guarded), store it
+                   with the upstream's health
+    api/           the REST API (FastAPI): create_app(settings) - routes, auth, error shape,
+                   request limits; the seams where /mcp, Redis and metrics plug in
+    serve.py       mcpkit hub serve: the app under uvicorn, graceful shutdown
 """

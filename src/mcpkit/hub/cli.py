@@ -1,5 +1,6 @@
-"""`mcpkit hub …`: the hub's commands (admin ones here; `serve` joins them).
+"""`mcpkit hub …`: the hub's commands (admin ones here; `serve` in serve.py).
 
+    mcpkit hub serve [--host H] [--port P] [--allow-private-upstreams] [--allow-stdio] …
     mcpkit hub user add NAME [--admin]
     mcpkit hub user list
     mcpkit hub user disable NAME [--enable]
@@ -199,7 +200,13 @@ async def _token_revoke(store: Store, args: argparse.Namespace) -> int:
     return 0
 
 
-HUB_COMMANDS: list[HubCommand] = [add_user_commands, add_token_commands]
+def add_serve_commands(commands: Subcommands) -> None:
+    from mcpkit.hub.serve import add_serve_command  # imports nothing heavy either
+
+    add_serve_command(commands)
+
+
+HUB_COMMANDS: list[HubCommand] = [add_serve_commands, add_user_commands, add_token_commands]
 
 
 # --- output ---------------------------------------------------------------------------------

@@ -1,0 +1,55 @@
+"""`HubContext`: what the routes (and later the /mcp router) share while the app runs - the
+settings, the store, the secret box, and the two seams tests and operators may swap:
+
+    resolve(host, port) -> addresses      the DNS lookup behind the SSRF check at registration
+    fetch(upstream, credentials, settings) -> Catalog    talking to an upstream (catalog.py)
+
+It is made by the app's lifespan (the store belongs to the server's event loop) and kept on
+`app.state.hub`; `hub_context` is the FastAPI dependency that hands it to a route.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import anyio
+from fastapi import Request
+
+from mcpkit.hub.catalog import fetch_catalog
+from mcpkit.hub.crypto import SecretBox
+from mcpkit.hub.settings import HubSettings
+from mcpkit.hub.store import Catalog, Credentials, Store, UpstreamRecord
+
+HostResolver = Callable[[str, int], Awaitable[list[str]]]
+CatalogFetcher = Callable[[UpstreamRecord, Credentials, HubSettings], Awaitable[Catalog]]
+
+
+async def resolve_host(host: str, port: int) -> list[str]:
+    """Every address `host` resolves to (the system resolver, as a connection would use)."""
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return sorted({str(info[4][0]) for info in infos})
+
+
+@dataclass(slots=True)
+class HubContext:
+    settings: HubSettings
+    store: Store
+    box: SecretBox
+    resolve: HostResolver = resolve_host
+    fetch: CatalogFetcher = fetch_catalog
+    refresh_slots: anyio.Semaphore | None = None
+    """Bounds the catalog refreshes in flight (settings.max_concurrent_refreshes)."""
+
+    def __post_init__(self) -> None:
+        if self.refresh_slots is None:
+            self.refresh_slots = anyio.Semaphore(self.settings.max_concurrent_refreshes)
+
+
+def hub_context(request: Request) -> HubContext:
+    context = getattr(request.app.state, "hub", None)
+    if not isinstance(context, HubContext):  # only before the lifespan ran: a wiring bug
+        raise RuntimeError("the hub app is not started (its lifespan did not run)")
+    return context

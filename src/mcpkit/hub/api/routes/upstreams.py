@@ -1,0 +1,235 @@
+"""`/api/v1/users/mcp/upstreams`: the caller's upstreams (every query is scoped to the caller;
+another user's upstream id is answered exactly like a missing one: 404).
+
+    GET    /api/v1/users/mcp/upstreams                 list (paged: limit, cursor, enabled)
+    POST   /api/v1/users/mcp/upstreams                 register (201, Location)
+    GET    /api/v1/users/mcp/upstreams/{id}            one
+    PATCH  /api/v1/users/mcp/upstreams/{id}            partial update (optional `version`)
+    DELETE /api/v1/users/mcp/upstreams/{id}            remove (optional ?version=)
+    GET    /api/v1/users/mcp/upstreams/{id}/tools      its stored tools (?refresh=true: ask it)
+    POST   /api/v1/users/mcp/upstreams/{id}/refresh    fetch its catalog now (502 if it fails)
+"""
+
+# No `from __future__ import annotations`: the routes' parameter types include `Limit`, made
+# inside `router()` from the settings, which FastAPI could not resolve from a string.
+import re
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response, status
+
+from mcpkit.hub.api.auth import Context, CurrentUser
+from mcpkit.hub.api.context import HubContext
+from mcpkit.hub.api.errors import AUTHED, WITH_BODY, ApiError, responses
+from mcpkit.hub.api.paging import page_of
+from mcpkit.hub.api.schemas import (
+    UPDATE_NOT_NULL,
+    ToolPage,
+    UpstreamCreate,
+    UpstreamOut,
+    UpstreamPage,
+    UpstreamUpdate,
+    Version,
+)
+from mcpkit.hub.api.ssrf import check_upstream_url
+from mcpkit.hub.api.views import tool_out, upstream_out
+from mcpkit.hub.catalog import UpstreamUnavailable, refresh_catalog
+from mcpkit.hub.settings import HubSettings
+from mcpkit.hub.store import (
+    Invalid,
+    NotFound,
+    UpstreamChanges,
+    UpstreamRecord,
+    UpstreamSpec,
+)
+from mcpkit.hub.store import validation as check
+from mcpkit.hub.store._paging import decode_cursor
+from mcpkit.hub.store.records import Catalog
+
+PREFIX = "/api/v1/users/mcp/upstreams"
+UPSTREAM_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+Cursor = Annotated[str | None, Query(max_length=512, description="from `next_cursor`")]
+# API field → store field (only the bearer differs)
+STORE_FIELDS = {"bearer_token": "bearer"}
+
+
+def router(settings: HubSettings) -> APIRouter:
+    api = APIRouter(prefix=PREFIX, tags=["upstreams"], responses=responses(*AUTHED, 422))
+    Limit = Annotated[
+        int | None, Query(ge=1, le=settings.max_page_size,
+                          description=f"items per page (default {settings.page_size})"),
+    ]
+
+    @api.get("", response_model=UpstreamPage, summary="List your upstreams")
+    async def list_upstreams(
+        user: CurrentUser,
+        context: Context,
+        limit: Limit = None,
+        cursor: Cursor = None,
+        enabled: Annotated[bool | None, Query(description="only enabled or disabled")] = None,
+    ) -> UpstreamPage:
+        page = await context.store.upstreams.list(
+            user.id, limit=limit or settings.page_size, cursor=_name_cursor(cursor),
+            enabled=enabled,
+        )
+        items = [await upstream_out(context, record) for record in page.items]
+        return UpstreamPage(items=items, next_cursor=page.next_cursor)
+
+    @api.post(
+        "",
+        response_model=UpstreamOut,
+        status_code=status.HTTP_201_CREATED,
+        summary="Register an upstream",
+        responses=responses(*WITH_BODY, 409),
+    )
+    async def create_upstream(
+        body: UpstreamCreate, user: CurrentUser, context: Context, response: Response
+    ) -> UpstreamOut:
+        _check_transport(body.transport, settings)
+        url, _command = check.endpoint(body.transport, body.url, body.command)
+        if url is not None:
+            await check_upstream_url(url, settings, context.resolve)
+        spec = UpstreamSpec(
+            name=body.name,
+            transport=body.transport,
+            url=body.url,
+            command=body.command,
+            headers=body.headers,
+            bearer=body.bearer_token,
+            enabled=body.enabled,
+            enabled_tools=body.enabled_tools,
+            disabled_tools=body.disabled_tools,
+            connect_timeout_s=body.connect_timeout_s,
+            call_timeout_s=body.call_timeout_s,
+        )
+        record = await context.store.upstreams.create(user.id, spec)
+        response.headers["Location"] = f"{PREFIX}/{record.id}"
+        return await upstream_out(context, record)
+
+    @api.get("/{upstream_id}", response_model=UpstreamOut, summary="One of your upstreams",
+             responses=responses(404))
+    async def get_upstream(upstream_id: str, user: CurrentUser, context: Context) -> UpstreamOut:
+        return await upstream_out(context, await _owned(context, user.id, upstream_id))
+
+    @api.patch(
+        "/{upstream_id}",
+        response_model=UpstreamOut,
+        summary="Change an upstream (absent fields are kept)",
+        responses=responses(*WITH_BODY, 404, 409),
+    )
+    async def update_upstream(
+        upstream_id: str, body: UpstreamUpdate, user: CurrentUser, context: Context
+    ) -> UpstreamOut:
+        current = await _owned(context, user.id, upstream_id)
+        given = body.model_fields_set
+        for name in sorted(given & UPDATE_NOT_NULL):
+            if getattr(body, name) is None:
+                raise ApiError(422, "must not be null (leave it out to keep it)", field=name)
+        transport = body.transport if "transport" in given else current.transport
+        assert transport is not None
+        if "transport" in given:
+            _check_transport(transport, settings)
+        if "url" in given and body.url is not None and transport != "stdio":
+            url, _ = check.endpoint(transport, body.url, None)
+            assert url is not None
+            await check_upstream_url(url, settings, context.resolve)
+        changes: dict[str, Any] = {
+            STORE_FIELDS.get(name, name): getattr(body, name)
+            for name in given if name != "version"
+        }
+        record = await context.store.upstreams.update(
+            user.id, current.id, UpstreamChanges(**changes), expected_version=body.version
+        )
+        return await upstream_out(context, record)
+
+    @api.delete(
+        "/{upstream_id}",
+        status_code=status.HTTP_204_NO_CONTENT,
+        response_class=Response,
+        summary="Remove an upstream and its catalog",
+        responses=responses(404, 409, 422),
+    )
+    async def delete_upstream(
+        upstream_id: str,
+        user: CurrentUser,
+        context: Context,
+        version: Annotated[Version | None, Query(description="409 unless still at it")] = None,
+    ) -> Response:
+        current = await _owned(context, user.id, upstream_id)
+        await context.store.upstreams.delete(user.id, current.id, expected_version=version)
+        return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+    @api.get(
+        "/{upstream_id}/tools",
+        response_model=ToolPage,
+        summary="The upstream's tools (stored catalog; refresh=true asks the upstream)",
+        responses=responses(404, 422, 502),
+    )
+    async def list_tools(
+        upstream_id: str,
+        user: CurrentUser,
+        context: Context,
+        refresh: Annotated[bool, Query(description="fetch the catalog from the upstream first")]
+        = False,
+        limit: Limit = None,
+        cursor: Cursor = None,
+    ) -> ToolPage:
+        record = await _owned(context, user.id, upstream_id)
+        if refresh:
+            catalog = await _refresh(context, record)
+        else:
+            catalog = await context.store.catalog.get(user.id, record.id)
+        tools, next_cursor = page_of(catalog.tools, cursor, limit or settings.page_size)
+        return ToolPage(items=[tool_out(record, tool) for tool in tools],
+                        next_cursor=next_cursor)
+
+    @api.post(
+        "/{upstream_id}/refresh",
+        response_model=UpstreamOut,
+        summary="Fetch the upstream's catalog now; the upstream with its new health",
+        responses=responses(404, 502),
+    )
+    async def refresh_upstream(
+        upstream_id: str, user: CurrentUser, context: Context
+    ) -> UpstreamOut:
+        record = await _owned(context, user.id, upstream_id)
+        await _refresh(context, record)
+        return await upstream_out(context, await _owned(context, user.id, record.id))
+
+    return api
+
+
+async def _owned(context: HubContext, user_id: int, upstream_id: str) -> UpstreamRecord:
+    """The caller's upstream, or 404 - also for an id that could never exist (checked before
+    the database sees it: nothing odd reaches a query)."""
+    if not UPSTREAM_ID.match(upstream_id):
+        raise NotFound("upstream", upstream_id)
+    return await context.store.upstreams.get(user_id, upstream_id)
+
+
+async def _refresh(context: HubContext, record: UpstreamRecord) -> Catalog:
+    """Refresh one catalog, waiting for a slot (bounded refreshes per process); 502 when
+    the upstream fails (its error is stored on the upstream by then)."""
+    assert context.refresh_slots is not None
+    async with context.refresh_slots:
+        try:
+            return await refresh_catalog(context.store, record, context.settings,
+                                         fetch=context.fetch)
+        except UpstreamUnavailable as error:
+            raise ApiError(502, str(error), code="upstream_unavailable") from None
+
+
+def _check_transport(transport: str, settings: HubSettings) -> None:
+    if transport == "stdio" and not settings.allow_stdio:
+        raise ApiError(422, "stdio upstreams are disabled by the operator (--allow-stdio)",
+                       field="transport")
+
+
+def _name_cursor(cursor: str | None) -> str | None:
+    """The store's cursors name the last row seen; one that decodes to anything but a name is
+    refused here, so nothing odd (a NUL, say) reaches a query."""
+    if cursor is None:
+        return None
+    decoded = decode_cursor(cursor)
+    if decoded is None or not check.NAME_RE.fullmatch(decoded):
+        raise Invalid("cursor", "not a cursor this listing gave")
+    return cursor

@@ -1,0 +1,109 @@
+"""Records of the store → response bodies. The one place secrets are masked: header values
+and the bearer token are decrypted only to show their names and a hint, never in full."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from mcpkit.hub.api.context import HubContext
+from mcpkit.hub.api.schemas import TokenOut, ToolOut, UpstreamOut, UserOut
+from mcpkit.hub.crypto import CredentialError
+from mcpkit.hub.store import Credentials, TokenRecord, UpstreamRecord, UserRecord
+
+log = logging.getLogger("mcpkit.hub.api")
+
+HINT_MIN_LENGTH = 16
+"""Secrets shorter than this show no characters at all: 4 of 8 would give half away."""
+ELLIPSIS = "…"
+
+
+def hint(secret: str) -> str:
+    return ELLIPSIS + secret[-4:] if len(secret) >= HINT_MIN_LENGTH else ELLIPSIS
+
+
+async def upstream_out(context: HubContext, record: UpstreamRecord) -> UpstreamOut:
+    credentials = Credentials()
+    if record.has_headers or record.has_bearer:
+        try:
+            credentials = await context.store.upstreams.credentials(record.user_id, record.id)
+        except CredentialError as error:  # shown as present but unreadable; logged for the op
+            log.warning("credentials of upstream %s cannot be opened: %s", record.id, error)
+    return upstream_body(record, credentials)
+
+
+def upstream_body(record: UpstreamRecord, credentials: Credentials) -> UpstreamOut:
+    headers: Mapping[str, str] | None = None
+    if record.has_headers:
+        headers = {name: hint(value) for name, value in credentials.headers.items()}
+    bearer_hint = None
+    if record.has_bearer:
+        bearer_hint = hint(credentials.bearer) if credentials.bearer else ELLIPSIS
+    return UpstreamOut(
+        id=record.id,
+        name=record.name,
+        transport=record.transport,
+        url=record.url,
+        command=None if record.command is None else list(record.command),
+        headers=None if headers is None else dict(headers),
+        has_bearer=record.has_bearer,
+        bearer_token_hint=bearer_hint,
+        enabled=record.enabled,
+        enabled_tools=None if record.enabled_tools is None else list(record.enabled_tools),
+        disabled_tools=list(record.disabled_tools),
+        connect_timeout_s=record.connect_timeout_s,
+        call_timeout_s=record.call_timeout_s,
+        health_status=record.health_status,
+        last_error=record.last_error,
+        last_checked_at=record.last_checked_at,
+        tool_count=record.tool_count,
+        catalog_updated_at=record.catalog_updated_at,
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+        version=record.version,
+    )
+
+
+def tool_out(record: UpstreamRecord, tool: Mapping[str, Any]) -> ToolOut:
+    """A stored tool (wire form). Members of an unexpected type are left out rather than
+    failing the listing: the catalog is what a foreign server said."""
+    name = str(tool.get("name", ""))
+    schema = tool.get("inputSchema")
+    return ToolOut(
+        name=name,
+        title=_text(tool.get("title")),
+        description=_text(tool.get("description")),
+        input_schema=schema if isinstance(schema, dict) else {"type": "object"},
+        output_schema=_object(tool.get("outputSchema")),
+        annotations=_object(tool.get("annotations")),
+        allowed=record.tool_allowed(name),
+    )
+
+
+def user_out(user: UserRecord) -> UserOut:
+    return UserOut(id=user.id, name=user.name, is_admin=user.is_admin, disabled=user.disabled,
+                   created_at=user.created_at)
+
+
+def token_out(token: TokenRecord, now: datetime) -> TokenOut:
+    return TokenOut(
+        id=token.id,
+        user_id=token.user_id,
+        name=token.name,
+        prefix=token.prefix,
+        created_at=token.created_at,
+        last_used_at=token.last_used_at,
+        expires_at=token.expires_at,
+        revoked_at=token.revoked_at,
+        active=token.active(now),
+    )
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _object(value: object) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None

@@ -1,0 +1,125 @@
+"""`mcpkit hub serve`: run the hub (REST API, docs, health endpoints) with uvicorn.
+
+    mcpkit hub serve [--host 127.0.0.1] [--port 8765] [--database-url URL]
+                     [--allow-private-upstreams] [--allow-stdio] [--redis-url URL]
+                     [--log-level info]
+
+Binds 127.0.0.1 unless told otherwise: exposing the hub is a decision (put TLS in front).
+The store is opened - and migrated - before the port is bound, so a bad database URL or an
+unreachable database is one line on stderr and exit status 2, not a half-started server.
+SIGTERM / SIGINT shut down gracefully: no new connections, in-flight requests get up to
+`shutdown_grace_s` to finish, then the lifespan closes what it opened.
+
+The secret key for upstream credentials comes from $MCPKIT_HUB_SECRET_KEY, else the key file
+in the data directory (generated on first start, mode 0600).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from mcpkit.hub.cli import EXIT_ERROR, add_database_argument, fail
+
+if TYPE_CHECKING:
+    from mcpkit.hub.cli import Subcommands
+    from mcpkit.hub.settings import HubSettings
+
+log = logging.getLogger("mcpkit.hub")
+
+
+def add_serve_command(commands: Subcommands) -> None:
+    serve = commands.add_parser("serve", help="run the hub: REST API (/api/v1, /docs)")
+    serve.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="port (default 8765)")
+    add_database_argument(serve)
+    serve.add_argument(
+        "--allow-private-upstreams", action="store_true",
+        help="let upstreams be on loopback/private/link-local addresses (tests, a trusted "
+             "network); refused by default (SSRF)",
+    )
+    serve.add_argument("--allow-stdio", action="store_true",
+                       help="let users register stdio upstreams (commands the hub runs)")
+    serve.add_argument("--redis-url", default=None, metavar="URL",
+                       help="Redis shared by replicas (default: $MCPKIT_HUB_REDIS_URL)")
+    serve.add_argument("--log-level", default=None,
+                       choices=("critical", "error", "warning", "info", "debug"))
+    serve.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        from mcpkit.hub.settings import HubSettings, SettingsError
+
+        settings = HubSettings.from_args(args)
+    except SettingsError as error:
+        return fail(str(error))
+    try:
+        import uvicorn  # noqa: F401 - checked here for the hint below
+
+        from mcpkit.hub.api import create_app  # noqa: F401
+    except ImportError as error:
+        return fail(f"the hub needs its extra: pip install 'mcpkit[hub]' ({error})")
+    logging.basicConfig(level=settings.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return _run_loop(settings)
+    except KeyboardInterrupt:
+        return 0
+
+
+def _run_loop(settings: HubSettings) -> int:
+    factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop
+    try:
+        import uvloop
+
+        factory = uvloop.new_event_loop
+    except ImportError:  # pragma: no cover - uvicorn[standard] brings it
+        pass
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(_serve(settings))
+
+
+async def _serve(settings: HubSettings) -> int:
+    import uvicorn
+
+    from mcpkit.hub.api import create_app
+    from mcpkit.hub.crypto import CredentialError, load_secret_box
+    from mcpkit.hub.store import Store, StoreError
+
+    try:
+        box = load_secret_box(settings.data_dir)
+        store = await Store.open(settings.resolved_database_url, box,
+                                 allow_stdio=settings.allow_stdio)
+    except (StoreError, CredentialError, OSError) as error:
+        return fail(str(error))
+    try:
+        app = create_app(settings, store, box)
+        config = uvicorn.Config(
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level,
+            lifespan="on",
+            timeout_graceful_shutdown=int(settings.shutdown_grace_s),
+            server_header=False,
+        )
+        server = uvicorn.Server(config)
+        print(f"mcpkit hub on http://{_authority(settings)} (API /api/v1, docs /docs); "
+              f"{settings.describe()}", file=sys.stderr, flush=True)
+        try:
+            await server.serve()
+        except SystemExit:  # uvicorn could not bind (it logged why)
+            return EXIT_ERROR
+        return 0 if server.started else EXIT_ERROR
+    finally:
+        await store.close()
+
+
+def _authority(settings: HubSettings) -> str:
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    return f"{host}:{settings.port}"

@@ -1,0 +1,213 @@
+"""`HubSettings`: everything an operator tunes about a running hub, from the command line and
+the environment (`MCPKIT_HUB_*`), checked once at start so a typo fails there, not mid-request.
+
+    settings = HubSettings.from_env()                 # defaults < environment
+    settings = HubSettings.from_args(args)            # defaults < environment < command line
+    settings = HubSettings(allow_private_upstreams=True, ...)   # tests: plain keyword arguments
+
+Environment (each also a `mcpkit hub serve` option where it makes sense):
+
+    MCPKIT_HUB_DATABASE_URL           --database-url        (default: hub.db in the data dir)
+    MCPKIT_HUB_DATA                   the data directory    (SQLite file, generated key)
+    MCPKIT_HUB_HOST / _PORT           --host / --port       (127.0.0.1:8765)
+    MCPKIT_HUB_ALLOW_PRIVATE_UPSTREAMS=1   --allow-private-upstreams
+    MCPKIT_HUB_ALLOW_STDIO=1          --allow-stdio
+    MCPKIT_HUB_REDIS_URL              --redis-url           (replicas; used by the /mcp router)
+    MCPKIT_HUB_PAGE_SIZE, _MAX_PAGE_SIZE, _MAX_BODY_BYTES, _HEALTH_INTERVAL,
+    MCPKIT_HUB_RATE_LIMIT, _RATE_BURST, _DNS_TIMEOUT, _MAX_REFRESHES, _SHUTDOWN_GRACE
+
+The secret key is not a setting: it is read by `mcpkit.hub.crypto.load_secret_box`
+($MCPKIT_HUB_SECRET_KEY, else the key file in the data directory), so it never sits in an
+object that might be logged or shown.
+
+Importing this module loads nothing of the hub's dependencies (the `serve` command parses its
+options with it before anything heavy is imported).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+ENV_PREFIX = "MCPKIT_HUB_"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+FALSE_WORDS = frozenset({"0", "false", "no", "off", ""})
+
+T = TypeVar("T")
+
+
+class SettingsError(ValueError):
+    """A setting the hub cannot run with; the message names the option or variable."""
+
+
+def _default_data_dir() -> Path:
+    configured = os.environ.get(ENV_PREFIX + "DATA")
+    if configured:
+        return Path(configured).expanduser()
+    return Path.home() / ".local" / "share" / "mcpkit" / "hub"
+
+
+@dataclass(frozen=True, slots=True)
+class HubSettings:
+    """A hub's configuration. Frozen: the app, its routes and later the router share one."""
+
+    database_url: str | None = None
+    """None: $MCPKIT_HUB_DATABASE_URL, else the SQLite file hub.db in `data_dir`."""
+    data_dir: Path = field(default_factory=_default_data_dir)
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    allow_private_upstreams: bool = False
+    """Let upstreams live on loopback/private/link-local addresses (tests, a trusted LAN).
+    Off, registration refuses such hosts and every connection re-checks DNS."""
+    allow_stdio: bool = False
+    """Let users register stdio upstreams: commands the hub runs as its own user. An operator's
+    decision, off by default."""
+    page_size: int = 50
+    """Items per page when a listing's `limit` is not given."""
+    max_page_size: int = 200
+    max_body_bytes: int = 1024 * 1024
+    """The largest request body the REST API reads (413 past it)."""
+    dns_timeout_s: float = 3.0
+    """How long registration waits for an upstream's host name to resolve (the SSRF check)."""
+    max_concurrent_refreshes: int = 8
+    """Catalog refreshes in flight per process; more wait their turn."""
+    health_interval_s: float = 60.0
+    """How often each enabled upstream is checked (used by the health checker)."""
+    rate_limit_per_minute: int = 600
+    """Per-user request budget (used by the rate limiter)."""
+    rate_limit_burst: int = 60
+    redis_url: str | None = None
+    """Shared state of replicas (catalog cache, notifications, rate limits); None: one process."""
+    shutdown_grace_s: float = 30.0
+    """How long a graceful shutdown waits for requests in flight."""
+    log_level: str = "info"
+
+    def __post_init__(self) -> None:
+        _check_port(self.port, "port")
+        for name in ("page_size", "max_page_size", "max_body_bytes", "max_concurrent_refreshes",
+                     "rate_limit_per_minute", "rate_limit_burst"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SettingsError(f"{name}: must be a whole number above 0, not {value!r}")
+        if self.page_size > self.max_page_size:
+            raise SettingsError("page_size: must not be above max_page_size")
+        if self.max_page_size > 500:
+            raise SettingsError("max_page_size: at most 500")
+        for name in ("dns_timeout_s", "health_interval_s", "shutdown_grace_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or \
+                    not math.isfinite(value) or value <= 0:
+                raise SettingsError(f"{name}: must be a number of seconds above 0, not {value!r}")
+        if not self.host:
+            raise SettingsError("host: must not be empty")
+        if self.log_level not in ("critical", "error", "warning", "info", "debug"):
+            raise SettingsError(f"log_level: {self.log_level!r} is not a log level")
+
+    @property
+    def resolved_database_url(self) -> str:
+        """`database_url`, else the SQLite file hub.db in `data_dir` (as the admin commands)."""
+        return self.database_url or f"sqlite+aiosqlite:///{self.data_dir / 'hub.db'}"
+
+    # --- loading ---------------------------------------------------------------------------
+
+    @classmethod
+    def from_env(
+        cls, environ: Mapping[str, str] | None = None, **overrides: Any
+    ) -> HubSettings:
+        """Defaults, then `MCPKIT_HUB_*` variables, then `overrides` (None values ignored)."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for spec in dataclasses.fields(cls):
+            variable = ENV_PREFIX + _ENV_NAMES.get(spec.name, spec.name.upper())
+            text = env.get(variable)
+            if text is None or (text == "" and spec.name not in _FLAGS):
+                continue
+            values[spec.name] = _parse(spec.name, text, variable)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        try:
+            return cls(**values)
+        except TypeError as error:  # an unknown override: a programming error, said plainly
+            raise SettingsError(str(error)) from None
+
+    @classmethod
+    def from_args(
+        cls, args: argparse.Namespace, environ: Mapping[str, str] | None = None
+    ) -> HubSettings:
+        """Settings for `mcpkit hub serve`: the options given win over the environment."""
+        names = {spec.name for spec in dataclasses.fields(cls)}
+        given = {name: value for name, value in vars(args).items() if name in names}
+        for flag in _FLAGS:  # store_true options: False means "not given", not "off"
+            if given.get(flag) is False:
+                given.pop(flag)
+        return cls.from_env(environ, **given)
+
+    def describe(self) -> str:
+        """One line for the start-up log (no secrets in settings, but not the database
+        password either: a URL's userinfo is cut)."""
+        url = self.resolved_database_url
+        if "@" in url and "://" in url:
+            scheme, rest = url.split("://", 1)
+            url = f"{scheme}://…@{rest.rsplit('@', 1)[1]}"
+        private = "allowed" if self.allow_private_upstreams else "refused"
+        stdio = "allowed" if self.allow_stdio else "off"
+        return f"database {url}, private upstreams {private}, stdio upstreams {stdio}"
+
+
+_FLAGS = frozenset({"allow_private_upstreams", "allow_stdio"})
+_ENV_NAMES = {
+    "data_dir": "DATA",
+    "page_size": "PAGE_SIZE",
+    "max_body_bytes": "MAX_BODY_BYTES",
+    "dns_timeout_s": "DNS_TIMEOUT",
+    "max_concurrent_refreshes": "MAX_REFRESHES",
+    "health_interval_s": "HEALTH_INTERVAL",
+    "rate_limit_per_minute": "RATE_LIMIT",
+    "rate_limit_burst": "RATE_BURST",
+    "shutdown_grace_s": "SHUTDOWN_GRACE",
+}
+
+
+def _parse(name: str, text: str, variable: str) -> Any:
+    parsers: dict[str, Callable[[str], Any]] = {
+        "data_dir": lambda t: Path(t).expanduser(),
+        "port": int,
+        "page_size": int,
+        "max_page_size": int,
+        "max_body_bytes": int,
+        "max_concurrent_refreshes": int,
+        "rate_limit_per_minute": int,
+        "rate_limit_burst": int,
+        "dns_timeout_s": float,
+        "health_interval_s": float,
+        "shutdown_grace_s": float,
+        "allow_private_upstreams": _flag,
+        "allow_stdio": _flag,
+        "log_level": str.lower,
+    }
+    parser = parsers.get(name, str)
+    try:
+        return parser(text.strip())
+    except ValueError:
+        raise SettingsError(f"{variable}: {text!r} is not a valid {name}") from None
+
+
+def _flag(text: str) -> bool:
+    word = text.lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise ValueError(text)
+
+
+def _check_port(value: object, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
+        raise SettingsError(f"{name}: must be a TCP port from 0 to 65535, not {value!r}")
