@@ -546,6 +546,11 @@ async def test_admins_manage_users_and_tokens(hub: Hub) -> None:
     await root.patch(f"{ADMIN_USERS}/{user_id}", {"is_admin": False})
     assert (await carol.get(ADMIN_USERS)).status == 403
     assert (await root.patch(f"{ADMIN_USERS}/{user_id}", {"disabled": None})).status == 422
+    root_id = (await root.get("/api/v1/users/me")).body["id"]
+    for change, field in (({"disabled": True}, "disabled"), ({"is_admin": False}, "is_admin")):
+        lockout = await root.patch(f"{ADMIN_USERS}/{root_id}", change)  # no self-lockout
+        assert lockout.status == 422 and lockout.error["field"] == field, lockout.text
+    assert (await root.get("/api/v1/users/me")).body["is_admin"] is True
 
     token_id = token.body["token"]["id"]
     other_id, _ = await fresh_user(hub)

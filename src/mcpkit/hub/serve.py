@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from mcpkit.hub.cli import EXIT_ERROR, add_database_argument, fail
 
@@ -108,7 +109,7 @@ async def _serve(settings: HubSettings) -> int:
             timeout_graceful_shutdown=int(settings.shutdown_grace_s),
             server_header=False,
         )
-        server = uvicorn.Server(config)
+        server = _server_class()(config)
         print(f"mcpkit hub on http://{_authority(settings)} (API /api/v1, docs /docs); "
               f"{settings.describe()}", file=sys.stderr, flush=True)
         try:
@@ -118,6 +119,27 @@ async def _serve(settings: HubSettings) -> int:
         return 0 if server.started else EXIT_ERROR
     finally:
         await store.close()
+
+
+def _server_class() -> Any:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, except that a stop signal ends `serve()` normally once the
+        graceful shutdown is done. (uvicorn raises the signal again at the end, which would
+        kill the process before the store is closed and make a clean stop exit -15.)"""
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    captured = getattr(self, "_captured_signals", None)
+                    if isinstance(captured, list):
+                        captured.clear()
+
+    return Server
 
 
 def _authority(settings: HubSettings) -> str:

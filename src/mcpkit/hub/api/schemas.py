@@ -98,7 +98,16 @@ class UpstreamCreate(BaseModel):
     """A new upstream. http/sse take an http(s) URL, ws a ws(s) URL, stdio a `command`
     (only when the operator allows stdio upstreams)."""
 
-    model_config = REQUEST
+    model_config = ConfigDict(
+        strict=True,
+        extra="forbid",
+        json_schema_extra={"examples": [
+            {"name": "github", "url": "https://api.githubcopilot.com/mcp/",
+             "bearer_token": "ghp_your_token", "disabled_tools": ["delete_repository"]},
+            {"name": "search", "transport": "sse", "url": "https://search.example.com/sse",
+             "headers": {"X-Api-Key": "your-key"}, "call_timeout_s": 30},
+        ]},
+    )
 
     name: Slug = Field(description="unique among your upstreams; prefixes its tools")
     transport: Transport = "http"
@@ -126,7 +135,15 @@ class UpstreamUpdate(BaseModel):
     `bearer_token` and `enabled_tools`. With `version`, the update applies only if the
     upstream is still at that version (409 otherwise)."""
 
-    model_config = REQUEST
+    model_config = ConfigDict(
+        strict=True,
+        extra="forbid",
+        json_schema_extra={"examples": [
+            {"enabled": False},
+            {"disabled_tools": ["delete_repository"], "call_timeout_s": 30, "version": 1},
+            {"bearer_token": None, "headers": {"X-Api-Key": "new-key"}},
+        ]},
+    )
 
     # `X | SkipJsonSchema[None] = None`: absent is allowed, null is not (the route says so)
     name: Slug | SkipJsonSchema[None] = None

@@ -44,6 +44,18 @@ PREFIX = "/api/v1/admin/users"
 UserId = Annotated[int, Path(ge=1, le=MAX_ID)]
 TokenId = Annotated[int, Path(ge=1, le=MAX_ID)]
 Cursor = Annotated[str | None, Query(max_length=512, description="from `next_cursor`")]
+# OpenAPI links from a new user / token to what can be done with it
+USER_LINKS = {
+    name: {"operationId": name, "parameters": {"user_id": "$response.body#/id"}}
+    for name in ("get_user", "update_user", "list_user_tokens", "create_user_token")
+}
+TOKEN_LINKS = {
+    "revoke_user_token": {
+        "operationId": "revoke_user_token",
+        "parameters": {"user_id": "$response.body#/token/user_id",
+                       "token_id": "$response.body#/token/id"},
+    },
+}
 
 
 def router(settings: HubSettings) -> APIRouter:
@@ -53,7 +65,7 @@ def router(settings: HubSettings) -> APIRouter:
                           description=f"items per page (default {settings.page_size})"),
     ]
 
-    @api.get("", response_model=UserPage, summary="List users",
+    @api.get("", response_model=UserPage, summary="List users", operation_id="list_users",
              responses=responses(422))
     async def list_users(
         _admin: AdminUser, context: Context, limit: Limit = None, cursor: Cursor = None
@@ -66,7 +78,8 @@ def router(settings: HubSettings) -> APIRouter:
         return UserPage(items=[user_out(u) for u in page.items], next_cursor=page.next_cursor)
 
     @api.post("", response_model=UserOut, status_code=status.HTTP_201_CREATED,
-              summary="Add a user", responses=responses(*WITH_BODY, 409))
+              summary="Add a user", operation_id="create_user",
+              responses={**responses(*WITH_BODY, 409), 201: {"links": USER_LINKS}})
     async def create_user(
         body: UserCreate, _admin: AdminUser, context: Context, response: Response
     ) -> UserOut:
@@ -74,20 +87,27 @@ def router(settings: HubSettings) -> APIRouter:
         response.headers["Location"] = f"{PREFIX}/{user.id}"
         return user_out(user)
 
-    @api.get("/{user_id}", response_model=UserOut, summary="One user",
+    @api.get("/{user_id}", response_model=UserOut, summary="One user", operation_id="get_user",
              responses=responses(404, 422))
     async def get_user(user_id: UserId, _admin: AdminUser, context: Context) -> UserOut:
         return user_out(await context.store.users.get(user_id))
 
     @api.patch("/{user_id}", response_model=UserOut, summary="Disable or enable a user, "
-               "make or unmake an admin", responses=responses(*WITH_BODY, 404))
+               "make or unmake an admin", operation_id="update_user",
+               responses=responses(*WITH_BODY, 404))
     async def update_user(
-        user_id: UserId, body: UserUpdate, _admin: AdminUser, context: Context
+        user_id: UserId, body: UserUpdate, admin: AdminUser, context: Context
     ) -> UserOut:
         user = await context.store.users.get(user_id)
         for name in ("disabled", "is_admin"):
             if name in body.model_fields_set and getattr(body, name) is None:
                 raise Invalid(name, "must not be null (leave it out to keep it)")
+        # an admin cannot lock themselves out (and so cannot remove the last admin that way)
+        if user_id == admin.id and body.disabled:
+            raise Invalid("disabled", "an admin cannot disable themselves: ask another admin")
+        if user_id == admin.id and body.is_admin is False:
+            raise Invalid("is_admin", "an admin cannot drop their own admin role: ask another "
+                                      "admin")
         if body.disabled is not None:
             user = await context.store.users.set_disabled(user_id, body.disabled)
         if body.is_admin is not None:
@@ -95,7 +115,7 @@ def router(settings: HubSettings) -> APIRouter:
         return user_out(user)
 
     @api.get("/{user_id}/tokens", response_model=TokenPage, summary="A user's tokens",
-             responses=responses(404, 422))
+             operation_id="list_user_tokens", responses=responses(404, 422))
     async def list_tokens(
         user_id: UserId, _admin: AdminUser, context: Context,
         limit: Limit = None, cursor: Cursor = None,
@@ -109,7 +129,8 @@ def router(settings: HubSettings) -> APIRouter:
     @api.post("/{user_id}/tokens", response_model=TokenCreated,
               status_code=status.HTTP_201_CREATED,
               summary="Create a token for a user (its secret is in this response only)",
-              responses=responses(*WITH_BODY, 404))
+              operation_id="create_user_token",
+              responses={**responses(*WITH_BODY, 404), 201: {"links": TOKEN_LINKS}})
     async def create_token(
         user_id: UserId, body: TokenCreate, _admin: AdminUser, context: Context
     ) -> TokenCreated:
@@ -122,7 +143,7 @@ def router(settings: HubSettings) -> APIRouter:
 
     @api.delete("/{user_id}/tokens/{token_id}", response_model=TokenOut,
                 summary="Revoke a token (revoking twice keeps the first time)",
-                responses=responses(404, 422))
+                operation_id="revoke_user_token", responses=responses(404, 422))
     async def revoke_token(
         user_id: UserId, token_id: TokenId, _admin: AdminUser, context: Context
     ) -> TokenOut:

@@ -21,11 +21,13 @@ READY_TIMEOUT_S = 2.0
 def router() -> APIRouter:
     api = APIRouter(tags=["operations"])
 
-    @api.get("/healthz", response_model=Status, summary="The process is alive")
+    @api.get("/healthz", response_model=Status, summary="The process is alive",
+             operation_id="healthz")
     async def healthz() -> Status:
         return Status(status="ok")
 
     @api.get("/readyz", response_model=Status, summary="The database is reachable",
+             operation_id="readyz",
              responses=responses(503))
     async def readyz(context: Context) -> Status:
         try:

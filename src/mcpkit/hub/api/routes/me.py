@@ -13,7 +13,7 @@ from mcpkit.hub.api.views import user_out
 def router() -> APIRouter:
     api = APIRouter(prefix="/api/v1/users", tags=["users"], responses=responses(*AUTHED))
 
-    @api.get("/me", response_model=UserOut, summary="The caller")
+    @api.get("/me", response_model=UserOut, summary="The caller", operation_id="get_me")
     async def me(user: CurrentUser) -> UserOut:
         return user_out(user)
 

@@ -48,6 +48,12 @@ from mcpkit.hub.store.records import Catalog
 PREFIX = "/api/v1/users/mcp/upstreams"
 UPSTREAM_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 Cursor = Annotated[str | None, Query(max_length=512, description="from `next_cursor`")]
+# OpenAPI links: what a client (and the property tests) can do with a new upstream's id
+UPSTREAM_LINKS = {
+    name: {"operationId": name, "parameters": {"upstream_id": "$response.body#/id"}}
+    for name in ("get_upstream", "update_upstream", "delete_upstream", "list_upstream_tools",
+                 "refresh_upstream")
+}
 # API field → store field (only the bearer differs)
 STORE_FIELDS = {"bearer_token": "bearer"}
 
@@ -59,7 +65,8 @@ def router(settings: HubSettings) -> APIRouter:
                           description=f"items per page (default {settings.page_size})"),
     ]
 
-    @api.get("", response_model=UpstreamPage, summary="List your upstreams")
+    @api.get("", response_model=UpstreamPage, summary="List your upstreams",
+             operation_id="list_upstreams")
     async def list_upstreams(
         user: CurrentUser,
         context: Context,
@@ -79,7 +86,8 @@ def router(settings: HubSettings) -> APIRouter:
         response_model=UpstreamOut,
         status_code=status.HTTP_201_CREATED,
         summary="Register an upstream",
-        responses=responses(*WITH_BODY, 409),
+        operation_id="create_upstream",
+        responses={**responses(*WITH_BODY, 409), 201: {"links": UPSTREAM_LINKS}},
     )
     async def create_upstream(
         body: UpstreamCreate, user: CurrentUser, context: Context, response: Response
@@ -106,7 +114,7 @@ def router(settings: HubSettings) -> APIRouter:
         return await upstream_out(context, record)
 
     @api.get("/{upstream_id}", response_model=UpstreamOut, summary="One of your upstreams",
-             responses=responses(404))
+             operation_id="get_upstream", responses=responses(404))
     async def get_upstream(upstream_id: str, user: CurrentUser, context: Context) -> UpstreamOut:
         return await upstream_out(context, await _owned(context, user.id, upstream_id))
 
@@ -114,6 +122,7 @@ def router(settings: HubSettings) -> APIRouter:
         "/{upstream_id}",
         response_model=UpstreamOut,
         summary="Change an upstream (absent fields are kept)",
+        operation_id="update_upstream",
         responses=responses(*WITH_BODY, 404, 409),
     )
     async def update_upstream(
@@ -146,6 +155,7 @@ def router(settings: HubSettings) -> APIRouter:
         status_code=status.HTTP_204_NO_CONTENT,
         response_class=Response,
         summary="Remove an upstream and its catalog",
+        operation_id="delete_upstream",
         responses=responses(404, 409, 422),
     )
     async def delete_upstream(
@@ -162,6 +172,7 @@ def router(settings: HubSettings) -> APIRouter:
         "/{upstream_id}/tools",
         response_model=ToolPage,
         summary="The upstream's tools (stored catalog; refresh=true asks the upstream)",
+        operation_id="list_upstream_tools",
         responses=responses(404, 422, 502),
     )
     async def list_tools(
@@ -186,6 +197,7 @@ def router(settings: HubSettings) -> APIRouter:
         "/{upstream_id}/refresh",
         response_model=UpstreamOut,
         summary="Fetch the upstream's catalog now; the upstream with its new health",
+        operation_id="refresh_upstream",
         responses=responses(404, 502),
     )
     async def refresh_upstream(
