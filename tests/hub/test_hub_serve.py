@@ -222,12 +222,13 @@ def test_settings_from_defaults_environment_and_options(tmp_path: Path) -> None:
     assert from_env.resolved_database_url == f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
     args = argparse.Namespace(host=None, port=9100, database_url="postgresql://u:pw@db/hub",
                               allow_private_upstreams=False, allow_stdio=True, redis_url=None,
-                              log_level=None)
+                              log_level=None, data_dir=tmp_path / "other")
     merged = HubSettings.from_args(args, environ)
     assert merged.port == 9100 and merged.host == "0.0.0.0"  # the option wins, else the env
     assert merged.allow_private_upstreams  # an absent flag does not turn the env's off
     assert merged.allow_stdio and merged.database_url == "postgresql://u:pw@db/hub"
     assert "pw" not in merged.describe() and "db/hub" in merged.describe()
+    assert merged.data_dir == tmp_path / "other"
     for bad in ({"MCPKIT_HUB_PORT": "x"}, {"MCPKIT_HUB_PORT": "70000"},
                 {"MCPKIT_HUB_ALLOW_STDIO": "perhaps"}, {"MCPKIT_HUB_PAGE_SIZE": "0"},
                 {"MCPKIT_HUB_DNS_TIMEOUT": "nan"}, {"MCPKIT_HUB_MAX_PAGE_SIZE": "10000"}):

@@ -1,6 +1,6 @@
 """`mcpkit hub serve`: run the hub (REST API, docs, health endpoints) with uvicorn.
 
-    mcpkit hub serve [--host 127.0.0.1] [--port 8765] [--database-url URL]
+    mcpkit hub serve [--host 127.0.0.1] [--port 8765] [--database-url URL] [--data-dir DIR]
                      [--allow-private-upstreams] [--allow-stdio] [--redis-url URL]
                      [--log-level info]
 
@@ -22,6 +22,7 @@ import contextlib
 import logging
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcpkit.hub.cli import EXIT_ERROR, add_database_argument, fail
@@ -38,6 +39,9 @@ def add_serve_command(commands: Subcommands) -> None:
     serve.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="port (default 8765)")
     add_database_argument(serve)
+    serve.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
+                       help="the SQLite file and generated key live here (default: "
+                            "$MCPKIT_HUB_DATA or ~/.local/share/mcpkit/hub)")
     serve.add_argument(
         "--allow-private-upstreams", action="store_true",
         help="let upstreams be on loopback/private/link-local addresses (tests, a trusted "
