@@ -83,7 +83,7 @@ async def test_users_create_get_list_disable(store: Store) -> None:
         await store.users.set_disabled(999)
 
 
-@pytest.mark.parametrize("name", ["", "Alice", "-x", "a b", "a" * 64, "é", "a/b"])
+@pytest.mark.parametrize("name", ["", "Alice", "-x", "a b", "a" * 64, "é", "a/b", "alice\n"])
 async def test_user_names_are_slugs(sqlite_store: Store, name: str) -> None:
     with pytest.raises(Invalid) as invalid:
         await sqlite_store.users.create(name)

@@ -58,7 +58,7 @@ OUTCOMES = ("ok", "tool_error", "error", "denied", "timeout")
 
 
 def name(value: object, field: str = "name") -> str:
-    if not isinstance(value, str) or not NAME_RE.match(value):
+    if not isinstance(value, str) or not NAME_RE.fullmatch(value):
         raise Invalid(field, "must match ^[a-z0-9][a-z0-9_-]{0,62}$ (lowercase letters, digits,"
                       " '_' and '-', starting with a letter or digit, at most 63 characters)")
     return value
@@ -130,7 +130,7 @@ def headers(value: object) -> dict[str, str] | None:
     seen: set[str] = set()
     result: dict[str, str] = {}
     for key, item in value.items():
-        if not isinstance(key, str) or not HEADER_NAME_RE.match(key):
+        if not isinstance(key, str) or not HEADER_NAME_RE.fullmatch(key):
             raise Invalid("headers", f"{str(key)[:64]!r} is not a valid header name")
         lower = key.lower()
         if lower in RESERVED_HEADERS:
