@@ -7,8 +7,9 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,3 +71,34 @@ def pid_gone(pid: int) -> bool:
     except FileNotFoundError:
         return True
     return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+@contextlib.contextmanager
+def serve_in_thread(app: Any, *, lifespan: str = "off", name: str = "uvicorn"
+                    ) -> Iterator[str]:
+    """Serve the ASGI `app` with uvicorn on a free 127.0.0.1 port in a daemon thread;
+    yields the base URL ("http://127.0.0.1:PORT"); stops the server on exit."""
+    import uvicorn
+
+    port = free_port()
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", lifespan=lifespan,
+        timeout_graceful_shutdown=2, loop="asyncio", http="h11", ws="none",
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True, name=f"{name}-{port}")
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            raise RuntimeError(f"{name} did not start (see the log above)")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        if thread.is_alive():
+            server.force_exit = True
+            thread.join(5)

@@ -4,19 +4,16 @@ by uvicorn in a thread on a free 127.0.0.1 port."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 import textwrap
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
-from tests.procs import eventually, free_port, pid_gone  # noqa: F401 (re-exported)
+from tests.procs import eventually, free_port, pid_gone, serve_in_thread  # noqa: F401 (re-exported)
 
 from mcpkit.protocol.jsonrpc import RequestId
 from mcpkit.transports.client.base import ConnectionClosed, Inbound, Outgoing
@@ -287,35 +284,3 @@ class RawServer:
             while not (found := check(self.received())):  # noqa: ASYNC110 (a file)
                 await anyio.sleep(0.02)
             return found
-
-
-# --- uvicorn in a thread -------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def serve_in_thread(app: Any) -> Iterator[str]:
-    """Serve the ASGI `app` with uvicorn on a free 127.0.0.1 port in a daemon thread;
-    yields the base URL ("http://127.0.0.1:PORT"); stops the server on exit."""
-    import uvicorn
-
-    port = free_port()
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", lifespan="off",
-        timeout_graceful_shutdown=1, loop="asyncio", http="h11", ws="none",
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(5)
-        if thread.is_alive():
-            server.force_exit = True
-            thread.join(5)

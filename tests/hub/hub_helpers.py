@@ -15,8 +15,6 @@ import os
 import secrets
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +23,7 @@ from typing import Any
 import aiohttp
 import anyio
 import pytest
-from tests.procs import free_port, stop_process, wait_for_port
+from tests.procs import free_port, serve_in_thread, stop_process, wait_for_port
 
 from mcpkit.hub.api import create_app
 from mcpkit.hub.api.context import CatalogFetcher, HostResolver
@@ -153,30 +151,8 @@ def seed_admin(database_url: str, box: SecretBox) -> str:
 @contextlib.contextmanager
 def serve_app(app: Any) -> Iterator[str]:
     """uvicorn with the app's lifespan in a daemon thread; the base URL; stopped after."""
-    import uvicorn
-
-    port = free_port()
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", lifespan="on",
-        timeout_graceful_shutdown=2, ws="none",
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True, name=f"hub-{port}")
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            raise RuntimeError("the hub did not start (see the log above)")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        if thread.is_alive():
-            server.force_exit = True
-            thread.join(5)
+    with serve_in_thread(app, lifespan="on", name="hub") as base:
+        yield base
 
 
 @contextlib.contextmanager
