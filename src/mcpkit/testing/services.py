@@ -246,11 +246,63 @@ def _bounded_wait(
     raise TimeoutError
 
 
-class PostgresServer:
+class _ServiceProcess:
+    """What a throwaway server process has in common: its process and port, the temp dirs
+    removed when it stops, the stop sequence (`STOP_SIGNAL`, a bounded wait, SIGKILL) and
+    the context manager. Subclasses define `start()`."""
+
+    STOP_SIGNAL: signal.Signals = signal.SIGTERM
+
+    def __init__(self, stop_timeout: float) -> None:
+        self.stop_timeout = stop_timeout
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._port: int | None = None
+        self._dirs: list[Path] = []
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """`STOP_SIGNAL`, a bounded wait, SIGKILL as the fallback; then the temp dirs are
+        removed. Idempotent."""
+        proc, self._proc = self._proc, None
+        try:
+            if proc is not None:
+                _terminate(proc, self.STOP_SIGNAL, self.stop_timeout)
+        finally:
+            dirs, self._dirs = self._dirs, []
+            for directory in dirs:
+                shutil.rmtree(directory, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._port is None or self._proc is None:
+            raise ServiceError(f"the {type(self).__name__} is not running")
+        return self._port
+
+    @property
+    def pid(self) -> int | None:
+        """The server's PID while running."""
+        return self._proc.pid if self._proc is not None else None
+
+
+class PostgresServer(_ServiceProcess):
     """A throwaway PostgreSQL cluster: `initdb` in a temp dir, `postgres` on 127.0.0.1 and a
     free port, with durability off (fsync, synchronous_commit, full_page_writes: a test cluster
     is thrown away, so crash safety only costs time), trust authentication for the `postgres`
-    superuser, and one database (`database`) created.
+    superuser, and one database (`database`) created. Stopped by SIGINT (fast shutdown:
+    disconnects clients; no checkpoint worth waiting for with fsync off).
 
     As root, initdb and postgres run as the `postgres` system user (the data dir is owned by it,
     mode 0700); SQL is sent with the `psql` next to the `postgres` binary, over TCP.
@@ -259,6 +311,8 @@ class PostgresServer:
             engine = create_async_engine(pg.url)
             dsn = pg.create_database()  # an empty database per test
     """
+
+    STOP_SIGNAL = signal.SIGINT
 
     def __init__(
         self,
@@ -273,20 +327,17 @@ class PostgresServer:
         """`bin_dir` pins the directory of initdb/postgres/psql (default: `find_postgres_bin`);
         `base_dir` is where the temp dir goes (default: the system temp dir); `settings` are
         extra `-c name=value` server settings."""
+        super().__init__(stop_timeout)
         _check_db_name(database)
         self.database = database
         self.bin_dir = bin_dir
         self.base_dir = base_dir
         self.settings = dict(settings or {})
         self.start_timeout = start_timeout
-        self.stop_timeout = stop_timeout
         self.initdb_seconds: float | None = None
         """How long initdb took (set by `start`)."""
         self.start_seconds: float | None = None
         """How long the server took from launch to answering `SELECT 1` (set by `start`)."""
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._port: int | None = None
-        self._dirs: list[Path] = []
         self._data_dir: Path | None = None
         self._log_path: Path | None = None
         self._psql: Path | None = None
@@ -314,45 +365,10 @@ class PostgresServer:
             raise
         return self
 
-    def stop(self) -> None:
-        """Fast shutdown (SIGINT to the postmaster: disconnects clients, no checkpoint wait
-        worth mentioning with fsync off), a bounded wait, SIGKILL as the fallback; then the temp
-        dir is removed. Idempotent."""
-        proc, self._proc = self._proc, None
-        try:
-            if proc is not None:
-                _terminate(proc, signal.SIGINT, self.stop_timeout)
-        finally:
-            dirs, self._dirs = self._dirs, []
-            for directory in dirs:
-                shutil.rmtree(directory, ignore_errors=True)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
     def __repr__(self) -> str:
         return f"<PostgresServer port={self._port} pid={self.pid} database={self.database!r}>"
 
     # -- addresses ---------------------------------------------------------------------------
-
-    @property
-    def port(self) -> int:
-        if self._port is None or self._proc is None:
-            raise ServiceError("the PostgresServer is not running")
-        return self._port
-
-    @property
-    def pid(self) -> int | None:
-        """The postmaster's PID while running."""
-        return self._proc.pid if self._proc is not None else None
 
     @property
     def data_dir(self) -> Path:
@@ -679,7 +695,7 @@ def redis_command(port: int, *args: str | bytes | int, timeout: float = 5.0) -> 
             return _read_reply(reader)
 
 
-class RedisServer:
+class RedisServer(_ServiceProcess):
     """A throwaway `redis-server` on 127.0.0.1 and a free port: no persistence (no RDB, no
     AOF), protected mode on, its working dir a temp dir; ready when PING answers PONG.
 
@@ -698,27 +714,26 @@ class RedisServer:
     ) -> None:
         """`binary` pins redis-server (default: `find_redis_server`); `extra_args` are appended
         to its command line (e.g. ["--maxmemory", "64mb"])."""
+        super().__init__(stop_timeout)
         self.binary = binary
         self.base_dir = base_dir
         self.extra_args = list(extra_args)
         self.start_timeout = start_timeout
-        self.stop_timeout = stop_timeout
         self.start_seconds: float | None = None
         """How long the server took from launch to answering PING (set by `start`)."""
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._port: int | None = None
         self._dir: Path | None = None
         self._log_path: Path | None = None
 
     def start(self) -> Self:
         """Launch and wait, bounded, for PONG; on failure nothing is left behind."""
-        if self._proc is not None or self._dir is not None:
+        if self._proc is not None or self._dirs:
             raise ServiceError("this RedisServer was already started")
         binary = self.binary if self.binary is not None else find_redis_server()
         if binary is None or not binary.is_file():
             raise ServiceUnavailable(f"redis-server not found: {INSTALL_HINT}")
         try:
             self._dir = Path(tempfile.mkdtemp(prefix="mcpkit-redis-", dir=self.base_dir))
+            self._dirs.append(self._dir)
             self._log_path = self._dir / "redis.log"
             self._launch(binary)
         except BaseException:
@@ -726,41 +741,8 @@ class RedisServer:
             raise
         return self
 
-    def stop(self) -> None:
-        """SIGTERM (with nothing to save, Redis exits at once), a bounded wait, SIGKILL as the
-        fallback; then the temp dir is removed. Idempotent."""
-        proc, self._proc = self._proc, None
-        try:
-            if proc is not None:
-                _terminate(proc, signal.SIGTERM, self.stop_timeout)
-        finally:
-            directory, self._dir = self._dir, None
-            if directory is not None:
-                shutil.rmtree(directory, ignore_errors=True)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
     def __repr__(self) -> str:
         return f"<RedisServer port={self._port} pid={self.pid}>"
-
-    @property
-    def port(self) -> int:
-        if self._port is None or self._proc is None:
-            raise ServiceError("the RedisServer is not running")
-        return self._port
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
 
     @property
     def url(self) -> str:
