@@ -161,16 +161,21 @@ class ManagedServer:
 
     # --- the catalog ---------------------------------------------------------------------
 
-    async def _load_catalog(self, client: Client) -> None:
+    async def _load_catalog(self, client: Client, kind: str = "all") -> None:
+        """List one kind of the catalog ("tools", "prompts", "resources") or all of them;
+        a kind the server does not offer is empty."""
         caps = client.server_capabilities
-        tools = await client.list_tools() if "tools" in caps else []
-        self.tools = [t for t in tools if self.config.allows_tool(t.name)]
-        if "resources" in caps:
-            self.resources = await client.list_resources()
-            self.resource_templates = await client.list_resource_templates()
-        else:
-            self.resources, self.resource_templates = [], []
-        self.prompts = await client.list_prompts() if "prompts" in caps else []
+        if kind in ("all", "tools"):
+            tools = await client.list_tools() if "tools" in caps else []
+            self.tools = [t for t in tools if self.config.allows_tool(t.name)]
+        if kind in ("all", "resources"):
+            if "resources" in caps:
+                self.resources = await client.list_resources()
+                self.resource_templates = await client.list_resource_templates()
+            else:
+                self.resources, self.resource_templates = [], []
+        if kind in ("all", "prompts"):
+            self.prompts = await client.list_prompts() if "prompts" in caps else []
 
     async def refresh(self, kind: str = "all") -> None:
         """List the catalog again (all of it, or one kind) and tell the manager."""
@@ -178,16 +183,7 @@ class ManagedServer:
         if client is None:
             return
         try:
-            if kind == "tools":
-                self.tools = [t for t in await client.list_tools()
-                              if self.config.allows_tool(t.name)]
-            elif kind == "prompts":
-                self.prompts = await client.list_prompts()
-            elif kind == "resources":
-                self.resources = await client.list_resources()
-                self.resource_templates = await client.list_resource_templates()
-            else:
-                await self._load_catalog(client)
+            await self._load_catalog(client, kind)
         except Exception as exc:  # keep the old catalog; the next change tries again
             log.warning("could not refresh the %s of %s: %s", kind, self.describe(), exc)
             return

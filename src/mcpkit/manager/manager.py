@@ -274,12 +274,10 @@ class ServerManager:
         timeout: float | None = None,  # noqa: ASYNC109 (the idle limit, reset by progress)
     ) -> types.CallToolResult:
         """Call a tool by its exposed name. A tool failure is a result with `is_error`;
-        the manager raises `UnknownTool`, `ToolNotAllowed`, `PermissionDenied` or
-        `ServerUnavailable` when the call cannot be made."""
-        tool = self.tool(name)
+        the manager raises `UnknownTool` (also for a tool the config excludes),
+        `PermissionDenied` or `ServerUnavailable` when the call cannot be made."""
+        tool = self.tool(name)  # the catalog holds only tools the allow/deny lists admit
         server = self.server(tool.server)
-        if not server.config.allows_tool(tool.tool.name):
-            raise ToolNotAllowed(f"{name} is excluded by the config of {server.name}")
         await permissions.check(ToolCallRequest(tool, dict(arguments or {})),
                                 self.permission, self.ask)
         result = await server.call_tool(tool.tool.name, arguments, read_only=tool.read_only,
