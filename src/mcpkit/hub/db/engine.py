@@ -5,10 +5,11 @@
     default_data_dir()        $MCPKIT_HUB_DATA, else ~/.local/share/mcpkit/hub
     default_database_url()    $MCPKIT_HUB_DATABASE_URL, else sqlite+aiosqlite:///<data dir>/hub.db
 
-SQLite (one hub process; no setup): every connection gets `journal_mode=WAL` (readers never
-block the writer), `synchronous=NORMAL` (a committed transaction survives the process being
-killed; a power cut may lose the last ones), `foreign_keys=ON` (cascades) and a `busy_timeout`
-(a writer waits for another instead of failing at once). Transactions are real ones: the
+SQLite (one hub process; no setup): the file is put in `journal_mode=WAL` when the engine is
+made (readers never block the writer); every connection gets `synchronous=NORMAL` (a
+committed transaction survives the process being killed; a power cut may lose the last
+ones), `foreign_keys=ON` (cascades) and a `busy_timeout` (a writer waits for another instead
+of failing at once). Transactions are real ones: the
 driver's implicit-transaction mode is turned off and SQLAlchemy's `begin` emits `BEGIN`, or
 `BEGIN IMMEDIATE` on a connection with the execution option `sqlite_begin="IMMEDIATE"` - what
 the store uses for writes, so that a transaction that reads then writes takes the write lock
@@ -21,6 +22,7 @@ before use (`pool_pre_ping`, so a restarted database is survived) and recycled a
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -116,10 +118,26 @@ def _sqlite_engine(url: URL, echo: bool) -> AsyncEngine:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         # token hashes and sealed credentials: owner-only (SQLite gives -wal/-shm the same mode)
         os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+        _use_wal(path)
     engine = create_async_engine(url, echo=echo)
     event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
     event.listen(engine.sync_engine, "begin", _sqlite_on_begin)
     return engine
+
+
+def _use_wal(path: Path) -> None:
+    """Put the database file in WAL mode once, before any engine connection exists.
+
+    The journal mode is stored in the file. Switching it needs the database to itself and
+    SQLite answers "database is locked" at once, without waiting for `busy_timeout`, when
+    another connection is inside a transaction - so switching on every new pooled
+    connection failed when several engines (replicas starting together) opened the same
+    new file at once."""
+    connection = sqlite3.connect(path, timeout=SQLITE_BUSY_TIMEOUT_MS / 1000)
+    try:
+        connection.execute("PRAGMA journal_mode = WAL")
+    finally:
+        connection.close()
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -128,7 +146,9 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA journal_mode")
+        if str(cursor.fetchone()[0]).lower() != "wal":  # a memory or URI database
+            cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.execute("PRAGMA foreign_keys = ON")
     finally:
