@@ -14,6 +14,10 @@ WebSocket /mcp and /ws     the WebSocket transport, subprotocol `mcp` (`websocke
 
 Before anything: Host and Origin must be acceptable (403), the body at most
 `max_body_bytes` (413).
+
+Who is calling: an authenticating middleware in front of the app may put the caller's
+identity in `scope[PRINCIPAL_KEY]` (a string). It reaches the handlers as `Call.principal`,
+and a legacy session belongs to the principal that opened it (404 for anyone else).
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ from mcpkit.transports.http.websocket import WebSocketTransport
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+PRINCIPAL_KEY = "mcpkit.principal"
+"""The ASGI scope key where an authenticating middleware puts the caller's identity."""
 _MODERN_400 = frozenset(
     {
         errors.HEADER_MISMATCH,
@@ -138,18 +144,21 @@ class McpAsgiApp:
             await asgi.respond(send, status, body, content_type="application/json")
             return
         method = scope["method"]
+        principal = str(scope.get(PRINCIPAL_KEY, ""))
         if method == "POST":
-            await self._post(hdrs, receive, send)
+            await self._post(hdrs, receive, send, principal)
         elif method == "GET":
-            await self._get(hdrs, receive, send)
+            await self._get(hdrs, receive, send, principal)
         elif method == "DELETE":
-            await self._delete(hdrs, send)
+            await self._delete(hdrs, send, principal)
         else:
             await asgi.respond(send, 405, b"", headers={"allow": "GET, POST, DELETE"})
 
     # --- POST ----------------------------------------------------------------------------------
 
-    async def _post(self, hdrs: dict[str, str], receive: Receive, send: Send) -> None:
+    async def _post(
+        self, hdrs: dict[str, str], receive: Receive, send: Send, principal: str
+    ) -> None:
         accept = hdrs.get("accept", "*/*")
         can_sse = "text/event-stream" in accept or "*/*" in accept
         if not (can_sse or "application/json" in accept):
@@ -174,7 +183,7 @@ class McpAsgiApp:
         except ConnectionResetError:
             return
         if jsonrpc.is_batch(body):
-            await self._post_batch(body, hdrs, send)
+            await self._post_batch(body, hdrs, send, principal)
             return
         try:
             message = jsonrpc.decode_message(body)
@@ -182,14 +191,16 @@ class McpAsgiApp:
             await self._error(send, 400, failure.error, failure.id)
             return
         if isinstance(message, jsonrpc.Request):
-            await self._post_request(message, hdrs, receive, send, can_sse)
+            await self._post_request(message, hdrs, receive, send, can_sse, principal)
         else:
-            await self._post_other(message, hdrs, send)
+            await self._post_other(message, hdrs, send, principal)
 
-    async def _post_other(self, message: jsonrpc.Message, hdrs: dict[str, str], send: Send) -> None:
+    async def _post_other(
+        self, message: jsonrpc.Message, hdrs: dict[str, str], send: Send, principal: str
+    ) -> None:
         session_id = hdrs.get("mcp-session-id")
         if session_id is not None:
-            session = self.sessions.get(session_id)
+            session = self.sessions.get(session_id, principal)
             if session is None:
                 await self._error(send, 404, errors.invalid_request("Session not found"))
                 return
@@ -200,8 +211,10 @@ class McpAsgiApp:
                 self.engine.handle_response(message, session.connection)
         await asgi.respond(send, 202)
 
-    async def _post_batch(self, body: bytes, hdrs: dict[str, str], send: Send) -> None:
-        session = self.sessions.get(hdrs.get("mcp-session-id", ""))
+    async def _post_batch(
+        self, body: bytes, hdrs: dict[str, str], send: Send, principal: str
+    ) -> None:
+        session = self.sessions.get(hdrs.get("mcp-session-id", ""), principal)
         legacy = session.connection.legacy if session is not None else None
         if session is None or legacy is None or not versions.allows_batches(
             legacy.protocol_version
@@ -210,7 +223,9 @@ class McpAsgiApp:
                 send, 400, errors.invalid_request("JSON-RPC batches need a 2025-03-26 session")
             )
             return
-        reply = await answer_batch(self.engine, body, session.connection, session.standalone)
+        reply = await answer_batch(
+            self.engine, body, session.connection, session.standalone, principal=principal
+        )
         if reply is None:
             await asgi.respond(send, 202)
         else:
@@ -223,12 +238,13 @@ class McpAsgiApp:
         receive: Receive,
         send: Send,
         can_sse: bool,
+        principal: str,
     ) -> None:
         params = decode_params(request)
         if meta.has_modern_meta(params.get("_meta")):
-            await self._modern(request, params, hdrs, receive, send, can_sse)
+            await self._modern(request, params, hdrs, receive, send, can_sse, principal)
         else:
-            await self._legacy(request, params, hdrs, receive, send, can_sse)
+            await self._legacy(request, params, hdrs, receive, send, can_sse, principal)
 
     async def _modern(
         self,
@@ -238,6 +254,7 @@ class McpAsgiApp:
         receive: Receive,
         send: Send,
         can_sse: bool,
+        principal: str,
     ) -> None:
         stream = ResponseStream(
             send, extra_headers={}, log_factory=None, prime=False, can_sse=can_sse
@@ -251,7 +268,7 @@ class McpAsgiApp:
                     f"MCP-Protocol-Version header {header_version!r} does not match _meta "
                     f"protocolVersion {request_meta.protocol_version!r}"
                 )
-            call = self.engine.make_call(request, params, connection, stream)
+            call = self.engine.make_call(request, params, connection, stream, principal)
             headers.check_standard_headers(hdrs, request.method, params)
             self._check_param_headers(request.method, params, hdrs)
         except errors.McpError as exc:
@@ -279,8 +296,9 @@ class McpAsgiApp:
         receive: Receive,
         send: Send,
         can_sse: bool,
+        principal: str,
     ) -> None:
-        session, problem = self._legacy_session(request, hdrs)
+        session, problem = self._legacy_session(request, hdrs, principal)
         if problem is not None:
             status, error = problem
             await self._error(send, status, error, request.id)
@@ -300,7 +318,7 @@ class McpAsgiApp:
             can_sse=can_sse,
         )
         try:
-            call = self.engine.make_call(request, params, session.connection, stream)
+            call = self.engine.make_call(request, params, session.connection, stream, principal)
         except errors.McpError as exc:
             await stream.finish(jsonrpc.encode_error(request.id, exc))
             return
@@ -318,12 +336,12 @@ class McpAsgiApp:
         await stream.finish(body)
 
     def _legacy_session(
-        self, request: jsonrpc.Request, hdrs: dict[str, str]
+        self, request: jsonrpc.Request, hdrs: dict[str, str], principal: str
     ) -> tuple[HttpSession | None, tuple[int, errors.McpError] | None]:
         """The session a legacy request belongs to, or (status, error) to refuse it with."""
         if request.method == "initialize":
             try:
-                return self.sessions.create(), None
+                return self.sessions.create(principal), None
             except SessionLimitReached:
                 return None, (
                     503,
@@ -338,7 +356,7 @@ class McpAsgiApp:
                     " or per-request _meta (2026-07-28)"
                 ),
             )
-        session = self.sessions.get(session_id)
+        session = self.sessions.get(session_id, principal)
         if session is None:
             return None, (404, errors.invalid_request("Session not found"))
         header_version = hdrs.get("mcp-protocol-version")
@@ -380,12 +398,14 @@ class McpAsgiApp:
 
     # --- GET -------------------------------------------------------------------------------------
 
-    async def _get(self, hdrs: dict[str, str], receive: Receive, send: Send) -> None:
+    async def _get(
+        self, hdrs: dict[str, str], receive: Receive, send: Send, principal: str
+    ) -> None:
         session_id = hdrs.get("mcp-session-id")
         if session_id is None:
             await asgi.respond(send, 405, b"", headers={"allow": "POST"})
             return
-        session = self.sessions.get(session_id)
+        session = self.sessions.get(session_id, principal)
         if session is None:
             await self._error(send, 404, errors.invalid_request("Session not found"))
             return
@@ -446,11 +466,13 @@ class McpAsgiApp:
 
     # --- DELETE ----------------------------------------------------------------------------------
 
-    async def _delete(self, hdrs: dict[str, str], send: Send) -> None:
+    async def _delete(self, hdrs: dict[str, str], send: Send, principal: str) -> None:
         session_id = hdrs.get("mcp-session-id")
         if session_id is None:
             await self._error(send, 400, errors.invalid_request("missing Mcp-Session-Id"))
-        elif self.sessions.close(session_id):
+        elif self.sessions.get(session_id, principal) is not None and self.sessions.close(
+            session_id
+        ):
             await asgi.respond(send, 200)
         else:
             await self._error(send, 404, errors.invalid_request("Session not found"))

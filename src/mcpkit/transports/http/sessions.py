@@ -51,8 +51,9 @@ class StandaloneStream:
 
 
 class HttpSession:
-    def __init__(self, session_id: str) -> None:
+    def __init__(self, session_id: str, principal: str = "") -> None:
         self.id = session_id
+        self.principal = principal  # who opened it: nobody else may use it
         self.standalone = StandaloneStream()
         self.connection = Connection(self.standalone, session_id=session_id)
         self.logs: OrderedDict[str, EventLog] = OrderedDict()
@@ -99,17 +100,19 @@ class SessionManager:
         self.idle_s = idle_s
         self.sessions: dict[str, HttpSession] = {}
 
-    def create(self) -> HttpSession:
+    def create(self, principal: str = "") -> HttpSession:
         self.sweep()
         if len(self.sessions) >= self.max_sessions:
             raise SessionLimitReached
-        session = HttpSession(secrets.token_urlsafe(24))
+        session = HttpSession(secrets.token_urlsafe(24), principal)
         self.sessions[session.id] = session
         return session
 
-    def get(self, session_id: str) -> HttpSession | None:
+    def get(self, session_id: str, principal: str = "") -> HttpSession | None:
+        """The live session `session_id` opened by `principal` (another principal's session
+        is None, exactly like a missing one)."""
         session = self.sessions.get(session_id)
-        if session is None:
+        if session is None or session.principal != principal:
             return None
         if session.idle_for(time.monotonic()) > self.idle_s:
             self.close(session_id)
