@@ -47,8 +47,15 @@ class _Slot:
 class Connection:
     """One peer as the server sees it."""
 
-    def __init__(self, outbound: Channel | None = None, *, session_id: str | None = None) -> None:
+    def __init__(
+        self,
+        outbound: Channel | None = None,
+        *,
+        session_id: str | None = None,
+        principal: str = "",
+    ) -> None:
         self.session_id = session_id
+        self.principal = principal  # who is on the other end (see transports/http/app.py)
         self.outbound = outbound
         self.legacy: LegacySession | None = None
         self.in_flight: dict[jsonrpc.RequestId, anyio.CancelScope] = {}

@@ -310,7 +310,9 @@ async def listen(server: Server, call: Call) -> dict[str, Any]:
     if not isinstance(wanted, dict):
         raise errors.invalid_params('"notifications" must be an object')
     honoured = server.honoured_filter(wanted)
-    listener = notifier.Listener(call.request_id, honoured, call.channel)
+    listener = notifier.Listener(
+        call.request_id, honoured, call.channel, principal=call.principal
+    )
     ack = {"_meta": {meta.SUBSCRIPTION_ID: call.request_id}, "notifications": honoured}
     await call.channel.send(
         jsonrpc.encode_notification("notifications/subscriptions/acknowledged", ack)

@@ -4,6 +4,9 @@ Legacy sessions get them on their standalone stream (stdout, or the session's GE
 resource updates only for URIs they subscribed to. Modern clients get them on the stream of
 their `subscriptions/listen` request, only the kinds their filter asked for, each tagged
 with the subscription id.
+
+A notification may be meant for one principal only (`principal=`): an aggregating server
+such as the hub tells each user about their own lists, never anyone else's.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ class Listener:
     filter: dict[str, Any]
     channel: Channel
     ended: anyio.Event = field(default_factory=anyio.Event)
+    principal: str = ""
 
     def wants(self, method: str, uri: str | None) -> bool:
         if uri is not None:
@@ -53,21 +57,26 @@ class Notifier:
         self.connections: set[Connection] = set()
         self.listeners: set[Listener] = set()
 
-    async def list_changed(self, kind: str) -> None:
-        """Tell everyone listening that the list of `kind` (tools/prompts/resources) changed."""
+    async def list_changed(self, kind: str, *, principal: str | None = None) -> None:
+        """Tell everyone listening (or only `principal`'s connections) that the list of
+        `kind` (tools/prompts/resources) changed."""
         method, _ = LIST_CHANGED[kind]
-        await self._fan_out(method, {}, None)
+        await self._fan_out(method, {}, None, principal)
 
-    async def resource_updated(self, uri: str) -> None:
-        await self._fan_out(RESOURCE_UPDATED, {"uri": uri}, uri)
+    async def resource_updated(self, uri: str, *, principal: str | None = None) -> None:
+        await self._fan_out(RESOURCE_UPDATED, {"uri": uri}, uri, principal)
 
-    async def _fan_out(self, method: str, params: dict[str, Any], uri: str | None) -> None:
+    async def _fan_out(
+        self, method: str, params: dict[str, Any], uri: str | None, principal: str | None
+    ) -> None:
         message = (
             jsonrpc.encode_notification(method, params)
             if params
             else jsonrpc.encode_notification(method)
         )
         for conn in list(self.connections):
+            if principal is not None and conn.principal != principal:
+                continue
             legacy = conn.legacy
             if conn.outbound is None or legacy is None or not legacy.initialized:
                 continue
@@ -75,6 +84,8 @@ class Notifier:
                 continue
             await self._deliver(conn.outbound.send(message), conn)
         for listener in list(self.listeners):
+            if principal is not None and listener.principal != principal:
+                continue
             if listener.wants(method, uri):
                 await self._deliver(listener.send(method, params), listener)
 

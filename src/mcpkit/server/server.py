@@ -337,10 +337,10 @@ class Server:
 
     # --- notifications ----------------------------------------------------------------------
 
-    async def notify_list_changed(self, kind: str) -> None:
-        """Tell listening clients that the list of `kind` ("tools", "prompts", "resources")
-        changed."""
-        await self.notifier.list_changed(kind)
+    async def notify_list_changed(self, kind: str, *, principal: str | None = None) -> None:
+        """Tell listening clients (or only `principal`'s) that the list of `kind` ("tools",
+        "prompts", "resources") changed."""
+        await self.notifier.list_changed(kind, principal=principal)
 
     async def notify_resource_updated(self, uri: str) -> None:
         await self.notifier.resource_updated(uri)

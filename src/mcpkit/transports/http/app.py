@@ -259,7 +259,7 @@ class McpAsgiApp:
         stream = ResponseStream(
             send, extra_headers={}, log_factory=None, prime=False, can_sse=can_sse
         )
-        connection = Connection()
+        connection = Connection(principal=principal)
         try:
             request_meta = meta.parse_request_meta(params.get("_meta"))
             header_version = hdrs.get("mcp-protocol-version")

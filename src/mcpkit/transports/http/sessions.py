@@ -55,7 +55,9 @@ class HttpSession:
         self.id = session_id
         self.principal = principal  # who opened it: nobody else may use it
         self.standalone = StandaloneStream()
-        self.connection = Connection(self.standalone, session_id=session_id)
+        self.connection = Connection(
+            self.standalone, session_id=session_id, principal=principal
+        )
         self.logs: OrderedDict[str, EventLog] = OrderedDict()
         self._stream_ids = itertools.count(1)
         self.last_active = time.monotonic()
