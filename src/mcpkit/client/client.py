@@ -492,17 +492,19 @@ class Client:
         on_progress: ProgressCallback | None = None,
         timeout: Limit = "default",
         max_timeout: Limit = "default",
+        answer_inputs: bool = True,
     ) -> Any:
         """Send any request in the connection's era and return its result (plain JSON).
 
         Modern: adds `_meta` and the HTTP headers, and answers `input_required` rounds for
-        tools/call, prompts/get and resources/read. Legacy: retries once on a new session if
-        the server forgot this one.
+        tools/call, prompts/get and resources/read (`answer_inputs=False` returns such a
+        result as it is, for a caller that relays the questions elsewhere). Legacy: retries
+        once on a new session if the server forgot this one.
         """
         limits = self._timeouts(timeout, max_timeout)
         body = dict(params or {})
         if self.era is Era.MODERN:
-            return await self._modern_request(method, body, on_progress, limits)
+            return await self._modern_request(method, body, on_progress, limits, answer_inputs)
         return await self._legacy_request(method, body, on_progress, limits)
 
     def _timeouts(self, timeout: Any, max_timeout: Any) -> Timeouts:
@@ -536,7 +538,7 @@ class Client:
 
     async def _modern_request(
         self, method: str, params: dict[str, Any],
-        on_progress: ProgressCallback | None, limits: Timeouts,
+        on_progress: ProgressCallback | None, limits: Timeouts, answer_inputs: bool = True,
     ) -> Any:
         rounds = 0
         retry = params
@@ -547,6 +549,8 @@ class Client:
                 headers=self._headers_for(method, body),
             )
             if not (isinstance(result, dict) and result.get("resultType") == "input_required"):
+                return result
+            if not answer_inputs:
                 return result
             if method not in INPUT_METHODS:
                 raise errors.ProtocolError(

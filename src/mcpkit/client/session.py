@@ -27,6 +27,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
+from mcpkit.client.origin import current_origin, request_origin
 from mcpkit.protocol import errors, jsonrpc
 from mcpkit.protocol.jsonrpc import RequestId
 from mcpkit.transports.client.base import (
@@ -88,6 +89,7 @@ class _Pending:
     last_activity: float = 0.0
     started: float = 0.0
     limits: Timeouts = field(default_factory=lambda: Timeouts())
+    origin: object | None = None  # see client/origin.py
 
     def deadline(self) -> float:
         """When this request times out, as things stand (progress may move it later)."""
@@ -174,7 +176,7 @@ class ClientSession:
         request_id = next(self._ids)
         now = anyio.current_time()
         pending = _Pending(method, on_progress=on_progress, last_activity=now, started=now,
-                           limits=timeouts or DEFAULT_TIMEOUTS)
+                           limits=timeouts or DEFAULT_TIMEOUTS, origin=current_origin())
         token = _progress_token(params)
         if token is not None:
             pending.progress_token = token
@@ -289,7 +291,7 @@ class ClientSession:
 
     # --- Inbound (called by the transport) ---------------------------------------------------
 
-    def receive(self, data: bytes) -> None:
+    def receive(self, data: bytes, related: RequestId | None = None) -> None:
         if jsonrpc.is_batch(data):
             try:
                 items = jsonrpc.decode_batch(data)
@@ -300,14 +302,14 @@ class ClientSession:
                 if isinstance(item, jsonrpc.DecodeFailure):
                     self._skip(data, item)
                 else:
-                    self._dispatch(item)
+                    self._dispatch(item, related)
             return
         try:
             message = jsonrpc.decode_message(data)
         except jsonrpc.DecodeFailure as failure:
             self._skip(data, failure)
             return
-        self._dispatch(message)
+        self._dispatch(message, related)
 
     def request_failed(self, request_id: RequestId, error: Exception) -> None:
         pending = self._pending.get(request_id)
@@ -334,11 +336,11 @@ class ClientSession:
         log.warning("skipping a message from the server that is not JSON-RPC (%s): %r",
                     failure.error.message, snippet)
 
-    def _dispatch(self, message: jsonrpc.Message) -> None:
+    def _dispatch(self, message: jsonrpc.Message, related: RequestId | None = None) -> None:
         if isinstance(message, jsonrpc.Response | jsonrpc.ErrorResponse):
             self._resolve(message)
         elif isinstance(message, jsonrpc.Request):
-            self._spawn(self._answer, message)
+            self._spawn(self._answer, message, self._origin_of(related))
         else:
             self._notification(message)
 
@@ -396,10 +398,19 @@ class ClientSession:
         except Exception:
             log.exception("the handler for %s failed", method)
 
-    async def _answer(self, request: jsonrpc.Request) -> None:
+    def _origin_of(self, related: RequestId | None) -> object | None:
+        """The origin a server request inherits (client/origin.py): that of the request
+        whose stream carried it, else of the only request in flight that has one."""
+        pending = self._pending.get(related) if related is not None else None
+        if pending is not None:
+            return pending.origin
+        origins = {id(p.origin): p.origin for p in self._pending.values() if p.origin is not None}
+        return next(iter(origins.values())) if len(origins) == 1 else None
+
+    async def _answer(self, request: jsonrpc.Request, origin: object | None = None) -> None:
         params = _params_of(request.params)
         reply: bytes | None = None
-        with anyio.CancelScope() as scope:
+        with anyio.CancelScope() as scope, request_origin(origin):
             self._inbound[request.id] = scope
             try:
                 result = await self._on_request(request.method, params)

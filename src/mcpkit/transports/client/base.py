@@ -51,7 +51,8 @@ class Outgoing:
 class Inbound(Protocol):
     """Where a transport delivers what it receives (implemented by the client session)."""
 
-    def receive(self, data: bytes) -> None: ...
+    def receive(self, data: bytes, related: RequestId | None = None) -> None:
+        """`related`: the request whose own stream carried `data`, when known."""
 
     def request_failed(self, request_id: RequestId, error: Exception) -> None: ...
 

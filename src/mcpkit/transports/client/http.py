@@ -414,7 +414,7 @@ class StreamableHttpTransport:
             if data is None:
                 return False
             state.progressed = True
-            self._deliver(data)
+            self._deliver(data, state.request_id)
             if state.request_id is not None and answers(data, state.request_id):
                 state.answered = True
             return state.answered
@@ -512,9 +512,9 @@ class StreamableHttpTransport:
     def _retry_delay(self, state: _StreamState) -> float:
         return self.default_retry_s if state.retry_s is None else state.retry_s
 
-    def _deliver(self, data: bytes) -> None:
+    def _deliver(self, data: bytes, related: RequestId | None = None) -> None:
         if self._inbound is not None:
-            self._inbound.receive(data)
+            self._inbound.receive(data, related)
 
     # --- DELETE ------------------------------------------------------------------------------
 
