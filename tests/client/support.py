@@ -135,7 +135,7 @@ class _RecordingInbound:
         self._inbound = inbound
         self._received = received
 
-    def receive(self, data: bytes) -> None:
+    def receive(self, data: bytes, related: Any = None) -> None:
         self._received.append(json.loads(data))
         self._inbound.receive(data)
 

@@ -26,7 +26,7 @@ class Collector:
         self.closed_with: list[Exception | None] = []
         self._changed = anyio.Event()
 
-    def receive(self, data: bytes) -> None:
+    def receive(self, data: bytes, related: Any = None) -> None:
         self.messages.append(json.loads(data))
         self._wake()
 

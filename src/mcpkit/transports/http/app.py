@@ -30,7 +30,7 @@ from typing import Any
 import anyio
 
 from mcpkit.protocol import errors, headers, jsonrpc, meta, versions
-from mcpkit.server.connection import Connection
+from mcpkit.server.connection import Connection, LegacySession
 from mcpkit.server.engine import decode_params
 from mcpkit.server.server import Server
 from mcpkit.transports.batch import answer_batch
@@ -38,7 +38,12 @@ from mcpkit.transports.http import asgi
 from mcpkit.transports.http.asgi import Receive, Scope, Send
 from mcpkit.transports.http.legacy_sse import LegacySseTransport
 from mcpkit.transports.http.security import HostGuard
-from mcpkit.transports.http.sessions import HttpSession, SessionLimitReached, SessionManager
+from mcpkit.transports.http.sessions import (
+    HttpSession,
+    SessionCodec,
+    SessionLimitReached,
+    SessionManager,
+)
 from mcpkit.transports.http.streams import SSE_HEADERS, ResponseStream
 from mcpkit.transports.http.websocket import WebSocketTransport
 
@@ -79,13 +84,17 @@ class McpAsgiApp:
         legacy_sse: bool = True,
         ws_path: str = "/ws",
         websocket: bool = True,
+        session_codec: SessionCodec | None = None,
     ) -> None:
         self.server = server
         self.engine = server.engine
         self.path = path.rstrip("/") or "/"
         self.guard = HostGuard(allowed_hosts, allowed_origins)
         self.max_body_bytes = max_body_bytes
-        self.sessions = SessionManager(max_sessions=max_sessions, idle_s=session_idle_s)
+        self.sessions = SessionManager(
+            max_sessions=max_sessions, idle_s=session_idle_s, codec=session_codec
+        )
+        self.sessions.on_restore = self._session_restored
         self.keepalive_s = keepalive_s
         self.legacy_sse = (
             LegacySseTransport(self, _norm(sse_path), _norm(messages_path)) if legacy_sse else None
@@ -341,7 +350,7 @@ class McpAsgiApp:
         """The session a legacy request belongs to, or (status, error) to refuse it with."""
         if request.method == "initialize":
             try:
-                return self.sessions.create(principal), None
+                return self.sessions.create(principal, self._negotiated(request)), None
             except SessionLimitReached:
                 return None, (
                     503,
@@ -366,6 +375,24 @@ class McpAsgiApp:
                 errors.invalid_request(f"unsupported MCP-Protocol-Version {header_version!r}"),
             )
         return session, None
+
+    def _negotiated(self, request: jsonrpc.Request) -> LegacySession | None:
+        """What `initialize` will negotiate (a sealed session id carries it), when the params
+        are usable; the handler itself refuses them otherwise."""
+        if self.sessions.codec is None:
+            return None
+        params = decode_params(request)
+        requested, caps = params.get("protocolVersion"), params.get("capabilities", {})
+        info = params.get("clientInfo", {})
+        if not isinstance(requested, str) or not isinstance(caps, dict) or not isinstance(
+            info, dict
+        ):
+            return None
+        version = versions.negotiate_legacy_version(requested, self.server.legacy_versions)
+        return LegacySession(version, caps, info)
+
+    def _session_restored(self, session: HttpSession) -> None:
+        self.server.notifier.connections.add(session.connection)
 
     async def _answer(
         self, call: Any, stream: ResponseStream, receive: Receive, *, cancel_on_disconnect: bool
