@@ -58,19 +58,7 @@ async def fetch_catalog(
     """Connect to `upstream` and list everything it offers (each list only if the server
     declares that capability). Connecting is bounded by the upstream's `connect_timeout_s`,
     each list request by its `call_timeout_s`, and the whole by their sum."""
-    target = _target(upstream, settings)
-    client = Client(
-        target,
-        transport=CLIENT_KINDS[upstream.transport],
-        headers=dict(credentials.headers),
-        bearer_token=credentials.bearer,
-        resolver=GuardedResolver(allow_private=settings.allow_private_upstreams),
-        connect_timeout=upstream.connect_timeout_s,
-        probe_timeout=min(PROBE_TIMEOUT_S, upstream.connect_timeout_s),
-        timeout=upstream.call_timeout_s,
-        max_timeout=upstream.call_timeout_s,
-        validate_output=False,
-    )
+    client = upstream_client(upstream, credentials, settings)
     limit = upstream.connect_timeout_s + upstream.call_timeout_s
     try:
         with anyio.fail_after(limit):
@@ -83,6 +71,28 @@ async def fetch_catalog(
             f"{upstream.name}: no catalog within {limit:g} s (connect + list)") from None
     except Exception as error:  # anything a foreign server or the network can do
         raise UpstreamUnavailable(f"{upstream.name}: {reason(error)}") from error
+
+
+def upstream_client(
+    upstream: UpstreamRecord, credentials: Credentials, settings: HubSettings, **options: Any
+) -> Client:
+    """A (not yet connected) `Client` for `upstream`: its own stored headers and bearer, the
+    SSRF checks, and its timeouts - a call may take `call_timeout_s` in all. `options` go to
+    `Client` (the router's relay handlers). `UpstreamUnavailable` for a target the operator
+    does not allow."""
+    return Client(
+        _target(upstream, settings),
+        transport=CLIENT_KINDS[upstream.transport],
+        headers=dict(credentials.headers),
+        bearer_token=credentials.bearer,
+        resolver=GuardedResolver(allow_private=settings.allow_private_upstreams),
+        connect_timeout=upstream.connect_timeout_s,
+        probe_timeout=min(PROBE_TIMEOUT_S, upstream.connect_timeout_s),
+        timeout=upstream.call_timeout_s,
+        max_timeout=upstream.call_timeout_s,
+        validate_output=False,
+        **options,
+    )
 
 
 async def refresh_catalog(

@@ -34,6 +34,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 SECRET_KEY_ENV = "MCPKIT_HUB_SECRET_KEY"
 KEY_FILE_NAME = "secret.key"
@@ -80,6 +82,16 @@ class SecretBox:
         if not keys:
             raise CredentialError("no secret key given")
         self._fernet = MultiFernet([_fernet(key, index) for index, key in enumerate(keys, 1)])
+        first = keys[0]
+        self._first_key = first.encode("ascii") if isinstance(first, str) else first
+
+    def derive_key(self, purpose: str) -> bytes:
+        """32 bytes for `purpose` (HKDF-SHA256 of the sealing key): replicas that share the
+        secret key share these too - the key of sealed request states and session ids -
+        without any of them being the credentials' key itself."""
+        hkdf = HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
+                    info=f"mcpkit-hub {purpose}".encode())
+        return hkdf.derive(base64.urlsafe_b64decode(self._first_key))
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> SecretBox | None:

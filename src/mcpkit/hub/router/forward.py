@@ -1,0 +1,170 @@
+"""Forwarding one request to an upstream and its answer back, as untouched as possible.
+
+    result = await forward(pool, route.upstream, ctx, "tools/call", params)
+
+What is passed through: the params (with the upstream's own name for the tool or prompt),
+the caller's non-protocol `_meta`, the result and the upstream's JSON-RPC errors (code,
+message, data). What the hub does on the way:
+- progress: the caller's progress token gets the upstream's progress;
+- cancellation: cancelling the caller's request cancels the upstream's (the client tells
+  the upstream);
+- questions (sampling, elicitation): `relay.py`; an upstream that answers the modern way
+  (`input_required`) has its `inputRequests` passed to a modern caller as they are, with its
+  `requestState` sealed inside the hub's (bound to this caller and request); a legacy caller
+  is asked each question directly and the hub retries the upstream itself;
+- the result loses the upstream's protocol bookkeeping (`resultType`, cache hints, its
+  `_meta` server identity): the engine adds the hub's own.
+
+A failure to reach the upstream raises `UpstreamDown` with the reason; the caller decides
+(a tool call answers `isError: true`, a read a JSON-RPC error).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import anyio
+
+from mcpkit.client import ClientError, ConnectionClosed, ServerError, TransportError
+from mcpkit.client.origin import request_origin
+from mcpkit.hub.catalog import UpstreamUnavailable, reason
+from mcpkit.hub.router.pool import UpstreamPool
+from mcpkit.hub.router.relay import CallerRelay
+from mcpkit.hub.store import UpstreamRecord
+from mcpkit.protocol import errors
+from mcpkit.protocol.versions import Era
+from mcpkit.server import inputs
+from mcpkit.server.context import Context
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_META = "io.modelcontextprotocol/"
+MAX_INPUT_ROUNDS = 10
+_BOOKKEEPING = ("resultType", "ttlMs", "cacheScope")
+_MODERN_ONLY = ("inputResponses", "requestState")
+
+
+class UpstreamDown(Exception):
+    """The upstream could not be reached (or the connection broke); `str()` says why."""
+
+
+async def forward(
+    pool: UpstreamPool,
+    upstream: UpstreamRecord,
+    ctx: Context,
+    method: str,
+    params: dict[str, Any],
+) -> dict[str, Any]:
+    """Send `method` with `params` (already renamed for the upstream) for the caller `ctx`."""
+    relay = CallerRelay(ctx, upstream.name)
+    body = _outgoing(params, ctx)
+    state = ctx.state if isinstance(ctx.state, dict) else None
+    if state is not None and isinstance(state.get("upstream_state"), str):
+        body["requestState"] = state["upstream_state"]  # a modern caller's retry
+    for _round in range(MAX_INPUT_ROUNDS):
+        result = await _send(pool, upstream, relay, method, body)
+        if relay.needed:  # a legacy upstream asked a modern caller something
+            raise inputs.InputRequired(dict(relay.needed))
+        if result.get("resultType") != "input_required":
+            return clean(result)
+        body = await _next_round(ctx, body, result)
+    raise errors.internal_error(
+        f"upstream {upstream.name} still wants input after {MAX_INPUT_ROUNDS} rounds")
+
+
+async def _send(
+    pool: UpstreamPool,
+    upstream: UpstreamRecord,
+    relay: CallerRelay,
+    method: str,
+    body: dict[str, Any],
+) -> dict[str, Any]:
+    ctx = relay.ctx
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        await ctx.report_progress(value, total, message)
+
+    try:
+        client = await pool.client(upstream)
+        if client.era is not Era.MODERN:  # the modern retry's fields mean nothing there
+            body = {k: v for k, v in body.items() if k not in _MODERN_ONLY}
+        with anyio.CancelScope() as scope, request_origin(relay):
+            relay.scope = scope
+            result = await client.request(
+                method, body, answer_inputs=False,
+                on_progress=progress if ctx.progress_token is not None else None,
+            )
+        if scope.cancelled_caught:  # stopped by the relay: a modern caller must answer
+            return {}
+    except ServerError as error:  # the upstream's own JSON-RPC error: passed through
+        raise errors.McpError(error.code, error.message, error.data) from None
+    except (UpstreamUnavailable, OSError, TimeoutError, ConnectionError) as error:
+        await pool.drop(upstream.id)
+        raise UpstreamDown(f"{upstream.name}: {reason(error)}") from error
+    except Exception as error:
+        if _is_transport_failure(error):
+            await pool.drop(upstream.id)
+            raise UpstreamDown(f"{upstream.name}: {reason(error)}") from error
+        raise
+    if not isinstance(result, dict):
+        raise errors.internal_error(f"upstream {upstream.name} answered {method} with a "
+                                    "result that is not an object")
+    return result
+
+
+def _is_transport_failure(error: Exception) -> bool:
+    return isinstance(error, TransportError | ConnectionClosed | ClientError)
+
+
+async def _next_round(
+    ctx: Context, body: dict[str, Any], result: dict[str, Any]
+) -> dict[str, Any]:
+    """After the upstream's `input_required`: a modern caller gets the questions (raises
+    `InputRequired`, with the upstream's state kept in the hub's); a legacy caller is asked
+    here and the upstream retried with the answers."""
+    asked = result.get("inputRequests")
+    upstream_state = result.get("requestState")
+    if not isinstance(asked, dict):
+        asked = {}
+    if ctx.modern:
+        ctx.state = {"upstream_state": upstream_state} if isinstance(upstream_state, str) else {}
+        raise inputs.InputRequired(asked)
+    questions = {
+        key: (str(item.get("method")), item.get("params") or {})
+        for key, item in asked.items() if isinstance(item, dict)
+    }
+    retry = {k: v for k, v in body.items() if k not in ("inputResponses", "requestState")}
+    retry["inputResponses"] = await ctx.ask_many(questions) if questions else {}
+    if isinstance(upstream_state, str):
+        retry["requestState"] = upstream_state
+    return retry
+
+
+def _outgoing(params: dict[str, Any], ctx: Context) -> dict[str, Any]:
+    """The params for the upstream: the caller's, less the protocol's `_meta` keys (the
+    client adds its own) and its progress token (the client makes one for the upstream)."""
+    body = dict(params)
+    caller_meta = body.pop("_meta", None)
+    body.pop("requestState", None)
+    if isinstance(caller_meta, dict):
+        kept = {
+            key: value for key, value in caller_meta.items()
+            if not key.startswith(PROTOCOL_META) and key != "progressToken"
+        }
+        if kept:
+            body["_meta"] = kept
+    return body
+
+
+def clean(result: dict[str, Any]) -> dict[str, Any]:
+    """The upstream's result without its protocol bookkeeping (the hub adds its own)."""
+    cleaned = {key: value for key, value in result.items() if key not in _BOOKKEEPING}
+    result_meta = cleaned.get("_meta")
+    if isinstance(result_meta, dict):
+        kept = {k: v for k, v in result_meta.items() if not k.startswith(PROTOCOL_META)}
+        if kept:
+            cleaned["_meta"] = kept
+        else:
+            del cleaned["_meta"]
+    return cleaned

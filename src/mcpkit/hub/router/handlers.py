@@ -1,0 +1,205 @@
+"""The hub's answers to the list and call methods, in place of a plain server's registries.
+
+The caller is `call.principal` - the user id the hub's authentication put there - and every
+lookup goes through that user's `View` (directory.py): another user's upstreams are not in
+it, so they can be neither listed nor reached, by any name.
+
+Lists are read fresh from the store and returned whole (no cursor: a user's aggregate is
+bounded by their upstreams' catalogs); calls route through the cached view.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from mcpkit.hub.router.directory import Route, View
+from mcpkit.hub.router.forward import UpstreamDown, forward
+from mcpkit.protocol import errors
+from mcpkit.server import handlers as plain
+from mcpkit.server import inputs, tools
+from mcpkit.server.call import Call
+
+if TYPE_CHECKING:
+    from mcpkit.hub.router.router import HubRouter
+    from mcpkit.server.server import Server
+
+log = logging.getLogger(__name__)
+
+
+def _router(server: Server) -> HubRouter:
+    router: HubRouter = getattr(server, "router")  # noqa: B009 - set by HubServer
+    return router
+
+
+def _user(call: Call) -> int:
+    """The caller's user id; a request without one never got past authentication."""
+    try:
+        return int(call.principal)
+    except ValueError:
+        raise errors.McpError(errors.INVALID_REQUEST, "not authenticated") from None
+
+
+def _name(call: Call, key: str) -> str:
+    value = call.params.get(key)
+    if not isinstance(value, str):
+        raise errors.invalid_params(f'"{key}" must be a string')
+    return value
+
+
+async def _view(server: Server, call: Call, *, fresh: bool = False) -> View:
+    return await _router(server).view(_user(call), fresh=fresh)
+
+
+async def _route(server: Server, call: Call, kind: str, exposed: str) -> Route:
+    """The route of an exposed name: from the cached view, else from a fresh one (the name
+    may be new), else -32602 naming what is unknown."""
+    for fresh in (False, True):
+        view = await _view(server, call, fresh=fresh)
+        found = view.tool(exposed) if kind == "tool" else view.prompt(exposed)
+        if found is not None:
+            return found
+    raise errors.invalid_params(f"Unknown {kind}: {exposed}", {"name": exposed})
+
+
+# --- lists ----------------------------------------------------------------------------------
+
+
+async def list_tools(server: Server, call: Call) -> dict[str, Any]:
+    return {"tools": (await _view(server, call, fresh=True)).tools}
+
+
+async def list_prompts(server: Server, call: Call) -> dict[str, Any]:
+    return {"prompts": (await _view(server, call, fresh=True)).prompts}
+
+
+async def list_resources(server: Server, call: Call) -> dict[str, Any]:
+    return {"resources": (await _view(server, call, fresh=True)).resources}
+
+
+async def list_templates(server: Server, call: Call) -> dict[str, Any]:
+    return {"resourceTemplates": (await _view(server, call, fresh=True)).templates}
+
+
+# --- calls ----------------------------------------------------------------------------------
+
+
+async def call_tool(server: Server, call: Call) -> dict[str, Any]:
+    exposed = _name(call, "name")
+    arguments = call.params.get("arguments")
+    if arguments is not None and not isinstance(arguments, dict):
+        raise errors.invalid_params('"arguments" must be an object')
+    route = await _route(server, call, "tool", exposed)
+    router = _router(server)
+    started = time.perf_counter()
+    outcome = "error"
+    error_text: str | None = None
+    try:
+        result = await _forward(server, call, route, "tools/call",
+                                {**call.params, "name": route.name})
+        outcome = "tool_error" if result.get("isError") is True else "ok"
+        return result
+    except UpstreamDown as down:
+        error_text = str(down)
+        await router.upstream_down(route.upstream, str(down))
+        return tools.error_result(f"upstream unavailable: {down}")
+    except errors.McpError as error:
+        error_text = error.message
+        raise
+    except BaseException:
+        outcome = "cancelled"
+        raise
+    finally:
+        router.record_call(call, route, outcome, time.perf_counter() - started, error_text)
+
+
+async def get_prompt(server: Server, call: Call) -> dict[str, Any]:
+    route = await _route(server, call, "prompt", _name(call, "name"))
+    return await _forward_or_fail(server, call, route, "prompts/get",
+                                  {**call.params, "name": route.name})
+
+
+async def read_resource(server: Server, call: Call) -> dict[str, Any]:
+    uri = _name(call, "uri")
+    route = await _resource_route(server, call, uri)
+    return await _forward_or_fail(server, call, route, "resources/read", call.params)
+
+
+async def _resource_route(server: Server, call: Call, uri: str) -> Route:
+    for fresh in (False, True):
+        route = (await _view(server, call, fresh=fresh)).resource(uri)
+        if route is not None:
+            return route
+    raise errors.resource_not_found(uri, legacy_code=not call.modern)
+
+
+async def complete(server: Server, call: Call) -> dict[str, Any]:
+    ref = call.params.get("ref")
+    if not isinstance(ref, dict):
+        raise errors.invalid_params('"ref" must be an object')
+    view = await _view(server, call)
+    if ref.get("type") == "ref/prompt":
+        route = await _route(server, call, "prompt", str(ref.get("name")))
+        params = {**call.params, "ref": {**ref, "name": route.name}}
+    elif ref.get("type") == "ref/resource":
+        found = view.template(str(ref.get("uri"))) or view.resource(str(ref.get("uri")))
+        if found is None:
+            raise errors.invalid_params(f"Unknown resource or template: {ref.get('uri')}")
+        route, params = found, call.params
+    else:
+        raise errors.invalid_params(f"unknown ref type {ref.get('type')!r}")
+    return await _forward_or_fail(server, call, route, "completion/complete", params)
+
+
+async def subscribe(server: Server, call: Call) -> dict[str, Any]:
+    """Remember the subscription (legacy session) and subscribe at the upstream, whose
+    updates the router passes to this user's subscribed sessions."""
+    uri = _name(call, "uri")
+    route = await _resource_route(server, call, uri)
+    await plain.subscribe(server, call)
+    try:
+        client = await _router(server).pool.client(route.upstream)
+        await client.subscribe(uri)
+    except Exception as error:  # the session keeps the subscription; the upstream may not
+        log.info("user %s: subscribing to %s at %s failed: %s", call.principal, uri,
+                 route.upstream.name, error)
+    return {}
+
+
+# --- forwarding -----------------------------------------------------------------------------
+
+
+async def _forward(
+    server: Server, call: Call, route: Route, method: str, params: dict[str, Any]
+) -> dict[str, Any]:
+    """Forward with the caller's context; a modern caller's questions become its
+    `input_required` result (with the hub's sealed state)."""
+    ctx = server.make_context(call)
+    try:
+        return await forward(_router(server).pool, route.upstream, ctx, method, params)
+    except inputs.InputRequired as need:
+        return server.input_required_result(call, ctx, need)
+
+
+async def _forward_or_fail(
+    server: Server, call: Call, route: Route, method: str, params: dict[str, Any]
+) -> dict[str, Any]:
+    try:
+        return await _forward(server, call, route, method, params)
+    except UpstreamDown as down:
+        await _router(server).upstream_down(route.upstream, str(down))
+        raise errors.internal_error(f"upstream unavailable: {down}") from None
+
+
+METHODS = {
+    "tools/list": list_tools,
+    "tools/call": call_tool,
+    "prompts/list": list_prompts,
+    "prompts/get": get_prompt,
+    "resources/list": list_resources,
+    "resources/templates/list": list_templates,
+    "resources/read": read_resource,
+    "resources/subscribe": subscribe,
+    "completion/complete": complete,
+}

@@ -1,0 +1,144 @@
+"""`UpstreamPool`: this replica's open connections to upstreams, one `Client` per upstream.
+
+    client = await pool.client(upstream)        # connects on first use, then reuses
+    pool.drop(upstream_id)                      # after a failure: the next use reconnects
+
+A connection belongs to one upstream record *version*: editing the upstream (URL, headers,
+credentials) makes the next use connect anew and closes the old client. Connections idle
+for `idle_s` are closed by `sweep()`; `close()` closes all (shutdown).
+
+Every client is made like the catalog fetcher's (`catalog.upstream_client`): the upstream's
+own stored headers and bearer - never the caller's token - and `GuardedResolver`, so DNS is
+checked again at each connect. Its sampling and elicitation handlers and log messages go
+through `relay.py` to the caller whose request is in flight; its list_changed goes to
+`on_list_changed(upstream)`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import anyio
+
+from mcpkit.client import Client
+from mcpkit.hub.catalog import upstream_client
+from mcpkit.hub.router import relay
+from mcpkit.hub.settings import HubSettings
+from mcpkit.hub.store import Store, UpstreamRecord
+
+log = logging.getLogger(__name__)
+
+ListChanged = Callable[[UpstreamRecord, str], Awaitable[None]]
+"""(upstream, kind) after an upstream said its list of `kind` changed."""
+ResourceUpdated = Callable[[UpstreamRecord, str], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class _Entry:
+    version: int
+    client: Client
+    last_used: float
+
+
+class UpstreamPool:
+    def __init__(
+        self,
+        store: Store,
+        settings: HubSettings,
+        *,
+        on_list_changed: ListChanged | None = None,
+        on_resource_updated: ResourceUpdated | None = None,
+        idle_s: float = 300.0,
+    ) -> None:
+        self._store = store
+        self._settings = settings
+        self._on_list_changed = on_list_changed
+        self._on_resource_updated = on_resource_updated
+        self._idle_s = idle_s
+        self._entries: dict[str, _Entry] = {}
+        self._locks: dict[str, anyio.Lock] = {}
+        self._closed = False
+
+    async def client(self, upstream: UpstreamRecord) -> Client:
+        """The open client of `upstream` (connecting it, bounded by its connect timeout)."""
+        entry = self._entries.get(upstream.id)
+        if entry is not None and entry.version == upstream.version and _alive(entry.client):
+            entry.last_used = time.monotonic()
+            return entry.client
+        async with self._locks.setdefault(upstream.id, anyio.Lock()):
+            entry = self._entries.get(upstream.id)
+            if entry is not None and entry.version == upstream.version and _alive(entry.client):
+                return entry.client
+            if entry is not None:
+                self._entries.pop(upstream.id, None)
+                await _close_quietly(entry.client)
+            if self._closed:
+                raise RuntimeError("the hub is shutting down")
+            client = await self._connect(upstream)
+            self._entries[upstream.id] = _Entry(upstream.version, client, time.monotonic())
+            return client
+
+    async def _connect(self, upstream: UpstreamRecord) -> Client:
+        credentials = await self._store.upstreams.credentials(upstream.user_id, upstream.id)
+
+        async def list_changed(kind: str) -> None:
+            if self._on_list_changed is not None:
+                await self._on_list_changed(upstream, kind)
+
+        async def resource_updated(uri: str) -> None:
+            if self._on_resource_updated is not None:
+                await self._on_resource_updated(upstream, uri)
+
+        client = upstream_client(
+            upstream, credentials, self._settings,
+            sampling=relay.relay_sampling,
+            elicitation=relay.relay_elicitation,
+            on_log=relay.relay_log,
+            on_list_changed=list_changed,
+            on_resource_updated=resource_updated,
+        )
+        await client.connect()
+        log.info("connected to upstream %s (%s) of user %s", upstream.name, upstream.id,
+                 upstream.user_id)
+        return client
+
+    async def drop(self, upstream_id: str) -> None:
+        """Close the upstream's client (it failed): the next use connects again."""
+        entry = self._entries.pop(upstream_id, None)
+        if entry is not None:
+            await _close_quietly(entry.client)
+
+    async def sweep(self) -> None:
+        """Close the clients nobody used for `idle_s`."""
+        now = time.monotonic()
+        for upstream_id, entry in list(self._entries.items()):
+            if now - entry.last_used > self._idle_s:
+                await self.drop(upstream_id)
+
+    async def close(self) -> None:
+        self._closed = True
+        entries, self._entries = list(self._entries.values()), {}
+        async with anyio.create_task_group() as tg:
+            for entry in entries:
+                tg.start_soon(_close_quietly, entry.client)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def _alive(client: Client) -> bool:
+    try:
+        return client.closed_reason is None
+    except Exception:  # pragma: no cover - not connected
+        return False
+
+
+async def _close_quietly(client: Client) -> None:
+    with anyio.move_on_after(5.0, shield=True):
+        try:
+            await client.close()
+        except Exception as error:  # a broken upstream must not break the caller's cleanup
+            log.debug("closing an upstream client failed: %s", error)
