@@ -14,7 +14,8 @@ How the origin is found: the value set around a request is kept with it. When a 
 request arrives on that request's own stream (Streamable HTTP sends it there), it is that
 request's origin. Otherwise (stdio, the standalone stream) it is the origin of the only
 request in flight that has one; with none or several, `current_origin()` is None: the
-handler cannot tell, and should refuse rather than guess.
+handler cannot tell, and should refuse rather than guess. Notifications (log messages)
+are handled with their origin found the same way.
 """
 
 from __future__ import annotations

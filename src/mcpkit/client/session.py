@@ -342,7 +342,7 @@ class ClientSession:
         elif isinstance(message, jsonrpc.Request):
             self._spawn(self._answer, message, self._origin_of(related))
         else:
-            self._notification(message)
+            self._notification(message, related)
 
     def _resolve(self, message: jsonrpc.Response | jsonrpc.ErrorResponse) -> None:
         pending = self._pending.get(message.id) if message.id is not None else None
@@ -363,7 +363,8 @@ class ClientSession:
         else:
             pending.settle(error=_server_error(message))
 
-    def _notification(self, message: jsonrpc.Notification) -> None:
+    def _notification(self, message: jsonrpc.Notification, related: RequestId | None = None
+                      ) -> None:
         params = _params_of(message.params)
         if message.method == "notifications/progress":
             self._progress(params)
@@ -373,7 +374,7 @@ class ClientSession:
             if scope is not None:
                 scope.cancel()
             # Modern servers also cancel listen streams this way: the client handles that.
-        self._spawn(self._notify_handler, message.method, params)
+        self._spawn(self._notify_handler, message.method, params, self._origin_of(related))
 
     def _progress(self, params: dict[str, Any]) -> None:
         token = params.get("progressToken")
@@ -392,9 +393,11 @@ class ClientSession:
                 params.get("message") if isinstance(params.get("message"), str) else None,
             )
 
-    async def _notify_handler(self, method: str, params: dict[str, Any]) -> None:
+    async def _notify_handler(self, method: str, params: dict[str, Any],
+                              origin: object | None = None) -> None:
         try:
-            await self._on_notification(method, params)
+            with request_origin(origin):
+                await self._on_notification(method, params)
         except Exception:
             log.exception("the handler for %s failed", method)
 

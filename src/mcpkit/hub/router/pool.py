@@ -31,6 +31,8 @@ from mcpkit.hub.store import Store, UpstreamRecord
 
 log = logging.getLogger(__name__)
 
+FORWARDED_LOG_LEVEL = "info"
+"""What upstreams are asked to log (each caller's own level filters further)."""
 ListChanged = Callable[[UpstreamRecord, str], Awaitable[None]]
 """(upstream, kind) after an upstream said its list of `kind` changed."""
 ResourceUpdated = Callable[[UpstreamRecord, str], Awaitable[None]]
@@ -97,10 +99,17 @@ class UpstreamPool:
             sampling=relay.relay_sampling,
             elicitation=relay.relay_elicitation,
             on_log=relay.relay_log,
+            log_level=FORWARDED_LOG_LEVEL,
             on_list_changed=list_changed,
             on_resource_updated=resource_updated,
         )
         await client.connect()
+        try:
+            # Modern upstreams send list changes only on a listen stream; on a legacy one
+            # this is a no-op (its session carries them).
+            await client.listen()
+        except Exception as error:
+            log.info("upstream %s offers no list-change stream: %s", upstream.name, error)
         log.info("connected to upstream %s (%s) of user %s", upstream.name, upstream.id,
                  upstream.user_id)
         return client
