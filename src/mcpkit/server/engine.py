@@ -219,6 +219,10 @@ class Engine:
 
     def handle_response(
         self, response: jsonrpc.Response | jsonrpc.ErrorResponse, connection: Connection
-    ) -> None:
-        if not connection.resolve(response):
-            log.debug("dropping a response to an unknown request id %r", response.id)
+    ) -> bool:
+        """Deliver the client's answer to a server→client request; False if no request of
+        this connection awaits it (it may belong to another replica's copy of the session)."""
+        if connection.resolve(response):
+            return True
+        log.debug("no request awaits the response with id %r here", response.id)
+        return False

@@ -5,17 +5,18 @@
     app = create_app(settings, components=[router_component], mounts={"/mcp": mcp_asgi})
 
 What it serves: the REST API under `/api/v1` (routes/), `/openapi.json` and `/docs`,
-`/healthz` and `/readyz`. Every error is `{"error": {code, message, field?}}` (errors.py);
-bodies are bounded and must be JSON (limits.py).
+`/healthz`, `/readyz` and `/metrics` (Prometheus text, metrics.py). Every error is
+`{"error": {code, message, field?}}` (errors.py); bodies are bounded and must be JSON
+(limits.py); every request is measured.
 
-The seams for what comes next (the `/mcp` endpoint, Redis, metrics, health checks):
+The seams for what comes next (the `/mcp` endpoint, Redis, health checks):
 - `components`: each is called with the `HubContext` once the store is open and returns an
   async context manager, entered in order on start-up and exited in reverse on shutdown
   (after uvicorn stopped taking requests and let the in-flight ones finish) - a router with
   upstream connections, a health checker, a Redis client.
 - `mounts`: ASGI apps mounted at a path (`/mcp`); they find the context on
   `scope["app"].state.hub` (or capture it in a component).
-- `routers`: more FastAPI routers to include (e.g. `/metrics`).
+- `routers`: more FastAPI routers to include.
 The context (`app.state.hub`) exists only while the app runs: it belongs to the server's
 event loop, like the database engine in it.
 """
@@ -36,6 +37,7 @@ from mcpkit.hub.api.errors import install_handlers
 from mcpkit.hub.api.limits import RequestLimits
 from mcpkit.hub.api.routes import admin, health, me, upstreams
 from mcpkit.hub.crypto import SecretBox, load_secret_box
+from mcpkit.hub.metrics import HubMetrics, MetricsMiddleware, metrics_router
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store import Store
 
@@ -70,6 +72,7 @@ def create_app(
     comes from $MCPKIT_HUB_SECRET_KEY or the data directory's key file. `resolve` and `fetch`
     replace the DNS lookup of the SSRF check and the upstream client (tests).
     """
+    metrics = HubMetrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -80,7 +83,7 @@ def create_app(
                 the_store = await Store.open(
                     settings.resolved_database_url, the_box, allow_stdio=settings.allow_stdio)
                 stack.push_async_callback(the_store.close)
-            context = HubContext(settings, the_store, the_box)
+            context = HubContext(settings, the_store, the_box, metrics=metrics)
             if resolve is not None:
                 context.resolve = resolve
             if fetch is not None:
@@ -106,7 +109,10 @@ def create_app(
     )
     install_handlers(app)
     app.add_middleware(RequestLimits, max_body_bytes=settings.max_body_bytes)
+    # last added is outermost: 413/415 refusals are measured too
+    app.add_middleware(MetricsMiddleware, metrics=metrics, routes=lambda: app.router.routes)
     app.include_router(health.router())
+    app.include_router(metrics_router(metrics))
     app.include_router(me.router())
     app.include_router(upstreams.router(settings))
     app.include_router(admin.router(settings))

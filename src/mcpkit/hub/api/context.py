@@ -4,6 +4,8 @@ settings, the store, the secret box, and the two seams tests and operators may s
     resolve(host, port) -> addresses      the DNS lookup behind the SSRF check at registration
     fetch(upstream, credentials, settings) -> Catalog    talking to an upstream (catalog.py)
 
+and `metrics`, the app's Prometheus registry (HubMetrics, metrics.py).
+
 It is made by the app's lifespan (the store belongs to the server's event loop) and kept on
 `app.state.hub`; `hub_context` is the FastAPI dependency that hands it to a route.
 """
@@ -13,13 +15,14 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 from fastapi import Request
 
 from mcpkit.hub.catalog import fetch_catalog
 from mcpkit.hub.crypto import SecretBox
+from mcpkit.hub.metrics import HubMetrics
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store import Catalog, Credentials, Store, UpstreamRecord
 
@@ -42,6 +45,7 @@ class HubContext:
     fetch: CatalogFetcher = fetch_catalog
     refresh_slots: anyio.Semaphore | None = None
     """Bounds the catalog refreshes in flight (settings.max_concurrent_refreshes)."""
+    metrics: HubMetrics = field(default_factory=HubMetrics)
 
     def __post_init__(self) -> None:
         if self.refresh_slots is None:

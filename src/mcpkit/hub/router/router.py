@@ -39,10 +39,13 @@ from mcpkit.hub.router.gate import McpGate, TokenCache
 from mcpkit.hub.router.pool import UpstreamPool
 from mcpkit.hub.router.sessions import SealedSessions, session_digest
 from mcpkit.hub.store import AuditEntry, Catalog, Outcome, UpstreamRecord
+from mcpkit.protocol import jsonrpc
+from mcpkit.protocol.errors import McpError
 from mcpkit.protocol.request_state import RequestStateCodec
 from mcpkit.server.call import Call
 from mcpkit.server.server import Server
 from mcpkit.transports.http.app import McpAsgiApp
+from mcpkit.transports.http.sessions import HttpSession
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +96,10 @@ class HubRouter:
                               session_codec=self.sessions,
                               allowed_hosts=list(_allowed(context, "mcp_allowed_hosts")) or None,
                               allowed_origins=list(_allowed(context, "mcp_allowed_origins")))
+        self.mcp.stray_responses = self._stray_response
+        listeners = getattr(context, "catalog_listeners", None)
+        if listeners is not None:  # the health checker found a changed catalog
+            listeners.append(self._catalog_listener)
         limiter = getattr(context, "limiter", None)
         self.gate = McpGate(self.mcp, TokenCache(self.store),
                             limiter=limiter.acquire if limiter is not None else None,
@@ -209,6 +216,41 @@ class HubRouter:
             await self.server.notifier.resource_updated(event["uri"], principal=str(user))
         elif kind == "revoked" and isinstance(event.get("digest"), str):
             self.sessions.remember_revoked(event["digest"])
+        elif kind == "reply" and isinstance(event.get("session"), str):
+            self._deliver_reply(event["session"], event.get("message"))
+
+    async def _catalog_listener(self, user_id: int, upstream_id: str) -> None:
+        await self.catalog_changed(user_id)
+
+    # --- answers that reach the wrong replica -------------------------------------------------
+
+    async def _stray_response(
+        self, session: HttpSession, response: jsonrpc.Response | jsonrpc.ErrorResponse
+    ) -> None:
+        """A caller's answer to a question another replica asked (the balancer sent the
+        POST here): pass it to every replica; the one holding the question takes it."""
+        if not self.bus.shared:
+            return
+        if isinstance(response, jsonrpc.Response):
+            wire = jsonrpc.encode_result(response.id, response.result)
+        else:
+            error = McpError(response.code, response.message, response.data)
+            wire = jsonrpc.encode_error(response.id, error)
+        await self.bus.publish({"type": "reply", "session": session_digest(session.id),
+                                "message": wire.decode()})
+
+    def _deliver_reply(self, digest: str, message: Any) -> None:
+        if not isinstance(message, str):
+            return
+        for session in list(self.mcp.sessions.sessions.values()):
+            if session_digest(session.id) == digest:
+                try:
+                    decoded = jsonrpc.decode_message(message.encode())
+                except jsonrpc.DecodeFailure:
+                    return
+                if isinstance(decoded, jsonrpc.Response | jsonrpc.ErrorResponse):
+                    session.connection.resolve(decoded)
+                return
 
     # --- sessions across replicas -------------------------------------------------------------
 

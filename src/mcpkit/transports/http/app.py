@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -61,6 +62,11 @@ _MODERN_400 = frozenset(
 )
 
 
+StrayResponses = Callable[
+    [HttpSession, jsonrpc.Response | jsonrpc.ErrorResponse], Awaitable[None]
+]
+
+
 def _json_error(status: int, error: errors.McpError, request_id: Any = None) -> tuple[int, bytes]:
     return status, jsonrpc.encode_error(request_id, error)
 
@@ -95,6 +101,9 @@ class McpAsgiApp:
             max_sessions=max_sessions, idle_s=session_idle_s, codec=session_codec
         )
         self.sessions.on_restore = self._session_restored
+        self.stray_responses: StrayResponses | None = None
+        """Called with a client's response that no request here awaits: with replicas, the
+        request may be waiting in another process's copy of the session."""
         self.keepalive_s = keepalive_s
         self.legacy_sse = (
             LegacySseTransport(self, _norm(sse_path), _norm(messages_path)) if legacy_sse else None
@@ -217,7 +226,9 @@ class McpAsgiApp:
                 await self.engine.handle_notification(message, session.connection)
             else:
                 assert not isinstance(message, jsonrpc.Request)
-                self.engine.handle_response(message, session.connection)
+                resolved = self.engine.handle_response(message, session.connection)
+                if not resolved and self.stray_responses is not None:
+                    await self.stray_responses(session, message)
         await asgi.respond(send, 202)
 
     async def _post_batch(
