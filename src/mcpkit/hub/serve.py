@@ -1,12 +1,13 @@
-"""`mcpkit hub serve`: run the hub (REST API, docs, health endpoints) with uvicorn.
+"""`mcpkit hub serve`: run the hub (REST API, docs, health endpoints, metrics) with uvicorn.
 
     mcpkit hub serve [--host 127.0.0.1] [--port 8765] [--database-url URL] [--data-dir DIR]
                      [--allow-private-upstreams] [--allow-stdio] [--redis-url URL]
                      [--log-level info]
 
 Binds 127.0.0.1 unless told otherwise: exposing the hub is a decision (put TLS in front).
-The store is opened - and migrated - before the port is bound, so a bad database URL or an
-unreachable database is one line on stderr and exit status 2, not a half-started server.
+The store is opened - and migrated - before the port is bound, and so is Redis when
+`--redis-url` is given, so a bad database URL or an unreachable database or Redis is one line
+on stderr and exit status 2, not a half-started server.
 SIGTERM / SIGINT shut down gracefully: no new connections, in-flight requests get up to
 `shutdown_grace_s` to finish, then the lifespan closes what it opened.
 
@@ -94,6 +95,7 @@ async def _serve(settings: HubSettings) -> int:
 
     from mcpkit.hub.api import create_app
     from mcpkit.hub.crypto import CredentialError, load_secret_box
+    from mcpkit.hub.shared import SharedStateUnavailable, open_redis
     from mcpkit.hub.store import Store, StoreError
 
     try:
@@ -102,8 +104,15 @@ async def _serve(settings: HubSettings) -> int:
                                  allow_stdio=settings.allow_stdio)
     except (StoreError, CredentialError, OSError) as error:
         return fail(str(error))
+    redis = None
     try:
-        app = create_app(settings, store, box)
+        if settings.redis_url is not None:
+            redis = await open_redis(settings.redis_url)
+    except SharedStateUnavailable as error:
+        await store.close()
+        return fail(str(error))
+    try:
+        app = create_app(settings, store, box, redis=redis)
         config = uvicorn.Config(
             app,
             host=settings.host,
@@ -114,7 +123,8 @@ async def _serve(settings: HubSettings) -> int:
             server_header=False,
         )
         server = _server_class()(config)
-        print(f"mcpkit hub on http://{_authority(settings)} (API /api/v1, docs /docs); "
+        print(f"mcpkit hub on http://{_authority(settings)} (API /api/v1, docs /docs, "
+              f"metrics /metrics); "
               f"{settings.describe()}", file=sys.stderr, flush=True)
         try:
             await server.serve()
@@ -122,6 +132,8 @@ async def _serve(settings: HubSettings) -> int:
             return EXIT_ERROR
         return 0 if server.started else EXIT_ERROR
     finally:
+        if redis is not None:
+            await redis.aclose()
         await store.close()
 
 

@@ -12,7 +12,8 @@ Environment (each also a `mcpkit hub serve` option where it makes sense):
     MCPKIT_HUB_HOST / _PORT           --host / --port       (127.0.0.1:8765)
     MCPKIT_HUB_ALLOW_PRIVATE_UPSTREAMS=1   --allow-private-upstreams
     MCPKIT_HUB_ALLOW_STDIO=1          --allow-stdio
-    MCPKIT_HUB_REDIS_URL              --redis-url           (replicas; used by the /mcp router)
+    MCPKIT_HUB_REDIS_URL              --redis-url           (replicas: rate limits, health-check
+                                                            locks, the /mcp router's state)
     MCPKIT_HUB_PAGE_SIZE, _MAX_PAGE_SIZE, _MAX_BODY_BYTES, _HEALTH_INTERVAL,
     MCPKIT_HUB_RATE_LIMIT, _RATE_BURST, _DNS_TIMEOUT, _MAX_REFRESHES, _SHUTDOWN_GRACE
 
@@ -40,6 +41,7 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off", ""})
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 T = TypeVar("T")
 
@@ -80,12 +82,14 @@ class HubSettings:
     max_concurrent_refreshes: int = 8
     """Catalog refreshes in flight per process; more wait their turn."""
     health_interval_s: float = 60.0
-    """How often each enabled upstream is checked (used by the health checker)."""
+    """How often each enabled upstream is checked (health.py; each pass is jittered)."""
     rate_limit_per_minute: int = 600
-    """Per-user request budget (used by the rate limiter)."""
+    """Per-user request budget: the steady rate (ratelimit.py; REST API and /mcp alike)."""
     rate_limit_burst: int = 60
+    """How many requests a user may make at once before the steady rate applies."""
     redis_url: str | None = None
-    """Shared state of replicas (catalog cache, notifications, rate limits); None: one process."""
+    """Shared state of replicas (rate limits, health-check locks, the router's state);
+    None: one process. `redis://`, `rediss://` (TLS) or `unix://`."""
     shutdown_grace_s: float = 30.0
     """How long a graceful shutdown waits for requests in flight."""
     log_level: str = "info"
@@ -108,6 +112,9 @@ class HubSettings:
                 raise SettingsError(f"{name}: must be a number of seconds above 0, not {value!r}")
         if not self.host:
             raise SettingsError("host: must not be empty")
+        if self.redis_url is not None and not self.redis_url.startswith(REDIS_SCHEMES):
+            # the value is not echoed: it may carry a password
+            raise SettingsError("redis_url: must start with redis://, rediss:// or unix://")
         if self.log_level not in ("critical", "error", "warning", "info", "debug"):
             raise SettingsError(f"log_level: {self.log_level!r} is not a log level")
 
@@ -153,12 +160,19 @@ class HubSettings:
         """One line for the start-up log (no secrets in settings, but not the database
         password either: a URL's userinfo is cut)."""
         url = self.resolved_database_url
-        if "@" in url and "://" in url:
-            scheme, rest = url.split("://", 1)
-            url = f"{scheme}://…@{rest.rsplit('@', 1)[1]}"
         private = "allowed" if self.allow_private_upstreams else "refused"
         stdio = "allowed" if self.allow_stdio else "off"
-        return f"database {url}, private upstreams {private}, stdio upstreams {stdio}"
+        redis = _without_userinfo(self.redis_url) if self.redis_url else "off (one process)"
+        return (f"database {_without_userinfo(url)}, redis {redis}, "
+                f"private upstreams {private}, stdio upstreams {stdio}")
+
+
+def _without_userinfo(url: str) -> str:
+    """A URL for the log: its user and password cut (`scheme://…@host/...`)."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        return f"{scheme}://…@{rest.rsplit('@', 1)[1]}"
+    return url
 
 
 _FLAGS = frozenset({"allow_private_upstreams", "allow_stdio"})

@@ -3,17 +3,22 @@
     app = create_app(settings)                       # opens the store and key on start-up
     app = create_app(settings, store, box)           # or uses the caller's (not closed)
     app = create_app(settings, components=[router_component], mounts={"/mcp": mcp_asgi})
+    app = create_app(settings, store, box, redis=redis)       # a Redis client of the caller's
 
 What it serves: the REST API under `/api/v1` (routes/), `/openapi.json` and `/docs`,
 `/healthz`, `/readyz` and `/metrics` (Prometheus text, metrics.py). Every error is
 `{"error": {code, message, field?}}` (errors.py); bodies are bounded and must be JSON
-(limits.py); every request is measured.
+(limits.py); every authenticated route spends a token of the caller's rate limit first (429
+with `Retry-After` when there is none, ratelimit.py) and every request is measured.
 
-The seams for what comes next (the `/mcp` endpoint, Redis, health checks):
+Built in, before the caller's components: the Redis connection (shared.py) when `redis` is
+given or `settings.redis_url` is set - it moves the rate limits into Redis.
+
+The seams for what comes next (the `/mcp` endpoint):
 - `components`: each is called with the `HubContext` once the store is open and returns an
   async context manager, entered in order on start-up and exited in reverse on shutdown
   (after uvicorn stopped taking requests and let the in-flight ones finish) - a router with
-  upstream connections, a health checker, a Redis client.
+  upstream connections, a health checker.
 - `mounts`: ASGI apps mounted at a path (`/mcp`); they find the context on
   `scope["app"].state.hub` (or capture it in a component).
 - `routers`: more FastAPI routers to include.
@@ -26,20 +31,27 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 from starlette.types import ASGIApp
 
 from mcpkit import __version__
+from mcpkit.hub.api.auth import Context, CurrentUser
 from mcpkit.hub.api.context import CatalogFetcher, HostResolver, HubContext
-from mcpkit.hub.api.errors import install_handlers
+from mcpkit.hub.api.errors import ApiError, install_handlers
 from mcpkit.hub.api.limits import RequestLimits
 from mcpkit.hub.api.routes import admin, health, me, upstreams
+from mcpkit.hub.api.schemas import ErrorOut
 from mcpkit.hub.crypto import SecretBox, load_secret_box
 from mcpkit.hub.metrics import HubMetrics, MetricsMiddleware, metrics_router
+from mcpkit.hub.ratelimit import retry_after, user_key
 from mcpkit.hub.settings import HubSettings
+from mcpkit.hub.shared import redis_connection
 from mcpkit.hub.store import Store
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 log = logging.getLogger("mcpkit.hub")
 
@@ -51,7 +63,31 @@ Register your MCP servers ("upstreams") and reach them all through one authentic
 Authenticate with an API token: `Authorization: Bearer <token>` (an operator makes one with
 `mcpkit hub token create USER`). Errors are `{"error": {"code", "message", "field"?}}`.
 Lists are pages: `{"items": [...], "next_cursor": "…" | null}`.
+Each user has a request budget (a burst, then a steady rate): past it, 429 with `Retry-After`.
 """
+RATE_LIMITED = {
+    429: {
+        "model": ErrorOut,
+        "description": "Too many requests: the caller's rate limit is spent",
+        "headers": {
+            "Retry-After": {
+                "description": "Seconds until a request will be accepted again",
+                "schema": {"type": "integer", "minimum": 1},
+            },
+        },
+    },
+}
+
+
+async def rate_limited(user: CurrentUser, context: Context) -> None:
+    """The dependency of every authenticated route: spend one token of the caller's budget,
+    or 429 with `Retry-After` (after authentication: a stranger's requests are 401 and cost
+    nobody's budget)."""
+    wait = await context.limiter.acquire(user_key(user.id))
+    if wait is not None:
+        seconds = retry_after(wait)
+        raise ApiError(429, f"too many requests: try again in {seconds} s",
+                       code="rate_limited", headers={"Retry-After": str(seconds)})
 
 
 def create_app(
@@ -61,6 +97,7 @@ def create_app(
     *,
     resolve: HostResolver | None = None,
     fetch: CatalogFetcher | None = None,
+    redis: Redis | None = None,
     components: Sequence[Component] = (),
     mounts: Mapping[str, ASGIApp] | None = None,
     routers: Sequence[APIRouter] = (),
@@ -70,9 +107,12 @@ def create_app(
     Without `store`, start-up opens (and migrates) the database at
     `settings.resolved_database_url` and shutdown closes it; without `box`, the secret key
     comes from $MCPKIT_HUB_SECRET_KEY or the data directory's key file. `resolve` and `fetch`
-    replace the DNS lookup of the SSRF check and the upstream client (tests).
+    replace the DNS lookup of the SSRF check and the upstream client (tests). `redis` is a
+    client the caller opened (and closes); without it, `settings.redis_url` is opened on
+    start-up if set.
     """
     metrics = HubMetrics()
+    built_in: list[Component] = [redis_connection(redis)]
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -88,7 +128,7 @@ def create_app(
                 context.resolve = resolve
             if fetch is not None:
                 context.fetch = fetch
-            for component in components:
+            for component in [*built_in, *components]:
                 await stack.enter_async_context(component(context))
             app.state.hub = context
             log.info("hub ready: %s", settings.describe())
@@ -113,9 +153,11 @@ def create_app(
     app.add_middleware(MetricsMiddleware, metrics=metrics, routes=lambda: app.router.routes)
     app.include_router(health.router())
     app.include_router(metrics_router(metrics))
-    app.include_router(me.router())
-    app.include_router(upstreams.router(settings))
-    app.include_router(admin.router(settings))
+    limited: dict[str, Any] = {"dependencies": [Depends(rate_limited)],
+                               "responses": RATE_LIMITED}
+    app.include_router(me.router(), **limited)
+    app.include_router(upstreams.router(settings), **limited)
+    app.include_router(admin.router(settings), **limited)
     for extra in routers:
         app.include_router(extra)
     for path, asgi in (mounts or {}).items():

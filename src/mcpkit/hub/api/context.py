@@ -4,7 +4,12 @@ settings, the store, the secret box, and the two seams tests and operators may s
     resolve(host, port) -> addresses      the DNS lookup behind the SSRF check at registration
     fetch(upstream, credentials, settings) -> Catalog    talking to an upstream (catalog.py)
 
-and `metrics`, the app's Prometheus registry (HubMetrics, metrics.py).
+and the operations pieces:
+
+    metrics              HubMetrics: the app's Prometheus registry (metrics.py)
+    limiter              RateLimiter: `await limiter.acquire(f"user:{user_id}")` -> None or
+                         seconds to wait; in memory, or in Redis once `use_redis` ran
+    redis                the Redis client replicas share (shared.py), None for one process
 
 It is made by the app's lifespan (the store belongs to the server's event loop) and kept on
 `app.state.hub`; `hub_context` is the FastAPI dependency that hands it to a route.
@@ -16,6 +21,7 @@ import asyncio
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import anyio
 from fastapi import Request
@@ -23,8 +29,12 @@ from fastapi import Request
 from mcpkit.hub.catalog import fetch_catalog
 from mcpkit.hub.crypto import SecretBox
 from mcpkit.hub.metrics import HubMetrics
+from mcpkit.hub.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store import Catalog, Credentials, Store, UpstreamRecord
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 HostResolver = Callable[[str, int], Awaitable[list[str]]]
 CatalogFetcher = Callable[[UpstreamRecord, Credentials, HubSettings], Awaitable[Catalog]]
@@ -46,10 +56,27 @@ class HubContext:
     refresh_slots: anyio.Semaphore | None = None
     """Bounds the catalog refreshes in flight (settings.max_concurrent_refreshes)."""
     metrics: HubMetrics = field(default_factory=HubMetrics)
+    redis: Redis | None = None
+    limiter: RateLimiter = field(init=False)
+    """Per-user budgets (settings.rate_limit_per_minute, rate_limit_burst); refusals are
+    counted in `metrics`."""
 
     def __post_init__(self) -> None:
         if self.refresh_slots is None:
             self.refresh_slots = anyio.Semaphore(self.settings.max_concurrent_refreshes)
+        self.limiter = MemoryRateLimiter(
+            self.settings.rate_limit_per_minute, self.settings.rate_limit_burst,
+            on_limited=self.metrics.count_rate_limited)
+        if self.redis is not None:
+            self.use_redis(self.redis)
+
+    def use_redis(self, redis: Redis) -> None:
+        """Share state with the other replicas through `redis`: it becomes `self.redis`, and
+        the rate limits move there (one budget per user across replicas)."""
+        self.redis = redis
+        self.limiter = RedisRateLimiter(
+            redis, self.settings.rate_limit_per_minute, self.settings.rate_limit_burst,
+            on_limited=self.metrics.count_rate_limited)
 
 
 def hub_context(request: Request) -> HubContext:
