@@ -1,4 +1,5 @@
-"""`mcpkit hub serve`: run the hub (REST API, docs, health endpoints, metrics) with uvicorn.
+"""`mcpkit hub serve`: run the hub (REST API, docs, health endpoints, metrics, the upstream
+health checker) with uvicorn.
 
     mcpkit hub serve [--host 127.0.0.1] [--port 8765] [--database-url URL] [--data-dir DIR]
                      [--allow-private-upstreams] [--allow-stdio] [--redis-url URL]
@@ -95,6 +96,7 @@ async def _serve(settings: HubSettings) -> int:
 
     from mcpkit.hub.api import create_app
     from mcpkit.hub.crypto import CredentialError, load_secret_box
+    from mcpkit.hub.health import health_checker
     from mcpkit.hub.shared import SharedStateUnavailable, open_redis
     from mcpkit.hub.store import Store, StoreError
 
@@ -112,7 +114,7 @@ async def _serve(settings: HubSettings) -> int:
         await store.close()
         return fail(str(error))
     try:
-        app = create_app(settings, store, box, redis=redis)
+        app = create_app(settings, store, box, redis=redis, components=[health_checker])
         config = uvicorn.Config(
             app,
             host=settings.host,

@@ -3,7 +3,7 @@
     app = create_app(settings)                       # opens the store and key on start-up
     app = create_app(settings, store, box)           # or uses the caller's (not closed)
     app = create_app(settings, components=[router_component], mounts={"/mcp": mcp_asgi})
-    app = create_app(settings, store, box, redis=redis)       # a Redis client of the caller's
+    app = create_app(settings, store, box, redis=redis, components=[health_checker])  # serve
 
 What it serves: the REST API under `/api/v1` (routes/), `/openapi.json` and `/docs`,
 `/healthz`, `/readyz` and `/metrics` (Prometheus text, metrics.py). Every error is
@@ -18,7 +18,7 @@ The seams for what comes next (the `/mcp` endpoint):
 - `components`: each is called with the `HubContext` once the store is open and returns an
   async context manager, entered in order on start-up and exited in reverse on shutdown
   (after uvicorn stopped taking requests and let the in-flight ones finish) - a router with
-  upstream connections, a health checker.
+  upstream connections, the health checker (health.py).
 - `mounts`: ASGI apps mounted at a path (`/mcp`); they find the context on
   `scope["app"].state.hub` (or capture it in a component).
 - `routers`: more FastAPI routers to include.

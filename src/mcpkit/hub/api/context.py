@@ -10,6 +10,9 @@ and the operations pieces:
     limiter              RateLimiter: `await limiter.acquire(f"user:{user_id}")` -> None or
                          seconds to wait; in memory, or in Redis once `use_redis` ran
     redis                the Redis client replicas share (shared.py), None for one process
+    catalog_listeners    `async (user_id, upstream_id)` callbacks the health checker calls
+                         when a check changed that upstream's stored catalog (the router
+                         registers one to send `list_changed` to the user's sessions)
 
 It is made by the app's lifespan (the store belongs to the server's event loop) and kept on
 `app.state.hub`; `hub_context` is the FastAPI dependency that hands it to a route.
@@ -38,6 +41,8 @@ if TYPE_CHECKING:
 
 HostResolver = Callable[[str, int], Awaitable[list[str]]]
 CatalogFetcher = Callable[[UpstreamRecord, Credentials, HubSettings], Awaitable[Catalog]]
+CatalogListener = Callable[[int, str], Awaitable[None]]
+"""`await listener(user_id, upstream_id)`: that upstream's stored catalog changed."""
 
 
 async def resolve_host(host: str, port: int) -> list[str]:
@@ -57,6 +62,7 @@ class HubContext:
     """Bounds the catalog refreshes in flight (settings.max_concurrent_refreshes)."""
     metrics: HubMetrics = field(default_factory=HubMetrics)
     redis: Redis | None = None
+    catalog_listeners: list[CatalogListener] = field(default_factory=list)
     limiter: RateLimiter = field(init=False)
     """Per-user budgets (settings.rate_limit_per_minute, rate_limit_burst); refusals are
     counted in `metrics`."""

@@ -7,7 +7,7 @@
     store.tokens     create (-> NewToken: the secret, once), verify(secret) -> user | None,
                      revoke, list
     store.upstreams  create, get, get_by_name, list (paged), all, update (optimistic version),
-                     delete, credentials, set_health, due_for_health_check
+                     delete, credentials, set_health, due_for_health_check, health_counts
     store.catalog    replace (one transaction), get, all (the user's catalogs for the router)
     store.audit      record, record_many, recent
 

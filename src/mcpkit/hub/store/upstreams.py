@@ -14,9 +14,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, cast, get_args
 
-from sqlalchemy import Select, delete, exc, select, update
+from sqlalchemy import Select, delete, exc, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mcpkit.hub.crypto import CredentialError, SecretBox
@@ -166,6 +166,20 @@ class Upstreams:
         async with self._db.read() as session:
             rows = await session.scalars(query)
             return tuple(upstream_record(row) for row in rows)
+
+    async def health_counts(self) -> dict[HealthStatus, int]:
+        """How many enabled upstreams of any user are in each health status (every status
+        present, 0 when none): the hub's `upstreams{health}` gauge. One grouped count."""
+        query = (
+            select(Upstream.health_status, func.count())
+            .where(Upstream.enabled.is_(True))
+            .group_by(Upstream.health_status)
+        )
+        counts: dict[HealthStatus, int] = dict.fromkeys(get_args(HealthStatus), 0)
+        async with self._db.read() as session:
+            for status, count in (await session.execute(query)).all():
+                counts[cast(HealthStatus, status)] = int(count)
+        return counts
 
     async def credentials(self, user_id: int, upstream_id: str) -> Credentials:
         """The upstream's headers and bearer, decrypted (for connecting to it, never for display).
