@@ -97,6 +97,7 @@ async def _serve(settings: HubSettings) -> int:
     from mcpkit.hub.api import create_app
     from mcpkit.hub.crypto import CredentialError, load_secret_box
     from mcpkit.hub.health import health_checker
+    from mcpkit.hub.router import McpEndpoint
     from mcpkit.hub.shared import SharedStateUnavailable, open_redis
     from mcpkit.hub.store import Store, StoreError
 
@@ -114,7 +115,10 @@ async def _serve(settings: HubSettings) -> int:
         await store.close()
         return fail(str(error))
     try:
-        app = create_app(settings, store, box, redis=redis, components=[health_checker])
+        endpoint = McpEndpoint()
+        app = create_app(settings, store, box, redis=redis,
+                         components=[health_checker, endpoint.component],
+                         mounts={"/mcp": endpoint})
         config = uvicorn.Config(
             app,
             host=settings.host,
@@ -125,8 +129,8 @@ async def _serve(settings: HubSettings) -> int:
             server_header=False,
         )
         server = _server_class()(config)
-        print(f"mcpkit hub on http://{_authority(settings)} (API /api/v1, docs /docs, "
-              f"metrics /metrics); "
+        print(f"mcpkit hub on http://{_authority(settings)} (MCP /mcp, API /api/v1, "
+              f"docs /docs, metrics /metrics); "
               f"{settings.describe()}", file=sys.stderr, flush=True)
         try:
             await server.serve()

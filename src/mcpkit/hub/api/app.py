@@ -34,6 +34,7 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, FastAPI
+from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from mcpkit import __version__
@@ -161,5 +162,9 @@ def create_app(
     for extra in routers:
         app.include_router(extra)
     for path, asgi in (mounts or {}).items():
-        app.mount(path, asgi)
+        # An exact route, not a Mount: a Mount of "/mcp" answers POST /mcp with a redirect
+        # to "/mcp/" (MCP clients post to the URL they were given). An ASGI instance as a
+        # route's endpoint is called as-is, for every method.
+        # First in the table: an MCP call should not be matched against every REST route.
+        app.router.routes.insert(0, Route(path, endpoint=asgi, include_in_schema=False))
     return app
