@@ -153,3 +153,21 @@ async def test_an_upstreams_list_changed_reaches_the_caller(
             await eventually(lambda: "tools" in changed, 10)
             assert "grow__extra" in {t.name for t in await client.list_tools()}
             assert text(await client.call_tool("grow__extra", {})) == "extra!"
+
+
+@pytest.mark.parametrize("caller", ERAS)
+async def test_registering_an_upstream_tells_the_users_sessions(
+        hub: Hub, upstreams: dict[str, str], caller: str) -> None:
+    _user, api = await fresh_user(hub)
+    changed: list[str] = []
+
+    async def on_list_changed(kind: str) -> None:
+        changed.append(kind)
+
+    async with hub_client(hub, api, era=caller, on_list_changed=on_list_changed) as client:
+        if caller == "modern":
+            await client.listen()
+        assert await client.list_tools() == []
+        await register(api, "late", upstreams["new"])
+        await eventually(lambda: "tools" in changed, 10)
+        assert "late__echo" in {tool.name for tool in await client.list_tools()}

@@ -12,6 +12,7 @@ another user's upstream id is answered exactly like a missing one: 404).
 
 # No `from __future__ import annotations`: the routes' parameter types include `Limit`, made
 # inside `router()` from the settings, which FastAPI could not resolve from a string.
+import logging
 import re
 from typing import Annotated, Any
 
@@ -45,6 +46,7 @@ from mcpkit.hub.store import validation as check
 from mcpkit.hub.store._paging import decode_cursor
 from mcpkit.hub.store.records import Catalog
 
+log = logging.getLogger(__name__)
 PREFIX = "/api/v1/users/mcp/upstreams"
 UPSTREAM_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 Cursor = Annotated[str | None, Query(max_length=512, description="from `next_cursor`")]
@@ -111,6 +113,7 @@ def router(settings: HubSettings) -> APIRouter:
         )
         record = await context.store.upstreams.create(user.id, spec)
         response.headers["Location"] = f"{PREFIX}/{record.id}"
+        await announce_change(context, user.id, record.id)
         return await upstream_out(context, record)
 
     @api.get("/{upstream_id}", response_model=UpstreamOut, summary="One of your upstreams",
@@ -148,6 +151,7 @@ def router(settings: HubSettings) -> APIRouter:
         record = await context.store.upstreams.update(
             user.id, current.id, UpstreamChanges(**changes), expected_version=body.version
         )
+        await announce_change(context, user.id, record.id)
         return await upstream_out(context, record)
 
     @api.delete(
@@ -166,6 +170,7 @@ def router(settings: HubSettings) -> APIRouter:
     ) -> Response:
         current = await _owned(context, user.id, upstream_id)
         await context.store.upstreams.delete(user.id, current.id, expected_version=version)
+        await announce_change(context, user.id, current.id)
         return Response(status_code=status.HTTP_204_NO_CONTENT)
 
     @api.get(
@@ -224,10 +229,22 @@ async def _refresh(context: HubContext, record: UpstreamRecord) -> Catalog:
     assert context.refresh_slots is not None
     async with context.refresh_slots:
         try:
-            return await refresh_catalog(context.store, record, context.settings,
-                                         fetch=context.fetch)
+            catalog = await refresh_catalog(context.store, record, context.settings,
+                                            fetch=context.fetch)
         except UpstreamUnavailable as error:
             raise ApiError(502, str(error), code="upstream_unavailable") from None
+    await announce_change(context, record.user_id, record.id)
+    return catalog
+
+
+async def announce_change(context: HubContext, user_id: int, upstream_id: str) -> None:
+    """Tell the listeners (the /mcp router: every replica's sessions of the user get
+    list_changed) that an upstream or its catalog changed; a failing listener is logged."""
+    for listener in list(context.catalog_listeners):
+        try:
+            await listener(user_id, upstream_id)
+        except Exception:
+            log.exception("a catalog listener failed")
 
 
 def _check_transport(transport: str, settings: HubSettings) -> None:
