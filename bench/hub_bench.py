@@ -50,7 +50,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -59,10 +58,12 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from client_bench import children_of, stop_process  # shared: stop by PID, children too
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -94,16 +95,6 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def children_of(pid: int) -> list[int]:
-    """Direct children of `pid` (from /proc; empty if it is gone)."""
-    out: list[int] = []
-    with contextlib.suppress(OSError):
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            with contextlib.suppress(OSError):
-                out += [int(c) for c in (task / "children").read_text().split()]
-    return out
-
-
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of `pid` (0 when it is gone)."""
     try:
@@ -116,32 +107,6 @@ def cpu_seconds(pid: int) -> float:
 def self_cpu() -> float:
     t = os.times()
     return t.user + t.system
-
-
-def stop_process(proc: subprocess.Popen[Any]) -> None:
-    """SIGTERM, wait up to 5 s, then SIGKILL; then the same for what `proc` started
-    (mcp-proxy's stdio child), each by its PID."""
-    kids = children_of(proc.pid)
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            proc.wait(5)
-    for kid in kids:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            if not Path(f"/proc/{kid}").exists():
-                break
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(kid, sig)
-            deadline = time.monotonic() + 3
-            while Path(f"/proc/{kid}").exists() and time.monotonic() < deadline:
-                with contextlib.suppress(ChildProcessError, OSError):
-                    os.waitpid(kid, os.WNOHANG)
-                time.sleep(0.02)
 
 
 def wait_listening(proc: subprocess.Popen[Any], port: int, what: str,
@@ -211,21 +176,9 @@ def serve_hub(port: int, database_url: str, profile: str | None) -> None:
                             log_level=settings.log_level, lifespan="on",
                             timeout_graceful_shutdown=5, server_header=False)
 
-    class Server(uvicorn.Server):
-        """As `mcpkit hub serve`'s: SIGTERM ends `serve()` normally (uvicorn would raise the
-        signal again at the end and kill the process before the profile is written)."""
+    from mcpkit.hub.serve import graceful_server_class
 
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            with super().capture_signals():
-                try:
-                    yield
-                finally:
-                    captured = getattr(self, "_captured_signals", None)
-                    if isinstance(captured, list):
-                        captured.clear()
-
-    server = Server(config)
+    server = graceful_server_class()(config)
     factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop
     with contextlib.suppress(ImportError):
         import uvloop

@@ -128,7 +128,7 @@ async def _serve(settings: HubSettings) -> int:
             timeout_graceful_shutdown=int(settings.shutdown_grace_s),
             server_header=False,
         )
-        server = _server_class()(config)
+        server = graceful_server_class()(config)
         print(f"mcpkit hub on http://{_authority(settings)} (MCP /mcp, API /api/v1, "
               f"docs /docs, metrics /metrics); "
               f"{settings.describe()}", file=sys.stderr, flush=True)
@@ -143,7 +143,7 @@ async def _serve(settings: HubSettings) -> int:
         await store.close()
 
 
-def _server_class() -> Any:
+def graceful_server_class() -> Any:
     import uvicorn
 
     class Server(uvicorn.Server):
