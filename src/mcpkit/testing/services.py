@@ -253,8 +253,12 @@ class _ServiceProcess:
 
     STOP_SIGNAL: signal.Signals = signal.SIGTERM
 
-    def __init__(self, stop_timeout: float) -> None:
+    def __init__(self, stop_timeout: float, start_timeout: float) -> None:
         self.stop_timeout = stop_timeout
+        self.start_timeout = start_timeout
+        self.start_seconds: float | None = None
+        """How long the server took from launch to answering its probe (set by `start`)."""
+        self._log_path: Path | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._port: int | None = None
         self._dirs: list[Path] = []
@@ -284,6 +288,48 @@ class _ServiceProcess:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+    def _launch_on_free_port(
+        self,
+        name: str,
+        probe: str,
+        spawn: Callable[[int, BinaryIO], subprocess.Popen[bytes]],
+        ready: Callable[[int, float], bool],
+    ) -> None:
+        """Spawn the server on a free port (its output appended to `_log_path`) and wait,
+        bounded by `start_timeout`, until `ready(port, deadline)`; a port lost to a race
+        (a bind failure in the log) is retried on another one."""
+        log_path = self._log_path
+        assert log_path is not None
+        started = time.monotonic()
+        deadline = started + self.start_timeout
+        for attempt in range(1, _PORT_ATTEMPTS + 1):
+            port = free_port()
+            log_start = log_path.stat().st_size if log_path.exists() else 0
+            with log_path.open("ab") as log:
+                self._proc = spawn(port, log)
+            self._port = port
+            try:
+                answered = _bounded_wait(
+                    functools.partial(ready, port, deadline), self._proc, deadline
+                )
+            except TimeoutError:
+                raise ServiceError(
+                    f"{name} did not answer {probe} on {HOST}:{port} within "
+                    f"{self.start_timeout} s; log:\n{self.log_tail()}"
+                ) from None
+            if answered:
+                self.start_seconds = time.monotonic() - started
+                return
+            code = self._proc.wait()
+            self._proc = None
+            tail = _log_tail(log_path, since=log_start)
+            if attempt < _PORT_ATTEMPTS and any(text in tail for text in _BIND_FAILED):
+                continue
+            raise ServiceError(f"{name} exited with code {code} while starting; log:\n{tail}")
+
+    def log_tail(self) -> str:
+        raise NotImplementedError
 
     @property
     def port(self) -> int:
@@ -327,19 +373,15 @@ class PostgresServer(_ServiceProcess):
         """`bin_dir` pins the directory of initdb/postgres/psql (default: `find_postgres_bin`);
         `base_dir` is where the temp dir goes (default: the system temp dir); `settings` are
         extra `-c name=value` server settings."""
-        super().__init__(stop_timeout)
+        super().__init__(stop_timeout, start_timeout)
         _check_db_name(database)
         self.database = database
         self.bin_dir = bin_dir
         self.base_dir = base_dir
         self.settings = dict(settings or {})
-        self.start_timeout = start_timeout
         self.initdb_seconds: float | None = None
         """How long initdb took (set by `start`)."""
-        self.start_seconds: float | None = None
-        """How long the server took from launch to answering `SELECT 1` (set by `start`)."""
         self._data_dir: Path | None = None
-        self._log_path: Path | None = None
         self._psql: Path | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -517,17 +559,15 @@ class PostgresServer(_ServiceProcess):
         self.initdb_seconds = time.monotonic() - started
 
     def _launch(self, postgres: Path, socket_dir: Path, run_as: _RunAs | None) -> None:
-        """Start the postmaster and wait, bounded, until `SELECT 1` answers; a port lost to a
-        race (bind failure) is retried on another one."""
-        assert self._data_dir is not None and self._log_path is not None
-        started = time.monotonic()
-        deadline = started + self.start_timeout
-        for attempt in range(1, _PORT_ATTEMPTS + 1):
-            port = free_port()
+        """Start the postmaster and wait, bounded, until `SELECT 1` answers."""
+        data_dir = self._data_dir
+        assert data_dir is not None
+
+        def spawn(port: int, log: BinaryIO) -> subprocess.Popen[bytes]:
             args = [
                 str(postgres),
                 "-D",
-                str(self._data_dir),
+                str(data_dir),
                 "-k",
                 str(socket_dir),
                 "-h",
@@ -543,28 +583,9 @@ class PostgresServer(_ServiceProcess):
             ]
             for name, value in self.settings.items():
                 args += ["-c", f"{name}={value}"]
-            log_start = self._log_path.stat().st_size
-            with self._log_path.open("ab") as log:
-                self._proc = _popen(args, log, self._data_dir.parent, _child_env(), run_as)
-            self._port = port
-            try:
-                ready = _bounded_wait(
-                    functools.partial(self._answers, port, deadline), self._proc, deadline
-                )
-            except TimeoutError:
-                raise ServiceError(
-                    f"postgres did not answer SELECT 1 on {HOST}:{port} within "
-                    f"{self.start_timeout} s; log:\n{self.log_tail()}"
-                ) from None
-            if ready:
-                self.start_seconds = time.monotonic() - started
-                return
-            code = self._proc.wait()
-            self._proc = None
-            tail = _log_tail(self._log_path, since=log_start)
-            if attempt < _PORT_ATTEMPTS and any(text in tail for text in _BIND_FAILED):
-                continue
-            raise ServiceError(f"postgres exited with code {code} while starting; log:\n{tail}")
+            return _popen(args, log, data_dir.parent, _child_env(), run_as)
+
+        self._launch_on_free_port("postgres", "SELECT 1", spawn, self._answers)
 
     def _answers(self, port: int, deadline: float) -> bool:
         """Whether the server runs queries, not just accepts TCP (during startup and recovery
@@ -714,15 +735,11 @@ class RedisServer(_ServiceProcess):
     ) -> None:
         """`binary` pins redis-server (default: `find_redis_server`); `extra_args` are appended
         to its command line (e.g. ["--maxmemory", "64mb"])."""
-        super().__init__(stop_timeout)
+        super().__init__(stop_timeout, start_timeout)
         self.binary = binary
         self.base_dir = base_dir
         self.extra_args = list(extra_args)
-        self.start_timeout = start_timeout
-        self.start_seconds: float | None = None
-        """How long the server took from launch to answering PING (set by `start`)."""
         self._dir: Path | None = None
-        self._log_path: Path | None = None
 
     def start(self) -> Self:
         """Launch and wait, bounded, for PONG; on failure nothing is left behind."""
@@ -756,11 +773,10 @@ class RedisServer(_ServiceProcess):
         return _log_tail(self._log_path)
 
     def _launch(self, binary: Path) -> None:
-        assert self._dir is not None and self._log_path is not None
-        started = time.monotonic()
-        deadline = started + self.start_timeout
-        for attempt in range(1, _PORT_ATTEMPTS + 1):
-            port = free_port()
+        directory = self._dir
+        assert directory is not None
+
+        def spawn(port: int, log: BinaryIO) -> subprocess.Popen[bytes]:
             args = [
                 str(binary),
                 "--port",
@@ -772,33 +788,16 @@ class RedisServer(_ServiceProcess):
                 "--appendonly",
                 "no",
                 "--dir",
-                str(self._dir),
+                str(directory),
                 "--daemonize",
                 "no",
                 "--protected-mode",
                 "yes",
                 *self.extra_args,
             ]
-            log_start = self._log_path.stat().st_size if self._log_path.exists() else 0
-            with self._log_path.open("ab") as log:
-                self._proc = _popen(args, log, self._dir, dict(os.environ), None)
-            self._port = port
-            try:
-                ready = _bounded_wait(functools.partial(_pong, port), self._proc, deadline)
-            except TimeoutError:
-                raise ServiceError(
-                    f"redis-server did not answer PING on {HOST}:{port} within "
-                    f"{self.start_timeout} s; log:\n{self.log_tail()}"
-                ) from None
-            if ready:
-                self.start_seconds = time.monotonic() - started
-                return
-            code = self._proc.wait()
-            self._proc = None
-            tail = _log_tail(self._log_path, since=log_start)
-            if attempt < _PORT_ATTEMPTS and any(text in tail for text in _BIND_FAILED):
-                continue
-            raise ServiceError(f"redis-server exited with code {code} while starting; log:\n{tail}")
+            return _popen(args, log, directory, dict(os.environ), None)
+
+        self._launch_on_free_port("redis-server", "PING", spawn, lambda port, _: _pong(port))
 
 
 def _pong(port: int) -> bool:
