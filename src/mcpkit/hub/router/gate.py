@@ -16,17 +16,18 @@ a disabled user stops working within that time, and a call does not cost a datab
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcpkit.hub.crypto import hash_token
+from mcpkit.hub.ratelimit import user_key
 from mcpkit.hub.store import Store, UserRecord
+from mcpkit.protocol import errors, jsonrpc
+from mcpkit.transports.http import asgi
 from mcpkit.transports.http.app import PRINCIPAL_KEY
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,7 @@ class McpGate:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = _headers(scope)
+        headers = asgi.header_map(scope)
         token = _bearer(headers.get("authorization", ""))
         user = await self.tokens.user(token) if token else None
         if user is None:
@@ -87,7 +88,7 @@ class McpGate:
                               + ("" if not token else ', error="invalid_token"')})
             return
         if self.limiter is not None:
-            wait = await self.limiter(f"user:{user.id}")
+            wait = await self.limiter(user_key(user.id))
             if wait is not None:
                 await _refuse(send, 429, "rate limit exceeded; retry later",
                               {"retry-after": str(max(1, math.ceil(wait)))})
@@ -99,22 +100,12 @@ class McpGate:
         await self.app({**scope, PRINCIPAL_KEY: str(user.id)}, receive, send)
 
 
-def _headers(scope: Scope) -> dict[str, str]:
-    return {name.decode("latin-1").lower(): value.decode("latin-1")
-            for name, value in scope.get("headers", ())}
-
-
 def _bearer(value: str) -> str:
     scheme, _, token = value.partition(" ")
     return token.strip() if scheme.lower() == "bearer" else ""
 
 
 async def _refuse(send: Send, status: int, message: str, headers: dict[str, str]) -> None:
-    code = -32001 if status in (401, 429) else -32600
-    body = json.dumps({"jsonrpc": "2.0", "id": None,
-                       "error": {"code": code, "message": message}}).encode()
-    raw: list[Any] = [(b"content-type", b"application/json"),
-                      (b"content-length", str(len(body)).encode())]
-    raw += [(k.encode(), v.encode()) for k, v in headers.items()]
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": body})
+    code = -32001 if status in (401, 429) else errors.INVALID_REQUEST
+    body = jsonrpc.encode_error(None, errors.McpError(code, message))
+    await asgi.respond(send, status, body, content_type="application/json", headers=headers)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mcpkit.hub.router.directory import Route, View
@@ -52,15 +53,26 @@ async def _view(server: Server, call: Call, *, fresh: bool = False) -> View:
     return await _router(server).view(_user(call), fresh=fresh)
 
 
-async def _route(server: Server, call: Call, kind: str, exposed: str) -> Route:
-    """The route of an exposed name: from the cached view, else from a fresh one (the name
-    may be new), else -32602 naming what is unknown."""
+async def _find(server: Server, call: Call, lookup: Callable[[View], Route | None],
+                missing: Callable[[], errors.McpError]) -> Route:
+    """`lookup` in the cached view, else in a fresh one (the name may be new), else the
+    error `missing()` makes."""
     for fresh in (False, True):
-        view = await _view(server, call, fresh=fresh)
-        found = view.tool(exposed) if kind == "tool" else view.prompt(exposed)
+        found = lookup(await _view(server, call, fresh=fresh))
         if found is not None:
             return found
-    raise errors.invalid_params(f"Unknown {kind}: {exposed}", {"name": exposed})
+    raise missing()
+
+
+async def _route(server: Server, call: Call, kind: str, exposed: str) -> Route:
+    """The route of an exposed tool or prompt name; -32602 naming what is unknown."""
+    def lookup(view: View) -> Route | None:
+        return view.tool(exposed) if kind == "tool" else view.prompt(exposed)
+
+    def unknown() -> errors.McpError:
+        return errors.invalid_params(f"Unknown {kind}: {exposed}", {"name": exposed})
+
+    return await _find(server, call, lookup, unknown)
 
 
 # --- lists ----------------------------------------------------------------------------------
@@ -127,11 +139,10 @@ async def read_resource(server: Server, call: Call) -> dict[str, Any]:
 
 
 async def _resource_route(server: Server, call: Call, uri: str) -> Route:
-    for fresh in (False, True):
-        route = (await _view(server, call, fresh=fresh)).resource(uri)
-        if route is not None:
-            return route
-    raise errors.resource_not_found(uri, legacy_code=not call.modern)
+    def missing() -> errors.McpError:
+        return errors.resource_not_found(uri, legacy_code=not call.modern)
+
+    return await _find(server, call, lambda view: view.resource(uri), missing)
 
 
 async def complete(server: Server, call: Call) -> dict[str, Any]:

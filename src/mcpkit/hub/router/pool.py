@@ -67,12 +67,14 @@ class UpstreamPool:
     async def client(self, upstream: UpstreamRecord) -> Client:
         """The open client of `upstream` (connecting it, bounded by its connect timeout)."""
         entry = self._entries.get(upstream.id)
-        if entry is not None and entry.version == upstream.version and _alive(entry.client):
+        if _usable(entry, upstream):
+            assert entry is not None
             entry.last_used = time.monotonic()
             return entry.client
         async with self._locks.setdefault(upstream.id, anyio.Lock()):
             entry = self._entries.get(upstream.id)
-            if entry is not None and entry.version == upstream.version and _alive(entry.client):
+            if _usable(entry, upstream):  # another task connected it while this one waited
+                assert entry is not None
                 return entry.client
             if entry is not None:
                 self._entries.pop(upstream.id, None)
@@ -138,11 +140,10 @@ class UpstreamPool:
         return len(self._entries)
 
 
-def _alive(client: Client) -> bool:
-    try:
-        return client.closed_reason is None
-    except Exception:  # pragma: no cover - not connected
-        return False
+def _usable(entry: _Entry | None, upstream: UpstreamRecord) -> bool:
+    """An open client of the upstream's current record version."""
+    return (entry is not None and entry.version == upstream.version
+            and entry.client.closed_reason is None)
 
 
 async def _close_quietly(client: Client) -> None:

@@ -21,7 +21,6 @@ reaches a user's sessions on every replica, and cached views are dropped at once
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -44,6 +43,7 @@ from mcpkit.protocol.errors import McpError
 from mcpkit.protocol.request_state import RequestStateCodec
 from mcpkit.server.call import Call
 from mcpkit.server.server import Server
+from mcpkit.transports.http import asgi
 from mcpkit.transports.http.app import McpAsgiApp
 from mcpkit.transports.http.sessions import HttpSession
 
@@ -81,7 +81,7 @@ class HubRouter:
 
         self.context = context
         self.store = context.store
-        self.redis: Any = getattr(context, "redis", None)
+        self.redis = context.redis
         self.directory = Directory(self._catalogs, ttl_s=view_ttl_s)
         self.pool = UpstreamPool(self.store, context.settings,
                                  on_list_changed=self._upstream_list_changed,
@@ -93,16 +93,11 @@ class HubRouter:
         self.server = HubServer(self, __version__)
         self.server.state_codec = RequestStateCodec(context.box.derive_key("request state"))
         self.mcp = McpAsgiApp(self.server, legacy_sse=False, websocket=False,
-                              session_codec=self.sessions,
-                              allowed_hosts=list(_allowed(context, "mcp_allowed_hosts")) or None,
-                              allowed_origins=list(_allowed(context, "mcp_allowed_origins")))
+                              session_codec=self.sessions)
         self.mcp.stray_responses = self._stray_response
-        listeners = getattr(context, "catalog_listeners", None)
-        if listeners is not None:  # the health checker found a changed catalog
-            listeners.append(self._catalog_listener)
-        limiter = getattr(context, "limiter", None)
-        self.gate = McpGate(self.mcp, TokenCache(self.store),
-                            limiter=limiter.acquire if limiter is not None else None,
+        # REST changes and the health checker's findings reach the user's sessions.
+        context.catalog_listeners.append(self._catalog_listener)
+        self.gate = McpGate(self.mcp, TokenCache(self.store), limiter=context.limiter.acquire,
                             revoked=self._revoked if self.redis is not None else None)
 
     # --- serving ------------------------------------------------------------------------------
@@ -146,9 +141,7 @@ class HubRouter:
             upstream_name=route.upstream.name, tool=route.name,
             duration_ms=round(seconds * 1000, 3), outcome=stored,
             error=error if outcome != "cancelled" else "cancelled by the caller"))
-        metrics = getattr(self.context, "metrics", None)
-        if metrics is not None:
-            metrics.observe_tool_call(outcome, seconds)
+        self.context.metrics.observe_tool_call(outcome, seconds)
 
     async def upstream_down(self, upstream: UpstreamRecord, reason: str) -> None:
         """A call could not reach `upstream`: record it unhealthy - it drops out of the
@@ -284,18 +277,12 @@ class HubRouter:
         return found
 
 
-def _allowed(context: HubContext, name: str) -> tuple[str, ...]:
-    value = getattr(context.settings, name, None)
-    return tuple(value) if value else ()
-
-
 class McpEndpoint:
     """The ASGI app mounted at `/mcp`: the router, once the hub's lifespan made it."""
 
     def __init__(self, *, view_ttl_s: float = 5.0) -> None:
         self.router: HubRouter | None = None
         self._view_ttl_s = view_ttl_s
-        self._started = time.monotonic()
 
     @asynccontextmanager
     async def component(self, context: HubContext) -> AsyncIterator[HubRouter]:
@@ -311,8 +298,7 @@ class McpEndpoint:
         router = self.router
         if router is None:
             if scope["type"] == "http":
-                await send({"type": "http.response.start", "status": 503,
-                            "headers": [(b"content-type", b"text/plain")]})
-                await send({"type": "http.response.body", "body": b"the hub is not running"})
+                await asgi.respond(send, 503, b"the hub is not running",
+                                   content_type="text/plain")
             return
         await router(scope, receive, send)
