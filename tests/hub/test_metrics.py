@@ -134,6 +134,25 @@ async def test_a_mounted_app_is_measured_under_its_mount_path(tmp_path: Path) ->
     assert not any("abc123" in str(key) for key in samples)
 
 
+async def test_a_mounted_app_that_raises_is_answered_500_and_counted(tmp_path: Path) -> None:
+    """Mounts are served ahead of FastAPI's stack (fastlane.py): its error handler's job -
+    a 500 instead of a dropped connection - is done there too, and the request counts."""
+
+    class Broken:
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            assert scope["app"].state.hub is not None  # the context is reachable, as before
+            raise RuntimeError("a bug in the mounted app")
+
+    settings = HubSettings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}")
+    app = create_app(settings, box=SecretBox([generate_key()]), mounts={"/mcp": Broken()})
+    with serve_app(app) as base:
+        response = await call("POST", base + "/mcp", json={})
+        assert response.status == 500
+        assert (await call("GET", base + "/healthz")).status == 200  # the rest is FastAPI's
+        samples = await scrape(base)
+    assert requests(samples, "POST", "/mcp", 500) == 1
+
+
 # --- HubMetrics without HTTP -----------------------------------------------------------------
 
 

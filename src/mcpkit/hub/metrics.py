@@ -166,21 +166,31 @@ class MetricsMiddleware:
             await self.app(scope, receive, send)
             return
         root_path = str(scope.get("root_path", ""))
-        status = 500
 
-        async def sending(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
-        started = time.perf_counter()
-        try:
-            await self.app(scope, receive, sending)
-        finally:
+        def done(status: int, seconds: float) -> None:
             route = route_template(scope, root_path, self.routes())
-            self.metrics.observe_http(str(scope["method"]), route, status,
-                                      time.perf_counter() - started)
+            self.metrics.observe_http(str(scope["method"]), route, status, seconds)
+
+        await run_measured(self.app, scope, receive, send, done)
+
+
+async def run_measured(app: ASGIApp, scope: Scope, receive: Receive, send: Send,
+                       done: Callable[[int, float], None]) -> None:
+    """Run `app` for an HTTP request, then `done(status, seconds)`: the status it answered
+    (500 if it raised before starting a response) and how long it took, even if it raised."""
+    status = 500
+
+    async def sending(message: Message) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = int(message["status"])
+        await send(message)
+
+    started = time.perf_counter()
+    try:
+        await app(scope, receive, sending)
+    finally:
+        done(status, time.perf_counter() - started)
 
 
 def route_template(scope: Scope, root_path: str, routes: Sequence[BaseRoute]) -> str:

@@ -19,7 +19,8 @@ The seams for what comes next (the `/mcp` endpoint):
   async context manager, entered in order on start-up and exited in reverse on shutdown
   (after uvicorn stopped taking requests and let the in-flight ones finish) - a router with
   upstream connections, the health checker (health.py).
-- `mounts`: ASGI apps mounted at a path (`/mcp`); they find the context on
+- `mounts`: ASGI apps serving every HTTP request to an exact path (`/mcp`), ahead of
+  FastAPI's middleware and routing (fastlane.py); they find the context on
   `scope["app"].state.hub` (or capture it in a component).
 - `routers`: more FastAPI routers to include.
 The context (`app.state.hub`) exists only while the app runs: it belongs to the server's
@@ -34,13 +35,13 @@ from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontext
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, FastAPI
-from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from mcpkit import __version__
 from mcpkit.hub.api.auth import Context, CurrentUser
 from mcpkit.hub.api.context import CatalogFetcher, HostResolver, HubContext
 from mcpkit.hub.api.errors import ApiError, install_handlers
+from mcpkit.hub.api.fastlane import HubApp
 from mcpkit.hub.api.limits import RequestLimits
 from mcpkit.hub.api.routes import admin, health, me, upstreams
 from mcpkit.hub.api.schemas import ErrorOut
@@ -102,7 +103,7 @@ def create_app(
     components: Sequence[Component] = (),
     mounts: Mapping[str, ASGIApp] | None = None,
     routers: Sequence[APIRouter] = (),
-) -> FastAPI:
+) -> HubApp:
     """The hub's app for `settings`.
 
     Without `store`, start-up opens (and migrates) the database at
@@ -139,7 +140,8 @@ def create_app(
                 app.state.hub = None
                 log.info("hub stopping")
 
-    app = FastAPI(
+    app = HubApp(
+        metrics=metrics,
         title="mcpkit hub",
         version=__version__,
         description=DESCRIPTION,
@@ -161,10 +163,6 @@ def create_app(
     app.include_router(admin.router(settings), **limited)
     for extra in routers:
         app.include_router(extra)
-    for path, asgi in (mounts or {}).items():
-        # An exact route, not a Mount: a Mount of "/mcp" answers POST /mcp with a redirect
-        # to "/mcp/" (MCP clients post to the URL they were given). An ASGI instance as a
-        # route's endpoint is called as-is, for every method.
-        # First in the table: an MCP call should not be matched against every REST route.
-        app.router.routes.insert(0, Route(path, endpoint=asgi, include_in_schema=False))
+    # Served ahead of FastAPI's middleware and routing (fastlane.py): every MCP call is one.
+    app.exact_mounts.update(mounts or {})
     return app
