@@ -460,6 +460,38 @@ def pick_medians(cells: list[Cell]) -> list[Cell]:
     return out
 
 
+def cpu_us(cell: Cell, pct: float) -> float:
+    """A CPU % over the cell's measured calls, as µs of CPU per call."""
+    return pct / 100 * cell.seconds / cell.calls * 1e6 if cell.calls else 0.0
+
+
+def cpu_accounting(direct: Cell, hub: Cell) -> dict[str, float]:
+    """Where a call's CPU goes, from the two cells' own measurements.
+
+    The hub is an MCP server (for the caller) and an MCP client (of the upstream) in one
+    process: `hub_floor_us` is what those two cost in the direct cell - the echo server plus
+    the client - so `hub_over_floor` says how far the hub is from doing nothing else. A call
+    through the hub costs the client, the hub and the echo server; a direct call costs the
+    client and the echo server. When everything is CPU-bound (2 cores at 32 in flight) or
+    serial (1 in flight, where latency is mostly CPU), hub/direct calls/s cannot exceed
+    `ceiling_pct` = direct CPU per call / hub-path CPU per call. A hub costing exactly its
+    floor would double the path's CPU: its ceiling is 50%, the target itself."""
+    client_d = cpu_us(direct, direct.client_cpu_pct)
+    echo_d = cpu_us(direct, direct.server_cpu_pct)
+    hub_us = cpu_us(hub, hub.cpu_pct.get("hub", 0.0))
+    path_h = cpu_us(hub, hub.client_cpu_pct + hub.server_cpu_pct)
+    direct_path = client_d + echo_d
+    floor = direct_path  # the same two parts: an MCP client and an MCP server
+    return {
+        "direct_path_us": direct_path,
+        "hub_path_us": path_h,
+        "hub_us": hub_us,
+        "hub_floor_us": floor,
+        "hub_over_floor": hub_us / floor if floor else 0.0,
+        "ceiling_pct": 100 * direct_path / path_h if path_h else 0.0,
+    }
+
+
 def ratios(cells: list[Cell]) -> list[dict[str, Any]]:
     by = {(c.target, c.in_flight): c for c in cells if not c.failed}
     out = []
@@ -472,6 +504,7 @@ def ratios(cells: list[Cell]) -> list[dict[str, Any]]:
             row["hub_added_p99_ms"] = hub.p99_ms - direct.p99_ms
             row["meets_throughput"] = row["hub_over_direct_pct"] >= TARGET_THROUGHPUT_PCT
             row["meets_latency"] = row["hub_added_median_ms"] <= TARGET_ADDED_MEDIAN_MS
+            row["cpu"] = cpu_accounting(direct, hub)
         if hub and proxy and proxy.calls_per_s:
             row["hub_over_mcp_proxy"] = hub.calls_per_s / proxy.calls_per_s
             row["mcp_proxy_over_direct_pct"] = (100 * proxy.calls_per_s / direct.calls_per_s
@@ -510,6 +543,24 @@ def table(res: Results) -> str:
             + " | " + ("-" if r.get("hub_over_mcp_proxy") is None
                        else f"{r['hub_over_mcp_proxy']:.2f}x")
             + f" | {pct(r.get('mcp_proxy_over_direct_pct'))} |")
+    accounted = [r for r in res.ratios if "cpu" in r]
+    if accounted:
+        out += ["", "| in flight | direct CPU/call (client + echo) | hub path CPU/call "
+                "(client + hub + echo) | hub CPU/call | hub floor (server + client) "
+                "| hub/floor | hub/direct ceiling (CPU) |",
+                "|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in accounted:
+            a = r["cpu"]
+            out.append(f"| {r['in_flight']} | {a['direct_path_us']:.0f} µs | "
+                       f"{a['hub_path_us']:.0f} µs | {a['hub_us']:.0f} µs | "
+                       f"{a['hub_floor_us']:.0f} µs | {a['hub_over_floor']:.2f}x | "
+                       f"{a['ceiling_pct']:.0f}% |")
+        out.append("hub floor = the echo server's plus the client's CPU per call in the direct "
+                   "cell: one MCP server and one MCP client, which the hub is. ceiling = direct "
+                   "CPU/call over hub-path CPU/call, the most hub/direct calls/s can be when "
+                   "the run is CPU-bound or serial. A hub costing exactly its floor doubles "
+                   "the path's CPU, so its ceiling is 50%: the throughput target is met only "
+                   "by a hub cheaper than a standalone MCP server plus client.")
     s = res.settings
     out += ["", f"targets: hub >= {TARGET_THROUGHPUT_PCT:.0f}% of direct calls/s, "
             f"<= {TARGET_ADDED_MEDIAN_MS:g} ms added at the median. CPU % is of one core; "
