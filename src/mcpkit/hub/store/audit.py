@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import insert, select
+from sqlalchemy import Table, insert, select
 
 from mcpkit.hub.db.models import AuditEvent
 from mcpkit.hub.store import validation as check
@@ -17,6 +17,7 @@ from mcpkit.hub.store.errors import Invalid
 from mcpkit.hub.store.records import AuditEntry, AuditRecord, Outcome
 
 MAX_RECENT = 1000
+_TABLE = cast(Table, AuditEvent.__table__)
 
 
 class AuditLog:
@@ -33,7 +34,10 @@ class AuditLog:
         if not rows:
             return
         async with self._db.write() as session:
-            await session.execute(insert(AuditEvent), rows)
+            # Into the table, not the entity: a plain executemany. The ORM's bulk insert
+            # builds per-row state first (about 14 against 10 µs of event-loop CPU a row on
+            # SQLite), and every /mcp tool call writes a row.
+            await session.execute(insert(_TABLE), rows)
 
     async def recent(
         self, user_id: int, *, limit: int = 100, before_id: int | None = None
