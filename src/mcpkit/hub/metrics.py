@@ -32,6 +32,7 @@ and a proxy in front should not route /metrics.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -49,6 +50,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcpkit.hub.store.records import HealthStatus
 from mcpkit.protocol.types.methods import CLIENT_NOTIFICATIONS, CLIENT_REQUESTS
+
+log = logging.getLogger("mcpkit.hub")
 
 NAMESPACE = "mcpkit_hub"
 OTHER = "other"
@@ -175,10 +178,14 @@ class MetricsMiddleware:
 
 
 async def run_measured(app: ASGIApp, scope: Scope, receive: Receive, send: Send,
-                       done: Callable[[int, float], None]) -> None:
+                       done: Callable[[int, float], None], *,
+                       answer_errors: bool = False) -> None:
     """Run `app` for an HTTP request, then `done(status, seconds)`: the status it answered
-    (500 if it raised before starting a response) and how long it took, even if it raised."""
-    status = 500
+    (500 if it raised before starting a response) and how long it took, even if it raised.
+
+    `answer_errors`: an exception is logged and not raised, and answered 500 if no response
+    had started - the job of Starlette's error handler, for an app served without one."""
+    status = 0
 
     async def sending(message: Message) -> None:
         nonlocal status
@@ -189,8 +196,17 @@ async def run_measured(app: ASGIApp, scope: Scope, receive: Receive, send: Send,
     started = time.perf_counter()
     try:
         await app(scope, receive, sending)
+    except Exception:
+        if not answer_errors:
+            raise
+        log.exception("%s %s failed", scope.get("method"), scope.get("path"))
+        if not status:
+            status = 500
+            await send({"type": "http.response.start", "status": 500,
+                        "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
+            await send({"type": "http.response.body", "body": b"Internal Server Error"})
     finally:
-        done(status, time.perf_counter() - started)
+        done(status or 500, time.perf_counter() - started)
 
 
 def route_template(scope: Scope, root_path: str, routes: Sequence[BaseRoute]) -> str:

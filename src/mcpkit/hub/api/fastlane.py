@@ -12,15 +12,12 @@ health, metrics, lifespan) goes through FastAPI as before.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from fastapi import FastAPI
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mcpkit.hub.metrics import HubMetrics, run_measured
-
-log = logging.getLogger("mcpkit.hub")
 
 
 class HubApp(FastAPI):
@@ -42,24 +39,10 @@ class HubApp(FastAPI):
 
     async def _serve_mount(self, mount: ASGIApp, path: str, scope: Scope, receive: Receive,
                            send: Send) -> None:
-        started = False
-
-        async def sending(message: Message) -> None:
-            nonlocal started
-            started = True
-            await send(message)
-
         def done(status: int, seconds: float) -> None:
             self.metrics.observe_http(str(scope["method"]), path, status, seconds)
 
-        try:
-            await run_measured(mount, scope, receive, sending, done)
-        except Exception:
-            log.exception("%s %s failed", scope["method"], path)
-            if not started:
-                await send({"type": "http.response.start", "status": 500,
-                            "headers": [(b"content-type", b"text/plain; charset=utf-8")]})
-                await send({"type": "http.response.body", "body": b"Internal Server Error"})
+        await run_measured(mount, scope, receive, send, done, answer_errors=True)
 
 
 def _route_path(scope: Scope) -> str:

@@ -22,6 +22,7 @@ A failure to reach the upstream raises `UpstreamDown` with the reason; the calle
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from typing import Any
 
 import anyio
@@ -89,13 +90,15 @@ async def _send(
         client = await pool.client(upstream)
         if client.era is not Era.MODERN:  # the modern retry's fields mean nothing there
             body = {k: v for k, v in body.items() if k not in _MODERN_ONLY}
-        with anyio.CancelScope() as scope, request_origin(relay):
-            relay.scope = scope
+        # Only a modern caller's question stops the call (relay.py): a legacy caller is
+        # asked while the call waits, so its calls need no scope (one less per call).
+        scope = relay.scope = anyio.CancelScope() if ctx.modern else None
+        with scope or nullcontext(), request_origin(relay):
             result = await client.request(
                 method, body, answer_inputs=False,
                 on_progress=progress if ctx.progress_token is not None else None,
             )
-        if scope.cancelled_caught:  # stopped by the relay: a modern caller must answer
+        if scope is not None and scope.cancelled_caught:  # a modern caller must answer
             return {}
     except ServerError as error:  # the upstream's own JSON-RPC error: passed through
         raise errors.McpError(error.code, error.message, error.data) from None
