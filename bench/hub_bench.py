@@ -469,26 +469,29 @@ def cpu_accounting(direct: Cell, hub: Cell) -> dict[str, float]:
     """Where a call's CPU goes, from the two cells' own measurements.
 
     The hub is an MCP server (for the caller) and an MCP client (of the upstream) in one
-    process: `hub_floor_us` is what those two cost in the direct cell - the echo server plus
-    the client - so `hub_over_floor` says how far the hub is from doing nothing else. A call
-    through the hub costs the client, the hub and the echo server; a direct call costs the
-    client and the echo server. When everything is CPU-bound (2 cores at 32 in flight) or
-    serial (1 in flight, where latency is mostly CPU), hub/direct calls/s cannot exceed
-    `ceiling_pct` = direct CPU per call / hub-path CPU per call. A hub costing exactly its
-    floor would double the path's CPU: its ceiling is 50%, the target itself."""
-    client_d = cpu_us(direct, direct.client_cpu_pct)
-    echo_d = cpu_us(direct, direct.server_cpu_pct)
+    process. Its floor is what one MCP server plus one MCP client cost for the same calls at
+    the same rate: the echo server plus the client, measured in the hub cell itself (the same
+    code costs more per call at a lower rate - fewer calls per loop wake-up - so the direct
+    cell's figures would flatter the floor). `hub_over_floor` is how far the hub is from
+    doing nothing but being a server and a client. A call through the hub costs the client,
+    the hub and the echo server; a direct call the client and the echo server. When the run
+    is CPU-bound (2 cores at 32 in flight) or serial (1 in flight, where latency is mostly
+    CPU), hub/direct calls/s cannot exceed `ceiling_pct` = direct CPU per call / hub-path CPU
+    per call. A hub costing exactly its floor doubles the path's CPU: its ceiling is 50%,
+    the target itself."""
+    client_h = cpu_us(hub, hub.client_cpu_pct)
+    echo_h = cpu_us(hub, hub.cpu_pct.get("echo", 0.0))
     hub_us = cpu_us(hub, hub.cpu_pct.get("hub", 0.0))
-    path_h = cpu_us(hub, hub.client_cpu_pct + hub.server_cpu_pct)
-    direct_path = client_d + echo_d
-    floor = direct_path  # the same two parts: an MCP client and an MCP server
+    direct_path = cpu_us(direct, direct.client_cpu_pct + direct.server_cpu_pct)
+    hub_path = cpu_us(hub, hub.client_cpu_pct + hub.server_cpu_pct)
+    floor = client_h + echo_h
     return {
         "direct_path_us": direct_path,
-        "hub_path_us": path_h,
+        "hub_path_us": hub_path,
         "hub_us": hub_us,
         "hub_floor_us": floor,
         "hub_over_floor": hub_us / floor if floor else 0.0,
-        "ceiling_pct": 100 * direct_path / path_h if path_h else 0.0,
+        "ceiling_pct": 100 * direct_path / hub_path if hub_path else 0.0,
     }
 
 
@@ -555,8 +558,9 @@ def table(res: Results) -> str:
                        f"{a['hub_path_us']:.0f} µs | {a['hub_us']:.0f} µs | "
                        f"{a['hub_floor_us']:.0f} µs | {a['hub_over_floor']:.2f}x | "
                        f"{a['ceiling_pct']:.0f}% |")
-        out.append("hub floor = the echo server's plus the client's CPU per call in the direct "
-                   "cell: one MCP server and one MCP client, which the hub is. ceiling = direct "
+        out.append("hub floor = the echo server's plus the client's CPU per call in the hub "
+                   "cell: one MCP server and one MCP client at the hub's rate, which the hub "
+                   "is. ceiling = direct "
                    "CPU/call over hub-path CPU/call, the most hub/direct calls/s can be when "
                    "the run is CPU-bound or serial. A hub costing exactly its floor doubles "
                    "the path's CPU, so its ceiling is 50%: the throughput target is met only "
