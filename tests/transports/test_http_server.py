@@ -267,6 +267,32 @@ async def test_resume_with_last_event_id(client: aiohttp.ClientSession, http_ser
         assert resp.status in (200, 204)
 
 
+async def test_resume_of_an_unknown_request_stream_fails_fast(
+    client: aiohttp.ClientSession, http_server: Any
+) -> None:
+    """A Last-Event-ID naming a request stream this server does not have (it ended, or was
+    served by a replica that is gone) is refused at once, not answered with the standalone
+    stream - on which the response would never come. The session itself is fine."""
+    url = http_server.url
+    sid = await _initialize(client, url)
+    resume = {
+        "accept": "text/event-stream",
+        "mcp-session-id": sid,
+        "mcp-protocol-version": "2025-11-25",
+    }
+    for unknown in ("r-gone.3", "no-dot-at-all"):
+        with anyio.fail_after(5):
+            async with client.get(url, headers={**resume, "last-event-id": unknown}) as resp:
+                assert resp.status == 410
+                error = (await resp.json())["error"]
+        assert error["code"] == -32600 and "send the request again" in error["message"]
+    with anyio.fail_after(5):  # the standalone stream is still free to attach
+        async with client.get(url, headers=resume) as resp:
+            assert resp.status == 200 and resp.content_type == "text/event-stream"
+    async with client.delete(url, headers=legacy_headers(sid)) as resp:
+        assert resp.status in (200, 204)
+
+
 async def test_get_not_allowed_for_modern(client: aiohttp.ClientSession, http_server: Any) -> None:
     async with client.get(http_server.url, headers={"accept": "text/event-stream"}) as resp:
         assert resp.status in (400, 404, 405)

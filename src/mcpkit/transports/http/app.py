@@ -454,6 +454,14 @@ class McpAsgiApp:
             return
         last_event_id = hdrs.get("last-event-id")
         found = session.find_log(last_event_id) if last_event_id else None
+        if found is None and last_event_id and session.names_request_stream(last_event_id):
+            # Not the standalone stream: attaching that instead would leave the client
+            # waiting for a response that never comes. The stream ended and was dropped, or
+            # lived in another process (a replica that is gone): the request is lost.
+            await self._error(send, 410, errors.invalid_request(
+                f"no stream to resume from Last-Event-ID {last_event_id[:80]!r}: it ended or "
+                "was served by another server process; send the request again"))
+            return
         if found is None and not session.standalone.attach():
             await self._error(
                 send, 409, errors.invalid_request("this session already has a GET stream")

@@ -95,6 +95,11 @@ class HttpSession:
         except ValueError:
             return None
 
+    @staticmethod
+    def names_request_stream(last_event_id: str) -> bool:
+        """Whether the event id is a request stream's (not the standalone GET stream's)."""
+        return last_event_id.rpartition(".")[0] != STANDALONE_STREAM
+
     def touch(self) -> None:
         self.last_active = time.monotonic()
 
