@@ -94,23 +94,7 @@ def router(settings: HubSettings) -> APIRouter:
     async def create_upstream(
         body: UpstreamCreate, user: CurrentUser, context: Context, response: Response
     ) -> UpstreamOut:
-        _check_transport(body.transport, settings)
-        url, _command = check.endpoint(body.transport, body.url, body.command)
-        if url is not None:
-            await check_upstream_url(url, settings, context.resolve)
-        spec = UpstreamSpec(
-            name=body.name,
-            transport=body.transport,
-            url=body.url,
-            command=body.command,
-            headers=body.headers,
-            bearer=body.bearer_token,
-            enabled=body.enabled,
-            enabled_tools=body.enabled_tools,
-            disabled_tools=body.disabled_tools,
-            connect_timeout_s=body.connect_timeout_s,
-            call_timeout_s=body.call_timeout_s,
-        )
+        spec = await _checked_spec(body, settings, context)
         record = await context.store.upstreams.create(user.id, spec)
         response.headers["Location"] = f"{PREFIX}/{record.id}"
         await announce_change(context, user.id, record.id)
@@ -132,24 +116,9 @@ def router(settings: HubSettings) -> APIRouter:
         upstream_id: str, body: UpstreamUpdate, user: CurrentUser, context: Context
     ) -> UpstreamOut:
         current = await _owned(context, user.id, upstream_id)
-        given = body.model_fields_set
-        for name in sorted(given & UPDATE_NOT_NULL):
-            if getattr(body, name) is None:
-                raise ApiError(422, "must not be null (leave it out to keep it)", field=name)
-        transport = body.transport if "transport" in given else current.transport
-        assert transport is not None
-        if "transport" in given:
-            _check_transport(transport, settings)
-        if "url" in given and body.url is not None and transport != "stdio":
-            url, _ = check.endpoint(transport, body.url, None)
-            assert url is not None
-            await check_upstream_url(url, settings, context.resolve)
-        changes: dict[str, Any] = {
-            STORE_FIELDS.get(name, name): getattr(body, name)
-            for name in given if name != "version"
-        }
+        changes = await _checked_changes(body, current, settings, context)
         record = await context.store.upstreams.update(
-            user.id, current.id, UpstreamChanges(**changes), expected_version=body.version
+            user.id, current.id, changes, expected_version=body.version
         )
         await announce_change(context, user.id, record.id)
         return await upstream_out(context, record)
@@ -213,6 +182,53 @@ def router(settings: HubSettings) -> APIRouter:
         return await upstream_out(context, await _owned(context, user.id, record.id))
 
     return api
+
+
+async def _checked_spec(
+    body: UpstreamCreate, settings: HubSettings, context: HubContext
+) -> UpstreamSpec:
+    """The new upstream, once its transport is allowed and its URL passed the SSRF check
+    (the store validates the rest)."""
+    _check_transport(body.transport, settings)
+    url, _command = check.endpoint(body.transport, body.url, body.command)
+    if url is not None:
+        await check_upstream_url(url, settings, context.resolve)
+    return UpstreamSpec(
+        name=body.name,
+        transport=body.transport,
+        url=body.url,
+        command=body.command,
+        headers=body.headers,
+        bearer=body.bearer_token,
+        enabled=body.enabled,
+        enabled_tools=body.enabled_tools,
+        disabled_tools=body.disabled_tools,
+        connect_timeout_s=body.connect_timeout_s,
+        call_timeout_s=body.call_timeout_s,
+    )
+
+
+async def _checked_changes(
+    body: UpstreamUpdate, current: UpstreamRecord, settings: HubSettings, context: HubContext
+) -> UpstreamChanges:
+    """The fields the PATCH gives (absent ones are kept), once none that must have a value is
+    null, a new transport is allowed and a new URL passed the SSRF check."""
+    given = body.model_fields_set
+    for name in sorted(given & UPDATE_NOT_NULL):
+        if getattr(body, name) is None:
+            raise ApiError(422, "must not be null (leave it out to keep it)", field=name)
+    transport = body.transport if "transport" in given else current.transport
+    assert transport is not None
+    if "transport" in given:
+        _check_transport(transport, settings)
+    if "url" in given and body.url is not None and transport != "stdio":
+        url, _ = check.endpoint(transport, body.url, None)
+        assert url is not None
+        await check_upstream_url(url, settings, context.resolve)
+    changes: dict[str, Any] = {
+        STORE_FIELDS.get(name, name): getattr(body, name) for name in given if name != "version"
+    }
+    return UpstreamChanges(**changes)
 
 
 async def _owned(context: HubContext, user_id: int, upstream_id: str) -> UpstreamRecord:
