@@ -105,6 +105,18 @@ class Probe(enum.Enum):
     SILENT = "silent"  # no answer within the probe timeout
 
 
+def _era_choice(era: EraChoice, version: str | None) -> EraChoice:
+    """The era to speak: a pinned version's (which must agree with a pinned era)."""
+    if version is None:
+        return era
+    pinned = era_of(version)
+    if pinned is None:
+        raise ValueError(f"unknown protocol version {version!r}")
+    if era != "auto" and pinned.value != era:
+        raise ValueError(f"version {version} is not of the {era} era")
+    return pinned.value
+
+
 class Client:
     """A connection to one MCP server (an async context manager)."""
 
@@ -155,13 +167,7 @@ class Client:
         declares the modern Tasks extension: a tool the server runs as a task is then
         followed to its end by `call_tool` (polling, answering its input requests).
         """
-        if version is not None:
-            pinned = era_of(version)
-            if pinned is None:
-                raise ValueError(f"unknown protocol version {version!r}")
-            if era != "auto" and pinned.value != era:
-                raise ValueError(f"version {version} is not of the {era} era")
-            era = pinned.value
+        era = _era_choice(era, version)
         self.target = target
         self._options = ConnectOptions(
             kind=transport, headers=dict(headers or {}), bearer_token=bearer_token,
