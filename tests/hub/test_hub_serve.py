@@ -236,6 +236,21 @@ def test_settings_from_defaults_environment_and_options(tmp_path: Path) -> None:
             HubSettings.from_env(bad)
 
 
+def test_allowed_hosts_and_origins_from_the_environment_and_options() -> None:
+    environ = {"MCPKIT_HUB_ALLOWED_HOSTS": "hub.example.com, hub.internal:8443,",
+               "MCPKIT_HUB_ALLOWED_ORIGINS": "https://app.example.com"}
+    from_env = HubSettings.from_env(environ)
+    assert from_env.allowed_hosts == ("hub.example.com", "hub.internal:8443")
+    assert from_env.allowed_origins == ("https://app.example.com",)
+    args = argparse.Namespace(allowed_hosts=["proxy.example.com"], allowed_origins=None)
+    merged = HubSettings.from_args(args, environ)  # the repeated option wins over the env
+    assert merged.allowed_hosts == ("proxy.example.com",)
+    assert merged.allowed_origins == ("https://app.example.com",)
+    assert HubSettings.from_env({}).allowed_hosts == ()  # loopback only
+    with pytest.raises(SettingsError, match="allowed_hosts"):
+        HubSettings(allowed_hosts=("two words",))
+
+
 def test_import_mcpkit_loads_none_of_the_hubs_dependencies() -> None:
     code = (
         "import sys, mcpkit, mcpkit.cli, mcpkit.hub, mcpkit.hub.cli, mcpkit.hub.settings;"

@@ -53,6 +53,12 @@ def add_serve_command(commands: Subcommands) -> None:
                        help="let users register stdio upstreams (commands the hub runs)")
     serve.add_argument("--redis-url", default=None, metavar="URL",
                        help="Redis shared by replicas (default: $MCPKIT_HUB_REDIS_URL)")
+    serve.add_argument("--allowed-host", dest="allowed_hosts", action="append", default=None,
+                       metavar="HOST", help="a Host /mcp accepts besides loopback (the name "
+                       "the hub is reached by; repeat for more)")
+    serve.add_argument("--allowed-origin", dest="allowed_origins", action="append",
+                       default=None, metavar="ORIGIN",
+                       help="a browser Origin /mcp accepts (repeat for more)")
     serve.add_argument("--log-level", default=None,
                        choices=("critical", "error", "warning", "info", "debug"))
     serve.set_defaults(run=run)

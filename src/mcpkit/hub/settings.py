@@ -14,6 +14,9 @@ Environment (each also a `mcpkit hub serve` option where it makes sense):
     MCPKIT_HUB_ALLOW_STDIO=1          --allow-stdio
     MCPKIT_HUB_REDIS_URL              --redis-url           (replicas: rate limits, health-check
                                                             locks, the /mcp router's state)
+    MCPKIT_HUB_ALLOWED_HOSTS          --allowed-host        (comma-separated in the environment;
+    MCPKIT_HUB_ALLOWED_ORIGINS        --allowed-origin       the option repeats) what /mcp takes
+                                                            besides loopback (DNS rebinding guard)
     MCPKIT_HUB_PAGE_SIZE, _MAX_PAGE_SIZE, _MAX_BODY_BYTES, _HEALTH_INTERVAL,
     MCPKIT_HUB_RATE_LIMIT, _RATE_BURST, _DNS_TIMEOUT, _MAX_REFRESHES, _SHUTDOWN_GRACE
 
@@ -92,6 +95,13 @@ class HubSettings:
     None: one process. `redis://`, `rediss://` (TLS) or `unix://`."""
     shutdown_grace_s: float = 30.0
     """How long a graceful shutdown waits for requests in flight."""
+    allowed_hosts: tuple[str, ...] = ()
+    """`Host` values `/mcp` accepts besides loopback ones (`hub.example.com`, with or without
+    a port): the names the hub is reached by behind a proxy. Anything else is 403, which
+    stops DNS rebinding. `*` accepts any host (only behind a proxy that checks it)."""
+    allowed_origins: tuple[str, ...] = ()
+    """Browser `Origin`s `/mcp` accepts besides loopback and the allowed hosts' own
+    (`https://app.example.com`); requests without an Origin are not browsers' and pass."""
     log_level: str = "info"
 
     def __post_init__(self) -> None:
@@ -115,6 +125,12 @@ class HubSettings:
         if self.redis_url is not None and not self.redis_url.startswith(REDIS_SCHEMES):
             # the value is not echoed: it may carry a password
             raise SettingsError("redis_url: must start with redis://, rediss:// or unix://")
+        for name in ("allowed_hosts", "allowed_origins"):
+            value = getattr(self, name)
+            if not isinstance(value, tuple) or not all(
+                    isinstance(item, str) and item.strip() and not any(c.isspace() for c in item)
+                    for item in value):
+                raise SettingsError(f"{name}: must be names without spaces, not {value!r}")
         if self.log_level not in ("critical", "error", "warning", "info", "debug"):
             raise SettingsError(f"log_level: {self.log_level!r} is not a log level")
 
@@ -150,7 +166,8 @@ class HubSettings:
     ) -> HubSettings:
         """Settings for `mcpkit hub serve`: the options given win over the environment."""
         names = {spec.name for spec in dataclasses.fields(cls)}
-        given = {name: value for name, value in vars(args).items() if name in names}
+        given = {name: tuple(value) if isinstance(value, list) else value
+                 for name, value in vars(args).items() if name in names}
         for flag in _FLAGS:  # store_true options: False means "not given", not "off"
             if given.get(flag) is False:
                 given.pop(flag)
@@ -205,12 +222,18 @@ def _parse(name: str, text: str, variable: str) -> Any:
         "allow_private_upstreams": _flag,
         "allow_stdio": _flag,
         "log_level": str.lower,
+        "allowed_hosts": _names,
+        "allowed_origins": _names,
     }
     parser = parsers.get(name, str)
     try:
         return parser(text.strip())
     except ValueError:
         raise SettingsError(f"{variable}: {text!r} is not a valid {name}") from None
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in text.split(",") if item.strip())
 
 
 def _flag(text: str) -> bool:

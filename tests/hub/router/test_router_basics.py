@@ -125,3 +125,44 @@ async def test_an_upstream_that_is_down_drops_out_with_a_reason(
     listed = await api.get("/api/v1/users/mcp/upstreams")
     (record,) = [item for item in listed.body["items"] if item["name"] == "gone"]
     assert record["health_status"] == "unhealthy" and record["last_error"]
+
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-11-25", "capabilities": {},
+    "clientInfo": {"name": "host-check", "version": "1"}}}
+
+
+async def _initialize_status(hub: Hub, token: str, **headers: str) -> int:
+    reply = await call("POST", f"{hub.url}/mcp", token=token, json=INITIALIZE, headers={
+        "Accept": "application/json, text/event-stream", **headers})
+    return reply.status
+
+
+async def test_mcp_takes_only_loopback_hosts_by_default(hub: Hub) -> None:
+    """A DNS-rebinding guard: a name the operator did not allow is refused (403), even with
+    a valid token; so is a foreign browser Origin."""
+    _user, api = await fresh_user(hub)
+    assert await _initialize_status(hub, api.token) == 200
+    assert await _initialize_status(hub, api.token, Host="hub.example.com") == 403
+    assert await _initialize_status(hub, api.token, Origin="https://evil.example") == 403
+
+
+@pytest.fixture
+def proxied_hub(tmp_path: Path) -> Iterator[Hub]:
+    with router_hub(f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}",
+                    allowed_hosts=("hub.example.com",),
+                    allowed_origins=("https://app.example.com",)) as running:
+        yield running
+
+
+async def test_mcp_takes_the_hosts_and_origins_the_operator_allows(proxied_hub: Hub) -> None:
+    """Behind a proxy the hub is reached by its public name: --allowed-host lets that in
+    (loopback stays allowed), --allowed-origin a browser app; others are still refused."""
+    hub = proxied_hub
+    _user, api = await fresh_user(hub)
+    assert await _initialize_status(hub, api.token, Host="hub.example.com") == 200
+    assert await _initialize_status(hub, api.token, Host="hub.example.com:8443") == 200
+    assert await _initialize_status(hub, api.token) == 200
+    assert await _initialize_status(hub, api.token, Host="other.example.com") == 403
+    assert await _initialize_status(hub, api.token, Origin="https://app.example.com") == 200
+    assert await _initialize_status(hub, api.token, Origin="https://evil.example") == 403

@@ -45,6 +45,7 @@ from mcpkit.server.call import Call
 from mcpkit.server.server import Server
 from mcpkit.transports.http import asgi
 from mcpkit.transports.http.app import McpAsgiApp
+from mcpkit.transports.http.security import LOOPBACK_HOSTS
 from mcpkit.transports.http.sessions import HttpSession
 
 log = logging.getLogger(__name__)
@@ -92,8 +93,14 @@ class HubRouter:
         self.sessions = SealedSessions(context.box)
         self.server = HubServer(self, __version__)
         self.server.state_codec = RequestStateCodec(context.box.derive_key("request state"))
-        self.mcp = McpAsgiApp(self.server, legacy_sse=False, websocket=False,
-                              session_codec=self.sessions)
+        settings = context.settings
+        self.mcp = McpAsgiApp(
+            self.server, legacy_sse=False, websocket=False, session_codec=self.sessions,
+            # loopback stays allowed (local health checks, tests) next to the public names
+            allowed_hosts=[*LOOPBACK_HOSTS, *settings.allowed_hosts]
+            if settings.allowed_hosts else None,
+            allowed_origins=list(settings.allowed_origins) or None,
+        )
         self.mcp.stray_responses = self._stray_response
         # REST changes and the health checker's findings reach the user's sessions.
         context.catalog_listeners.append(self._catalog_listener)
