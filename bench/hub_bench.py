@@ -443,8 +443,7 @@ async def measure_all(args: argparse.Namespace, running: dict[str, Running]) -> 
 def cpu_text(cell: Cell) -> str:
     """"hub 68% (440 µs/call) + echo 13% (84 µs/call)": CPU per call is steadier than calls/s
     on a loaded machine."""
-    per_call = cell.seconds / cell.calls if cell.calls else 0.0
-    return " + ".join(f"{name} {pct:.0f}% ({pct / 100 * per_call * 1e6:.0f} µs/call)"
+    return " + ".join(f"{name} {pct:.0f}% ({cpu_us(cell, pct):.0f} µs/call)"
                       for name, pct in cell.cpu_pct.items())
 
 
