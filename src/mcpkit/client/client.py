@@ -513,6 +513,22 @@ class Client:
             return await self._modern_request(method, body, on_progress, limits, answer_inputs)
         return await self._legacy_request(method, body, on_progress, limits)
 
+    @property
+    def can_exchange(self) -> bool:
+        """Whether `exchange` works: a modern server over Streamable HTTP."""
+        return self.era is Era.MODERN and self.session.can_exchange
+
+    async def exchange(self, method: str, params: Mapping[str, Any]) -> Any:
+        """A modern request answered in the calling task, for a caller that forwards
+        requests (the hub): no progress, an `input_required` result returned as it is, the
+        client's time limits as one deadline; log messages on the request's stream reach
+        `on_log` as usual. Cheaper than `request` (no task, no pending entry, no watchdog);
+        only where `can_exchange`. Errors are `request`'s: `ServerError`, `RequestTimeout`,
+        `TransportError`."""
+        body = self._with_meta(dict(params), None)
+        return await self.session.exchange(method, body, timeouts=self.default_timeouts,
+                                           headers=self._headers_for(method, body))
+
     def _timeouts(self, timeout: Any, max_timeout: Any) -> Timeouts:
         base = self.default_timeouts
         if timeout == "default" and max_timeout == "default":

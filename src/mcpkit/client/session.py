@@ -111,6 +111,25 @@ class _Pending:
         self.done.set()
 
 
+@dataclass(slots=True, eq=False)
+class _Exchanging:
+    """A request in `exchange`: its origin, and its notification handlers still running."""
+
+    origin: object | None
+    handlers: int = 0
+    _idle: anyio.Event | None = None
+
+    def handler_done(self) -> None:
+        self.handlers -= 1
+        if self.handlers == 0 and self._idle is not None:
+            self._idle.set()
+
+    async def settled(self) -> None:
+        if self.handlers:
+            self._idle = anyio.Event()
+            await self._idle.wait()
+
+
 class ClientSession:
     """Requests and answers over one transport (not reusable after close)."""
 
@@ -129,6 +148,8 @@ class ClientSession:
         self._pending: dict[RequestId, _Pending] = {}
         self._by_token: dict[RequestId, _Pending] = {}
         self._inbound: dict[RequestId, anyio.CancelScope] = {}
+        self._exchanging: dict[RequestId, _Exchanging] = {}
+        """The requests in `exchange` (they have no pending entry)."""
         self._tg: TaskGroup | None = None
         self._closed: BaseException | None = None
         self.ended = anyio.Event()
@@ -206,6 +227,49 @@ class ClientSession:
         if pending.error is not None:
             raise pending.error
         return pending.result
+
+    @property
+    def can_exchange(self) -> bool:
+        """Whether `exchange` works here (the transport answers a request in the caller's
+        task: Streamable HTTP)."""
+        return hasattr(self.transport, "exchange")
+
+    async def exchange(
+        self,
+        method: str,
+        params: dict[str, Any],
+        *,
+        timeouts: Timeouts | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Any:
+        """`request` for a caller that waits for one answer and wants nothing else of it (no
+        progress, no server requests tied to it): sent and answered in the calling task,
+        with no pending entry, task or watchdog. The time limits become one deadline
+        (nothing can reset the idle one); cancelling or timing out closes the request's
+        POST, which is how the modern era cancels. Only where `can_exchange`."""
+        if self._closed is not None:
+            raise self._closed
+        exchange = getattr(self.transport, "exchange", None)
+        if exchange is None:
+            raise TransportError(
+                f"{self.transport.describe()} cannot exchange in the caller's task")
+        request_id = next(self._ids)
+        data = jsonrpc.encode_request(request_id, method, params)
+        limits = timeouts or DEFAULT_TIMEOUTS
+        seconds = min(limits.timeout or math.inf, limits.maximum or math.inf)
+        exchanging = self._exchanging[request_id] = _Exchanging(current_origin())
+        try:
+            with anyio.move_on_after(seconds) as scope:
+                answer = await exchange(Outgoing(data, method, request_id, headers or {}))
+                # The notifications its stream carried are handled before it ends (as
+                # `request`'s are, their tasks having started before its waiter resumes).
+                await exchanging.settled()
+        finally:
+            del self._exchanging[request_id]
+        if scope.cancelled_caught:
+            hard = limits.maximum is not None and seconds == limits.maximum
+            raise RequestTimeout(method, seconds, hard=hard)
+        return _answer_of(method, answer)
 
     async def notify(
         self, method: str, params: dict[str, Any] | None = None,
@@ -374,7 +438,19 @@ class ClientSession:
             if scope is not None:
                 scope.cancel()
             # Modern servers also cancel listen streams this way: the client handles that.
+        exchanging = self._exchanging.get(related) if related is not None else None
+        if exchanging is not None:
+            exchanging.handlers += 1
+            self._spawn(self._notify_for_exchange, exchanging, message.method, params)
+            return
         self._spawn(self._notify_handler, message.method, params, self._origin_of(related))
+
+    async def _notify_for_exchange(self, exchanging: _Exchanging, method: str,
+                                   params: dict[str, Any]) -> None:
+        try:
+            await self._notify_handler(method, params, exchanging.origin)
+        finally:
+            exchanging.handler_done()
 
     def _progress(self, params: dict[str, Any]) -> None:
         token = params.get("progressToken")
@@ -404,9 +480,12 @@ class ClientSession:
     def _origin_of(self, related: RequestId | None) -> object | None:
         """The origin a server request inherits (client/origin.py): that of the request
         whose stream carried it, else of the only request in flight that has one."""
-        pending = self._pending.get(related) if related is not None else None
-        if pending is not None:
-            return pending.origin
+        if related is not None:
+            pending = self._pending.get(related)
+            if pending is not None:
+                return pending.origin
+            if related in self._exchanging:
+                return self._exchanging[related].origin
         origins = {id(p.origin): p.origin for p in self._pending.values() if p.origin is not None}
         return next(iter(origins.values())) if len(origins) == 1 else None
 
@@ -469,6 +548,25 @@ def _params_of(raw: Any) -> dict[str, Any]:
     except Exception:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def _answer_of(method: str, data: bytes) -> Any:
+    """The result in a response message, or its error raised as `ServerError`."""
+    try:
+        message = jsonrpc.decode_message(data)
+    except jsonrpc.DecodeFailure as failure:
+        raise errors.ProtocolError(errors.PARSE_ERROR, f"undecodable answer to {method}: "
+                                   f"{failure.error.message}") from None
+    if isinstance(message, jsonrpc.ErrorResponse):
+        raise _server_error(message)
+    if not isinstance(message, jsonrpc.Response):
+        raise errors.ProtocolError(errors.INVALID_REQUEST, f"the answer to {method} is not a "
+                                   "response")
+    try:
+        return jsonrpc.decode_value(message.result)
+    except Exception as exc:
+        raise errors.ProtocolError(errors.PARSE_ERROR,
+                                   f"undecodable result for {method}: {exc}") from None
 
 
 def _server_error(message: jsonrpc.ErrorResponse) -> errors.McpError:

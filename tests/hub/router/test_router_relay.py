@@ -105,13 +105,17 @@ async def test_progress_is_forwarded(hub: Hub, api: Any, caller: str, up: str) -
 
 
 @pytest.mark.parametrize("caller", ERAS)
-async def test_cancelling_a_call_cancels_it_upstream(hub: Hub, api: Any, caller: str) -> None:
+@pytest.mark.parametrize("up", ["new", "old"])
+async def test_cancelling_a_call_cancels_it_upstream(
+        hub: Hub, api: Any, caller: str, up: str) -> None:
+    """A modern upstream without progress to relay is called by `Client.exchange`: the
+    caller's cancellation closes that POST; a legacy one is told by notification."""
     async with hub_client(hub, api, era=caller) as client:
         with anyio.move_on_after(0.5):
-            await client.call_tool("old__slow", {"seconds": 30, "steps": 30})
+            await client.call_tool(f"{up}__slow", {"seconds": 30, "steps": 30})
 
         for _attempt in range(200):
-            if "slow" in text(await client.call_tool("old__was_cancelled", {})):
+            if "slow" in text(await client.call_tool(f"{up}__was_cancelled", {})):
                 break
             await anyio.sleep(0.05)
         else:

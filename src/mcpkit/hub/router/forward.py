@@ -27,7 +27,7 @@ from typing import Any
 
 import anyio
 
-from mcpkit.client import ClientError, ConnectionClosed, ServerError, TransportError
+from mcpkit.client import Client, ClientError, ConnectionClosed, ServerError, TransportError
 from mcpkit.client.origin import request_origin
 from mcpkit.hub.catalog import UpstreamUnavailable, reason
 from mcpkit.hub.router.pool import UpstreamPool
@@ -81,25 +81,15 @@ async def _send(
     method: str,
     body: dict[str, Any],
 ) -> dict[str, Any]:
-    ctx = relay.ctx
-
-    async def progress(value: float, total: float | None, message: str | None) -> None:
-        await ctx.report_progress(value, total, message)
-
     try:
         client = await pool.client(upstream)
-        if client.era is not Era.MODERN:  # the modern retry's fields mean nothing there
-            body = {k: v for k, v in body.items() if k not in _MODERN_ONLY}
-        # Only a modern caller's question stops the call (relay.py): a legacy caller is
-        # asked while the call waits, so its calls need no scope (one less per call).
-        scope = relay.scope = anyio.CancelScope() if ctx.modern else None
-        with scope or nullcontext(), request_origin(relay):
-            result = await client.request(
-                method, body, answer_inputs=False,
-                on_progress=progress if ctx.progress_token is not None else None,
-            )
-        if scope is not None and scope.cancelled_caught:  # a modern caller must answer
-            return {}
+        if relay.ctx.progress_token is None and client.can_exchange:
+            # A modern upstream asks its questions in an `input_required` result, and
+            # without progress to relay nothing else needs the full request machinery.
+            with request_origin(relay):  # its log messages still reach the caller
+                result = await client.exchange(method, body)
+        else:
+            result = await _request(client, relay, method, body)
     except ServerError as error:  # the upstream's own JSON-RPC error: passed through
         raise errors.McpError(error.code, error.message, error.data) from None
     except (UpstreamUnavailable, OSError, TimeoutError, ConnectionError) as error:
@@ -113,6 +103,28 @@ async def _send(
     if not isinstance(result, dict):
         raise errors.internal_error(f"upstream {upstream.name} answered {method} with a "
                                     "result that is not an object")
+    return result
+
+
+async def _request(client: Client, relay: CallerRelay, method: str, body: dict[str, Any]
+                   ) -> Any:
+    """The full way: progress and log messages relayed, a legacy upstream's questions asked."""
+    ctx = relay.ctx
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        await ctx.report_progress(value, total, message)
+    if client.era is not Era.MODERN:  # the modern retry's fields mean nothing there
+        body = {k: v for k, v in body.items() if k not in _MODERN_ONLY}
+    # Only a modern caller's question stops the call (relay.py): a legacy caller is
+    # asked while the call waits, so its calls need no scope (one less per call).
+    scope = relay.scope = anyio.CancelScope() if ctx.modern else None
+    with scope or nullcontext(), request_origin(relay):
+        result = await client.request(
+            method, body, answer_inputs=False,
+            on_progress=progress if ctx.progress_token is not None else None,
+        )
+    if scope is not None and scope.cancelled_caught:  # a modern caller must answer
+        return {}
     return result
 
 

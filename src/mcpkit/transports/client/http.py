@@ -107,6 +107,9 @@ class _StreamState:
     answered: bool = False
     progressed: bool = False
     """Whether the current connection brought a new event id or a message."""
+    keep_answer: bool = False
+    """`exchange`: keep the response in `answer` instead of delivering it to the session."""
+    answer: bytes | None = None
 
 
 class StreamableHttpTransport:
@@ -175,6 +178,27 @@ class StreamableHttpTransport:
             tg.start_soon(self._request_task, message, scope)
         else:
             await self._post_and_wait(http, message)
+
+    async def exchange(self, message: Outgoing) -> bytes:
+        """POST a request and return its response message, all in the calling task.
+
+        The cheap way for a caller that waits for one answer anyway (the hub forwarding a
+        call): no task, no cancel scope, no pending entry in the session. Other messages on
+        the request's stream (notifications) still go to the session. Failures raise what
+        `send` would report (`TransportError`, `SessionExpired`, `HttpStatusError`);
+        cancelling the caller closes the POST, which is the modern era's cancellation.
+        """
+        request_id = message.request_id
+        if request_id is None:
+            raise ValueError("exchange needs a request")
+        self._ready()
+        state = _StreamState(request_id, message.headers, keep_answer=True)
+        error = await self._exchange(message, request_id, state)
+        if error is not None:
+            raise error
+        if state.answer is None:  # answered inside a batch: delivered, not kept
+            raise TransportError(f"{self.url} answered request {request_id!r} in a batch")
+        return state.answer
 
     async def abandon(self, request_id: RequestId) -> None:
         scope = self._requests.pop(request_id, None)
@@ -299,11 +323,13 @@ class StreamableHttpTransport:
             if error is not None and self._inbound is not None:
                 self._inbound.request_failed(request_id, error)
 
-    async def _exchange(self, message: Outgoing, request_id: RequestId) -> TransportError | None:
+    async def _exchange(self, message: Outgoing, request_id: RequestId,
+                        state: _StreamState | None = None) -> TransportError | None:
         """POST the request and deliver its answer; the error to report, if any."""
         http, _, _ = self._ready()
         headers = self._post_headers(message)
-        state = _StreamState(request_id, message.headers)
+        if state is None:
+            state = _StreamState(request_id, message.headers)
         try:
             async with http.post(
                 self.url, data=message.data, headers=headers, allow_redirects=False,
@@ -333,8 +359,7 @@ class StreamableHttpTransport:
             if answers(body, request_id, errors_only=True):
                 # A JSON-RPC error with an HTTP status (modern -32022, -32601…): the session
                 # handles it like any error response.
-                self._deliver(body)
-                state.answered = True
+                self._take(body, state)
                 return None
             return HttpStatusError(status, body, response_headers(resp), url=self.url)
         if status == 202:
@@ -344,8 +369,7 @@ class StreamableHttpTransport:
         kind = resp.content_type
         if kind == JSON:
             body = await read_body(resp, self.max_message_bytes)
-            self._deliver(body)
-            state.answered = answers(body, request_id)
+            self._take(body, state)
             if not state.answered:
                 return TransportError(
                     f"the JSON body from {self.url} holds no response to request {request_id!r}"
@@ -414,9 +438,7 @@ class StreamableHttpTransport:
             if data is None:
                 return False
             state.progressed = True
-            self._deliver(data, state.request_id)
-            if state.request_id is not None and answers(data, state.request_id):
-                state.answered = True
+            self._take(data, state)
             return state.answered
 
         await read_events(resp, decoder, on_event)
@@ -511,6 +533,17 @@ class StreamableHttpTransport:
 
     def _retry_delay(self, state: _StreamState) -> float:
         return self.default_retry_s if state.retry_s is None else state.retry_s
+
+    def _take(self, data: bytes, state: _StreamState) -> None:
+        """Deliver a message of `state`'s stream, noting whether it is the awaited answer
+        (which `exchange` keeps for itself)."""
+        request_id = state.request_id
+        if request_id is not None and answers(data, request_id):
+            state.answered = True
+            if state.keep_answer and not jsonrpc.is_batch(data):
+                state.answer = data
+                return
+        self._deliver(data, request_id)
 
     def _deliver(self, data: bytes, related: RequestId | None = None) -> None:
         if self._inbound is not None:

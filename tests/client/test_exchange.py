@@ -1,0 +1,135 @@
+"""`Client.exchange`: a modern request answered in the calling task (what the hub forwards
+calls with), over real Streamable HTTP to an mcpkit server on 127.0.0.1. It must answer
+exactly as `request` does, hand the request's log messages to `on_log` in the caller's
+origin before it returns, return `input_required` as it is, and enforce the time limit by
+closing the POST (the server sees the call cancelled)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+from tests.procs import eventually, serve_in_thread
+
+from mcpkit import Client, Server
+from mcpkit.client import ServerError
+from mcpkit.client.origin import current_origin, request_origin
+from mcpkit.client.session import RequestTimeout
+from mcpkit.server.context import Context
+
+pytestmark = pytest.mark.anyio
+
+NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}}
+
+
+def exchange_server(cancelled: list[str]) -> Server:
+    server = Server("exchange-test")
+
+    @server.tool()
+    async def echo(text: str) -> str:
+        """Say it back."""
+        return text
+
+    @server.tool()
+    async def chatty(ctx: Context, text: str) -> str:
+        """Log twice, then answer."""
+        await ctx.info(f"working on {text}")
+        await ctx.warning("almost done")
+        return text.upper()
+
+    @server.tool()
+    async def slow(seconds: float) -> str:
+        """Sleep, noting a cancellation."""
+        try:
+            await anyio.sleep(seconds)
+        except anyio.get_cancelled_exc_class():
+            cancelled.append("slow")
+            raise
+        return "done"
+
+    @server.tool()
+    async def ask(ctx: Context) -> str:
+        """Ask the client a question first."""
+        answer = await ctx.elicit("Name?", NAME_SCHEMA, key="who")
+        return str(answer)
+
+    return server
+
+
+async def test_exchange_answers_like_request() -> None:
+    with serve_in_thread(exchange_server([]).asgi_app()) as base:
+        async with Client(f"{base}/mcp", era="modern") as client:
+            assert client.can_exchange
+            params = {"name": "echo", "arguments": {"text": "hi"}}
+            by_request = await client.request("tools/call", params)
+            by_exchange = await client.exchange("tools/call", params)
+            assert by_exchange == by_request
+            assert by_exchange["content"] == [{"type": "text", "text": "hi"}]
+            with pytest.raises(ServerError) as raised:
+                await client.exchange("tools/call", {"name": "nope", "arguments": {}})
+            assert raised.value.code == -32602
+            # Concurrent exchanges get their own answers.
+            texts = [f"t{i}" for i in range(20)]
+            answers: dict[str, Any] = {}
+
+            async def one(text: str) -> None:
+                answers[text] = await client.exchange(
+                    "tools/call", {"name": "echo", "arguments": {"text": text}})
+
+            async with anyio.create_task_group() as tg:
+                for text in texts:
+                    tg.start_soon(one, text)
+            assert {t: a["content"][0]["text"] for t, a in answers.items()} == {t: t for t in texts}
+
+
+async def test_log_messages_reach_on_log_in_the_callers_origin() -> None:
+    seen: list[tuple[str, Any, object]] = []
+
+    async def on_log(params: Any) -> None:
+        seen.append((params.level, params.data, current_origin()))
+
+    with serve_in_thread(exchange_server([]).asgi_app()) as base:
+        async with Client(f"{base}/mcp", era="modern", log_level="info",
+                          on_log=on_log) as client:
+            with request_origin("caller-a"):
+                result = await client.exchange(
+                    "tools/call", {"name": "chatty", "arguments": {"text": "x"}})
+            assert result["content"][0]["text"] == "X"
+            # Handled before the answer is returned, as `request` does.
+            assert seen == [("info", "working on x", "caller-a"),
+                            ("warning", "almost done", "caller-a")]
+
+
+async def never_asked(params: Any) -> dict[str, Any]:
+    raise AssertionError("exchange must return the question, not answer it")
+
+
+async def test_input_required_is_returned_as_it_is() -> None:
+    with serve_in_thread(exchange_server([]).asgi_app()) as base:
+        async with Client(f"{base}/mcp", era="modern", elicitation=never_asked) as client:
+            result = await client.exchange("tools/call", {"name": "ask", "arguments": {}})
+            assert result["resultType"] == "input_required"
+            assert result["inputRequests"]["who"]["method"] == "elicitation/create"
+
+
+async def test_the_time_limit_closes_the_post_and_the_server_cancels() -> None:
+    cancelled: list[str] = []
+    with serve_in_thread(exchange_server(cancelled).asgi_app()) as base:
+        async with Client(f"{base}/mcp", era="modern", timeout=0.5) as client:
+            started = anyio.current_time()
+            with pytest.raises(RequestTimeout):
+                await client.exchange("tools/call", {"name": "slow",
+                                                     "arguments": {"seconds": 30}})
+            assert anyio.current_time() - started < 5
+            await eventually(lambda: cancelled == ["slow"])
+            # The connection is still good afterwards.
+            again = await client.exchange("tools/call", {"name": "echo",
+                                                         "arguments": {"text": "ok"}})
+            assert again["content"][0]["text"] == "ok"
+
+
+async def test_only_modern_http_can_exchange() -> None:
+    with serve_in_thread(exchange_server([]).asgi_app()) as base:
+        async with Client(f"{base}/mcp", era="legacy") as client:
+            assert not client.can_exchange
