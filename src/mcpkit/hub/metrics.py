@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from fastapi import APIRouter, Response
 from prometheus_client import (
@@ -100,6 +101,7 @@ class HubMetrics:
         self.rate_limited = Counter(
             "rate_limited", "Requests refused by the per-user rate limit.",
             namespace=ns, registry=r)
+        self._children: dict[tuple[object, tuple[str, ...]], Any] = {}
         for outcome in MCP_OUTCOMES:  # present from the start: rate() needs a first sample
             self.tool_calls.labels(outcome)
         for outcome in CHECK_OUTCOMES:
@@ -112,12 +114,12 @@ class HubMetrics:
     def observe_mcp(self, method: str, outcome: str, seconds: float) -> None:
         """One MCP request on /mcp (outcome: "ok" | "error" | "tool_error" | "cancelled")."""
         method = method if method in MCP_METHODS else OTHER
-        self.mcp_requests.labels(method, _bounded(outcome, MCP_OUTCOMES)).inc()
-        self.mcp_duration.labels(method).observe(max(0.0, seconds))
+        self._child(self.mcp_requests, method, _bounded(outcome, MCP_OUTCOMES)).inc()
+        self._child(self.mcp_duration, method).observe(max(0.0, seconds))
 
     def observe_tool_call(self, outcome: str, seconds: float) -> None:
         """One tool call forwarded to an upstream (outcome as for `observe_mcp`)."""
-        self.tool_calls.labels(_bounded(outcome, MCP_OUTCOMES)).inc()
+        self._child(self.tool_calls, _bounded(outcome, MCP_OUTCOMES)).inc()
         self.tool_call_duration.observe(max(0.0, seconds))
 
     def observe_check(self, outcome: str) -> None:
@@ -136,8 +138,18 @@ class HubMetrics:
 
     def observe_http(self, method: str, route: str, status: int, seconds: float) -> None:
         method = method if method in HTTP_METHODS else OTHER
-        self.http_requests.labels(method, route, str(status)).inc()
-        self.http_duration.labels(method, route).observe(max(0.0, seconds))
+        self._child(self.http_requests, method, route, str(status)).inc()
+        self._child(self.http_duration, method, route).observe(max(0.0, seconds))
+
+    def _child(self, metric: Any, *values: str) -> Any:
+        """`metric.labels(*values)`, remembered: `labels` costs microseconds per call (it
+        checks and joins the values under a lock). Every label here takes a bounded set of
+        values (methods, route templates, statuses, outcomes), so this stays small."""
+        key = (metric, values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
 
     def render(self) -> tuple[bytes, str]:
         """The text exposition format and its content type."""
