@@ -17,9 +17,11 @@ import anyio
 import pytest
 
 from mcpkit.client import Client
-from mcpkit.coding import files
+from mcpkit.coding import files, reading
 from mcpkit.coding.env import CodingEnv
-from mcpkit.coding.files import MAX_VIEW_BYTES, FileTools, atomic_write, parse_patch
+from mcpkit.coding.files import FileTools, atomic_write
+from mcpkit.coding.patches import parse_patch
+from mcpkit.coding.reading import MAX_VIEW_BYTES
 from mcpkit.coding.scope import Scopes, current_task
 from mcpkit.coding.server import build_server
 from mcpkit.coding.workspace import Workspace
@@ -99,6 +101,8 @@ def view_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     for that, every file takes the worker thread and is streamed: both must behave alike."""
     mode: str = request.param
     if mode == "thread":
+        # read by `open_small_file` (reading) and by `FileTools._view_file` (files)
+        monkeypatch.setattr(reading, "INLINE_VIEW_BYTES", 0)
         monkeypatch.setattr(files, "INLINE_VIEW_BYTES", 0)
     return mode
 
@@ -186,7 +190,7 @@ async def test_only_small_regular_files_skip_the_worker_thread(
 
     monkeypatch.setattr(FileTools, "_view", spy)
     (tools.root / "small.py").write_text("x = 1\n" * 100)
-    (tools.root / "big.py").write_text("y = 2\n" * (files.INLINE_VIEW_BYTES // 6 + 1))
+    (tools.root / "big.py").write_text("y = 2\n" * (reading.INLINE_VIEW_BYTES // 6 + 1))
     (tools.root / "dir").mkdir()
     os.mkfifo(tools.root / "pipe")
     assert (await tools.ok("view", file_path="small.py")).endswith("   100\tx = 1")

@@ -20,13 +20,11 @@ from __future__ import annotations
 import codecs
 import contextlib
 import difflib
-import operator
 import os
-import re
 import stat
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, BinaryIO
 
@@ -35,6 +33,29 @@ import anyio.to_thread
 import msgspec
 
 from mcpkit.coding.env import CodingEnv
+from mcpkit.coding.patches import (
+    HUNK_HEADER,
+    FilePatch,
+    FileToolError,
+    apply_hunks,
+    closest_lines,
+    normalize,
+    parse_patch,
+    split_lines,
+)
+from mcpkit.coding.reading import (
+    INLINE_VIEW_BYTES,
+    MAX_LINE_CHARS,
+    MAX_VIEW_BYTES,
+    listing,
+    looks_binary,
+    open_small_file,
+    past_end,
+    render_data,
+    render_lines,
+    sniff_image,
+    suggest,
+)
 from mcpkit.coding.scope import ReadRecord
 from mcpkit.coding.workspace import WorkspaceError
 from mcpkit.server import content
@@ -42,33 +63,11 @@ from mcpkit.server.server import Server
 from mcpkit.server.tools import ToolResult
 
 DEFAULT_LIMIT = 2000
-MAX_LINE_CHARS = 2000
-MAX_VIEW_BYTES = 256 * 1024
-INLINE_VIEW_BYTES = 256 * 1024
-"""Regular files up to this size are viewed on the event loop itself, read whole and rendered
-in bulk (`_render_data`, a fraction of a millisecond for usual text). A worker thread would
-add a hand-off there and back (about 0.1-0.3 ms, most of a small view's time) and spare the
-loop nothing but the wait on the disk: the rendering holds the GIL in either thread, and one
-read of a file this small is short. Bigger files, directories and anything that is not a
-regular file go to a worker thread, and big files are streamed (`_render_lines`)."""
 MAX_IMAGE_BYTES = 4 * 1024 * 1024
 MAX_EDIT_BYTES = 64 * 1024 * 1024
 SNIFF_BYTES = 8192
-MAX_LISTING = 1000
 MAX_DIFF_LINES = 80
 MAX_DIFF_CHARS = 8000
-PATCH_DRIFT = 100
-"""How far (in lines) a unified-diff hunk is looked for around its stated line first."""
-
-_LINE_READ = MAX_LINE_CHARS * 4 + 8  # bytes: enough for MAX_LINE_CHARS characters of UTF-8
-_BLOCK = 1 << 20
-
-IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
-    (b"\x89PNG\r\n\x1a\n", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF87a", "image/gif"),
-    (b"GIF89a", "image/gif"),
-)
 
 READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
              "openWorldHint": False}
@@ -118,10 +117,6 @@ PATCH_OUTPUT: dict[str, Any] = {
 }
 
 
-class FileToolError(Exception):
-    """A refusal or failure of a file tool (the message is meant for the model)."""
-
-
 def _error(message: str) -> ToolResult:
     return ToolResult(content=[{"type": "text", "text": message}], is_error=True)
 
@@ -162,57 +157,14 @@ class TextFile:
         return codecs.BOM_UTF8 + data if self.bom else data
 
 
-def _normalize(text: str) -> str:
-    return text.replace("\r\n", "\n")
-
-
 def _line_of(text: str, index: int) -> int:
     return text.count("\n", 0, index) + 1
 
 
-def _split_lines(text: str) -> tuple[list[str], bool]:
-    """(lines without their newlines, whether the text ended with a newline)."""
-    if text == "":
-        return [], False
-    trailing = text.endswith("\n")
-    return (text[:-1] if trailing else text).split("\n"), trailing
-
-
-def _short(line: str, limit: int = 120) -> str:
-    return line if len(line) <= limit else line[:limit] + "…"
-
-
-def closest_lines(lines: Sequence[str], wanted: Sequence[str], *, start: int = 0) -> str | None:
-    """'closest match at line N:' and the numbered lines most like `wanted`, or None."""
-    if not lines or not wanted:
-        return None
-    size = max(1, len(wanted))
-    target = "\n".join(w.strip() for w in wanted)
-    matcher = difflib.SequenceMatcher(None, autojunk=False)
-    matcher.set_seq2(target)
-    best, best_at = 0.0, -1
-    last = max(start, len(lines) - size)
-    step = 1 if last - start < 20000 else (last - start) // 20000 + 1
-    first_wanted = wanted[0].strip()
-    for at in range(start, last + 1, step):
-        window = "\n".join(x.strip() for x in lines[at:at + size])
-        matcher.set_seq1(window)
-        if matcher.real_quick_ratio() <= best or matcher.quick_ratio() <= best:
-            continue
-        ratio = matcher.ratio()
-        if ratio > best or (ratio == best and lines[at].strip() == first_wanted):
-            best, best_at = ratio, at
-    if best_at < 0 or best < 0.5:
-        return None
-    shown = lines[best_at:best_at + min(size, 6)]
-    numbered = "\n".join(f"{best_at + 1 + k:>6}\t{_short(x)}" for k, x in enumerate(shown))
-    return f"closest match at line {best_at + 1} ({best:.0%} similar):\n{numbered}"
-
-
 def short_diff(display: str, before: str, after: str) -> str:
     """A unified diff of two texts, computed on their differing middle, capped."""
-    a, _ = _split_lines(before)
-    b, _ = _split_lines(after)
+    a, _ = split_lines(before)
+    b, _ = split_lines(after)
     prefix = 0
     while prefix < len(a) and prefix < len(b) and a[prefix] == b[prefix]:
         prefix += 1
@@ -225,7 +177,7 @@ def short_diff(display: str, before: str, after: str) -> str:
     b_mid = b[lo:len(b) - max(0, suffix - 3)]
     out: list[str] = []
     for line in difflib.unified_diff(a_mid, b_mid, f"a/{display}", f"b/{display}", lineterm=""):
-        match = _HUNK_HEADER.match(line)
+        match = HUNK_HEADER.match(line)
         if match and lo:
             old_start, old_count, new_start, new_count = match.groups()
             line = (f"@@ -{int(old_start) + lo}{',' + old_count if old_count else ''} "
@@ -269,547 +221,6 @@ def atomic_write(real: Path, data: bytes, mode: int, owner: tuple[int, int] | No
             os.unlink(tmp)
         raise
     return _record(os.lstat(real))
-
-
-def _sniff_image(head: bytes) -> str | None:
-    for magic, mime in IMAGE_MAGIC:
-        if head.startswith(magic):
-            return mime
-    if len(head) >= 12 and head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        return "image/webp"
-    return None
-
-
-def _looks_binary(head: bytes) -> bool:
-    if b"\x00" in head:
-        return True
-    try:
-        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
-    except UnicodeDecodeError:
-        return True
-    return False
-
-
-def _skip_lines(handle: Any, count: int) -> int:
-    """Move past `count` newlines (fewer at end of file); the number skipped."""
-    skipped = 0
-    while skipped < count:
-        block = handle.read(_BLOCK)
-        if not block:
-            return skipped
-        found = block.count(b"\n")
-        if skipped + found < count:
-            skipped += found
-            continue
-        at = -1
-        for _ in range(count - skipped):
-            at = block.index(b"\n", at + 1)
-        handle.seek(at + 1 - len(block), os.SEEK_CUR)
-        return count
-    return skipped
-
-
-def _read_line(handle: Any) -> tuple[bytes, int] | None:
-    """The next line (at most `_LINE_READ` bytes of it) and its full length in bytes."""
-    chunk: bytes = handle.readline(_LINE_READ)
-    if not chunk:
-        return None
-    total = len(chunk)
-    if not chunk.endswith(b"\n"):
-        while True:
-            more: bytes = handle.readline(_BLOCK)
-            if not more:
-                break
-            total += len(more)
-            if more.endswith(b"\n"):
-                break
-    return chunk, total
-
-
-def _shown_line(raw: bytes, total: int) -> str:
-    """A line as `view` shows it (without its number): `raw` is how `_read_line` read it (at
-    most `_LINE_READ` bytes, the newline included when it fits), `total` its full length."""
-    text = raw.decode("utf-8", errors="replace").rstrip("\n").rstrip("\r")
-    if len(text) > MAX_LINE_CHARS or total > len(raw):
-        text = text[:MAX_LINE_CHARS] + f" … [line cut: {total} bytes]"
-    return text
-
-
-_PREFIX_CACHE_LINES = 20_000
-_prefixes: tuple[str, ...] = ()
-"""`f"{n:>6}\t"` for the line numbers n = 1, 2, … up to the highest a view has shown (at most
-`_PREFIX_CACHE_LINES`: about 1.2 MB): formatting a number costs more than the rest of the
-work on a line. A tuple, replaced whole when it grows, so threads can share it unlocked."""
-
-
-def _numbered(lines: Sequence[str], first: int) -> str:
-    """`lines` numbered from `first` like `cat -n`, joined with newlines."""
-    global _prefixes
-    last = first + len(lines) - 1
-    cached = _prefixes
-    if len(cached) < last <= _PREFIX_CACHE_LINES:
-        grow_to = min(_PREFIX_CACHE_LINES, max(last, 2 * len(cached)))
-        cached = _prefixes = cached + tuple(
-            f"{number:>6}\t" for number in range(len(cached) + 1, grow_to + 1))
-    if last <= len(cached):
-        return "\n".join(map(operator.add, cached[first - 1:last], lines))
-    return "\n".join([f"{number:>6}\t{line}" for number, line in enumerate(lines, first)])
-
-
-def _render_lines(handle: Any, offset: int, limit: int) -> tuple[str, int | None, int]:
-    """Numbered lines from `offset`, streamed from `handle` (any size of file): (the text,
-    the next offset if more lines follow, how many lines were skipped to reach `offset`)."""
-    skipped = _skip_lines(handle, offset - 1)
-    out: list[str] = []
-    used = 0
-    number = offset
-    while len(out) < limit:
-        got = _read_line(handle)
-        if got is None:
-            return "\n".join(out), None, skipped
-        line = f"{number:>6}\t{_shown_line(*got)}"
-        size = len(line.encode()) + 1
-        if out and used + size > MAX_VIEW_BYTES:
-            return "\n".join(out), number, skipped
-        out.append(line)
-        used += size
-        number += 1
-    more = handle.read(1)
-    return "\n".join(out), (number if more else None), skipped
-
-
-def _render_data(data: bytes, offset: int, limit: int) -> tuple[str, int | None, int]:
-    """`_render_lines` for a file held in memory, with the same output: one decode, one split
-    and one numbering pass in C instead of Python work per line (lines short enough never to
-    be cut, the usual case, need nothing else)."""
-    # Decoding the whole text equals decoding line by line: a newline byte is never part of
-    # a UTF-8 sequence, valid or not, so "replace" never swallows one.
-    text = data.decode("utf-8", errors="replace")
-    end = offset - 1 + limit
-    parts = text.split("\n", end)  # the lines up to the window's end, then the rest if any
-    skipped = min(offset - 1, len(parts) - 1)  # the newlines passed before `offset`
-    if len(parts) > end:  # `limit` whole lines from `offset`; more when the rest is not empty
-        lines = parts[offset - 1:end]
-        next_offset = offset + limit if parts[end] else None
-    else:  # the file ends in the window (or before): its last piece is a line unless empty
-        if not parts[-1]:
-            parts.pop()
-        lines = parts[offset - 1:]
-        next_offset = None
-    if not lines:
-        return "", None, skipped
-    # Only a line of more than MAX_LINE_CHARS characters can be cut: a shorter one came from
-    # at most 4 bytes a character, under _LINE_READ with its newline. (Counted with its CRs.)
-    long_lines = max(map(len, lines)) > MAX_LINE_CHARS
-    if "\r" in text:
-        lines = [line.rstrip("\r") for line in lines]
-    if long_lines:
-        lines = _cut_long_lines(data, lines, offset)
-    shown = _numbered(lines, offset)
-    size = len(shown) if shown.isascii() else len(shown.encode())  # isascii(): O(1) on str
-    if size + 1 > MAX_VIEW_BYTES:  # the rare page over the byte cap: cut it line by line
-        shown, next_offset = _cap_bytes(lines, offset, next_offset)
-    return shown, next_offset, skipped
-
-
-def _cut_long_lines(data: bytes, lines: list[str], offset: int) -> list[str]:
-    """`lines` (from line `offset` of `data`) with those of more than `MAX_LINE_CHARS` bytes
-    redone from their bytes exactly as `_render_lines` shows them."""
-    first = offset - 1
-    raws = data.split(b"\n", first + len(lines))[first:first + len(lines)]
-    unterminated = data.count(b"\n") - first  # the index of a last line without a newline
-    out = list(lines)
-    for i, raw in enumerate(raws):
-        if len(raw) > MAX_LINE_CHARS:
-            whole = raw if i == unterminated else raw + b"\n"
-            out[i] = _shown_line(whole[:_LINE_READ], len(whole))
-    return out
-
-
-def _cap_bytes(lines: Sequence[str], first: int, next_offset: int | None
-               ) -> tuple[str, int | None]:
-    """The numbered `lines` that fit in `MAX_VIEW_BYTES` (at least one), as `_render_lines`
-    cuts them, and the next offset (the first line left out, else `next_offset`)."""
-    out: list[str] = []
-    used = 0
-    for number, line in enumerate(lines, first):
-        shown = f"{number:>6}\t{line}"
-        size = len(shown.encode()) + 1
-        if out and used + size > MAX_VIEW_BYTES:
-            return "\n".join(out), number
-        out.append(shown)
-        used += size
-    return "\n".join(out), next_offset
-
-
-def _suggest(real: Path, display: str) -> str:
-    parent = real.parent
-    if not parent.is_dir():
-        return f"File not found: {display} (its directory does not exist either)"
-    try:
-        names = os.listdir(parent)
-    except OSError:
-        names = []
-    close = difflib.get_close_matches(real.name, names, n=3, cutoff=0.5)
-    if not close:
-        lowered = [n for n in names if n.lower() == real.name.lower()]
-        close = lowered[:3]
-    if not close:
-        return f"File not found: {display}"
-    base = Path(display).parent
-    shown = ", ".join(str(base / name) if str(base) != "." else name for name in close)
-    return f"File not found: {display}. Did you mean: {shown}?"
-
-
-def _listing(real: Path, display: str) -> str:
-    entries = []
-    with os.scandir(real) as scan:
-        for entry in scan:
-            suffix = ""
-            if entry.is_symlink():
-                suffix = "@"
-            elif entry.is_dir():
-                suffix = "/"
-            entries.append(entry.name + suffix)
-    entries.sort(key=lambda n: (not n.endswith("/"), n.lower()))
-    shown = entries[:MAX_LISTING]
-    text = f"{display} is a directory ({len(entries)} entries):\n" + "\n".join(shown)
-    if len(entries) > len(shown):
-        text += f"\n… {len(entries) - len(shown)} more"
-    return text
-
-
-def _open_small_file(real: Path) -> BinaryIO | None:
-    """`real` opened for reading when it is a regular file of at most `INLINE_VIEW_BYTES`,
-    else None (missing, a directory, big, a FIFO …: the worker thread deals with it).
-
-    O_NONBLOCK: opening a FIFO (or one swapped in for the file) must not wait for a writer
-    on the event loop; it changes nothing for reading a regular file."""
-    try:
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISREG(st.st_mode) and st.st_size <= INLINE_VIEW_BYTES:
-            return open(fd, "rb", closefd=True)
-    except BaseException:
-        os.close(fd)
-        raise
-    os.close(fd)
-    return None
-
-
-def _past_end(handle: BinaryIO, display: str, offset: int, skipped: int) -> FileToolError:
-    """The refusal of an `offset` past the last line: the file has `skipped` lines, plus one
-    when its last line has no newline."""
-    total = skipped
-    if skipped < offset - 1:
-        handle.seek(-1, os.SEEK_END)
-        total += handle.read(1) != b"\n"
-    return FileToolError(f"offset {offset} is past the end of {display} (it has {total} lines)")
-
-
-# --- patch parsing ---------------------------------------------------------------------------
-
-_HUNK_HEADER = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-
-
-@dataclass
-class Hunk:
-    old: list[str] = field(default_factory=list)
-    new: list[str] = field(default_factory=list)
-    start: int | None = None
-    """0-based index in the old file where `old` begins, when the diff says."""
-    anchor: str | None = None
-    eof: bool = False
-    old_no_eol: bool = False
-    new_no_eol: bool = False
-    plus: int = 0
-    minus: int = 0
-    blank_tail: int = 0
-    """Context lines at the end that came from empty diff lines (trimmed: editors add them)."""
-
-
-@dataclass
-class FilePatch:
-    path: str
-    action: str  # "update" | "add" | "delete"
-    hunks: list[Hunk] = field(default_factory=list)
-    move_to: str | None = None
-
-
-def _diff_path(raw: str) -> str | None:
-    name = raw.split("\t", 1)[0].strip()
-    if name.startswith('"') and name.endswith('"') and len(name) >= 2:
-        name = name[1:-1]
-    if name == "/dev/null":
-        return None
-    if name[:2] in ("a/", "b/"):
-        name = name[2:]
-    return name
-
-
-def parse_patch(diff: str, file_path: str | None) -> list[FilePatch]:
-    text = _normalize(diff)
-    stripped = text.lstrip()
-    if stripped.startswith("*** Begin Patch"):
-        return _parse_codex(stripped.split("\n"))
-    return _parse_unified(text.split("\n"), file_path)
-
-
-def _hunk_line(hunk: Hunk, line: str) -> bool:
-    """Add one body line to `hunk`; False when `line` is not a hunk body line."""
-    if line == "":
-        hunk.old.append("")
-        hunk.new.append("")
-        hunk.blank_tail += 1
-        return True
-    kind, rest = line[0], line[1:]
-    if kind == "\\":
-        return True
-    if kind == " ":
-        hunk.old.append(rest)
-        hunk.new.append(rest)
-    elif kind == "-":
-        hunk.old.append(rest)
-        hunk.minus += 1
-    elif kind == "+":
-        hunk.new.append(rest)
-        hunk.plus += 1
-    else:
-        return False
-    hunk.blank_tail = 0
-    return True
-
-
-def _finish(hunk: Hunk) -> None:
-    if hunk.blank_tail:
-        del hunk.old[-hunk.blank_tail:]
-        del hunk.new[-hunk.blank_tail:]
-        hunk.blank_tail = 0
-
-
-def _parse_unified(lines: list[str], file_path: str | None) -> list[FilePatch]:
-    files: list[FilePatch] = []
-    current: FilePatch | None = None
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
-            old, new = _diff_path(line[4:]), _diff_path(lines[i + 1][4:])
-            if old is None and new is None:
-                raise FileToolError("a diff header names /dev/null on both sides")
-            if old is None:
-                current = FilePatch(str(new), "add")
-            elif new is None:
-                current = FilePatch(old, "delete")
-            else:
-                current = FilePatch(old, "update", move_to=new if new != old else None)
-            files.append(current)
-            i += 2
-            continue
-        if line.startswith("@@"):
-            if current is None:
-                if not file_path:
-                    raise FileToolError("the diff has hunks but no '--- a/x' / '+++ b/x' "
-                                        "headers; pass file_path")
-                current = FilePatch(file_path, "update")
-                files.append(current)
-            hunk = Hunk()
-            match = _HUNK_HEADER.match(line)
-            if match:
-                old_start, old_count = int(match.group(1)), match.group(2)
-                hunk.start = old_start if old_count == "0" else max(0, old_start - 1)
-            i += 1
-            last_kind = ""
-            while i < len(lines):
-                body = lines[i]
-                header = (body.startswith("--- ") and i + 1 < len(lines)
-                          and lines[i + 1].startswith("+++ "))
-                if header or body.startswith(("@@", "diff --git ")):
-                    break
-                if body.startswith("\\"):
-                    if last_kind in ("-", " "):
-                        hunk.old_no_eol = True
-                    if last_kind in ("+", " "):
-                        hunk.new_no_eol = True
-                elif not _hunk_line(hunk, body):
-                    break
-                last_kind = body[:1] or " "
-                i += 1
-            _finish(hunk)
-            current.hunks.append(hunk)
-            continue
-        i += 1
-    if not files:
-        raise FileToolError("no hunks found in the diff (expected '@@ -a,b +c,d @@' lines or "
-                            "the '*** Begin Patch' format)")
-    return files
-
-
-def _parse_codex(lines: list[str]) -> list[FilePatch]:
-    files: list[FilePatch] = []
-    current: FilePatch | None = None
-    hunk: Hunk | None = None
-    ended = False
-    for number, line in enumerate(lines[1:], start=2):
-        if line.startswith("*** End Patch"):
-            ended = True
-            break
-        if line.startswith("*** "):
-            if hunk is not None:
-                _finish(hunk)
-            hunk = None
-            for prefix, action in (("*** Update File:", "update"), ("*** Add File:", "add"),
-                                   ("*** Delete File:", "delete")):
-                if line.startswith(prefix):
-                    path = line[len(prefix):].strip()
-                    if not path:
-                        raise FileToolError(f"line {number}: a file path is missing")
-                    current = FilePatch(path, action)
-                    files.append(current)
-                    if action == "add":
-                        hunk = Hunk(start=0)
-                        current.hunks.append(hunk)
-                    break
-            else:
-                if line.startswith("*** Move to:") and current is not None:
-                    current.move_to = line[len("*** Move to:"):].strip()
-                elif line.startswith("*** End of File") and current is not None:
-                    if current.hunks:
-                        current.hunks[-1].eof = True
-                else:
-                    raise FileToolError(f"line {number}: unknown patch line {_short(line)!r}")
-            continue
-        if current is None:
-            if line.strip() == "":
-                continue
-            raise FileToolError(f"line {number}: expected '*** Update File:', '*** Add File:' "
-                                "or '*** Delete File:'")
-        if current.action == "delete":
-            if line.strip():
-                raise FileToolError(f"line {number}: a deleted file takes no lines")
-            continue
-        if current.action == "add":
-            assert hunk is not None
-            if line.startswith("+"):
-                hunk.new.append(line[1:])
-            elif line.strip():
-                raise FileToolError(f"line {number}: lines of an added file start with '+'")
-            continue
-        if line.startswith("@@"):
-            if hunk is not None:
-                _finish(hunk)
-            anchor = line[2:].strip()
-            hunk = Hunk(anchor=anchor or None)
-            current.hunks.append(hunk)
-            continue
-        if hunk is None:
-            hunk = Hunk()
-            current.hunks.append(hunk)
-        if not _hunk_line(hunk, line):
-            raise FileToolError(f"line {number}: a hunk line must start with ' ', '-' or '+': "
-                                f"{_short(line)!r}")
-    if hunk is not None:
-        _finish(hunk)
-    if not ended:
-        raise FileToolError("the patch has no '*** End Patch' line")
-    if not files:
-        raise FileToolError("the patch names no files")
-    return files
-
-
-_COMPARE: tuple[Callable[[str], str], ...] = (lambda s: s, str.rstrip, str.strip)
-
-
-def _matches_at(lines: list[str], old: list[str], at: int, norm: Callable[[str], str]) -> bool:
-    if at < 0 or at + len(old) > len(lines):
-        return False
-    return all(norm(lines[at + k]) == norm(old[k]) for k in range(len(old)))
-
-
-def locate(lines: list[str], hunk: Hunk, floor: int) -> int | None:
-    """Where `hunk.old` starts in `lines` (at or after `floor`), or None."""
-    old = hunk.old
-    if hunk.anchor is not None:
-        found = None
-        for norm in _COMPARE:
-            want = norm(hunk.anchor)
-            found = next((k for k in range(floor, len(lines)) if norm(lines[k]) == want), None)
-            if found is not None:
-                break
-        if found is None:
-            return None
-        if not old:
-            return found + 1
-        floor = found if _matches_at(lines, old, found, str.strip) else found + 1
-    if not old:
-        if hunk.start is not None:
-            return min(max(hunk.start, floor), len(lines))
-        return len(lines)
-    if hunk.eof:
-        for norm in _COMPARE:
-            if _matches_at(lines, old, len(lines) - len(old), norm):
-                return len(lines) - len(old)
-    for norm in _COMPARE:
-        if hunk.start is not None:
-            for delta in range(PATCH_DRIFT + 1):
-                for at in (hunk.start + delta, hunk.start - delta):
-                    if at >= floor and _matches_at(lines, old, at, norm):
-                        return at
-            found_all = [k for k in range(floor, len(lines) - len(old) + 1)
-                         if _matches_at(lines, old, k, norm)]
-            if len(found_all) == 1:
-                return found_all[0]
-        else:
-            for k in range(floor, len(lines) - len(old) + 1):
-                if _matches_at(lines, old, k, norm):
-                    return k
-    return None
-
-
-def apply_hunks(display: str, text: str, hunks: list[Hunk]) -> tuple[str, int, int, list[str]]:
-    """(new text, lines added, lines removed, problems); problems non-empty: not applied."""
-    lines, trailing = _split_lines(text)
-    problems: list[str] = []
-    pieces: list[tuple[int, int, list[str]]] = []
-    floor = 0
-    added = removed = 0
-    for number, hunk in enumerate(hunks, start=1):
-        at = locate(lines, hunk, floor)
-        if at is None:
-            where = f" near line {hunk.start + 1}" if hunk.start is not None else ""
-            first = next((x for x in hunk.old if x.strip()), hunk.old[0] if hunk.old else "")
-            problem = (f"{display}: hunk {number} does not apply (context not found{where}; "
-                       f"first line {_short(first)!r})")
-            hint = closest_lines(lines, hunk.old)
-            if hint:
-                problem += "; " + hint.replace("\n", "\n    ")
-            problems.append(problem)
-            continue
-        pieces.append((at, at + len(hunk.old), hunk.new))
-        floor = at + len(hunk.old)
-        if floor >= len(lines):
-            if hunk.new_no_eol:
-                trailing = False
-            elif hunk.old_no_eol:
-                trailing = True
-        added += hunk.plus
-        removed += hunk.minus
-    if problems:
-        return text, 0, 0, problems
-    out: list[str] = []
-    cursor = 0
-    for start, end, new in pieces:
-        out.extend(lines[cursor:start])
-        out.extend(new)
-        cursor = end
-    out.extend(lines[cursor:])
-    result = "\n".join(out)
-    if out and (trailing or not lines):
-        result += "\n"
-    return result, added, removed, []
 
 
 # --- the tools --------------------------------------------------------------------------------
@@ -896,7 +307,7 @@ class FileTools:
     async def view(self, file_path: str, offset: int, limit: int) -> Any:
         real, display = self.resolve(file_path)
         reads = self.env.scopes.current().reads
-        small = _open_small_file(real)
+        small = open_small_file(real)
         if small is not None:  # on the event loop: see INLINE_VIEW_BYTES
             with small:
                 return self._view_file(small, real, display, offset, limit, reads)
@@ -906,9 +317,9 @@ class FileTools:
               reads: dict[Path, ReadRecord]) -> ToolResult:
         """A view in a worker thread: a directory, a big file, or what is not a file."""
         if real.is_dir():
-            return _text(_listing(real, display))
+            return _text(listing(real, display))
         if not real.exists():
-            raise FileToolError(_suggest(real, display))
+            raise FileToolError(suggest(real, display))
         st = os.stat(real)
         if not stat.S_ISREG(st.st_mode):
             raise FileToolError(f"{display} is not a regular file")
@@ -920,7 +331,7 @@ class FileTools:
         """The view of the regular file open in `handle` (at its start)."""
         st = os.fstat(handle.fileno())
         head = handle.read(SNIFF_BYTES)
-        mime = _sniff_image(head)
+        mime = sniff_image(head)
         if mime is not None:
             if st.st_size > MAX_IMAGE_BYTES:
                 raise FileToolError(f"{display} is a {mime} image of {st.st_size} bytes, "
@@ -931,19 +342,19 @@ class FileTools:
                 content.image(data, mime),
                 {"type": "text", "text": f"{display}: {mime}, {len(data)} bytes"},
             ])
-        if _looks_binary(head):
+        if looks_binary(head):
             raise FileToolError(f"{display} is a binary file ({st.st_size} bytes); "
                                 "not shown")
         reads[real] = _record(st)
         if st.st_size == 0:
             return _text(f"{display} is empty")
         if st.st_size <= INLINE_VIEW_BYTES:
-            text, next_offset, skipped = _render_data(head + handle.read(), offset, limit)
+            text, next_offset, skipped = render_data(head + handle.read(), offset, limit)
         else:
             handle.seek(0)
-            text, next_offset, skipped = _render_lines(handle, offset, limit)
+            text, next_offset, skipped = render_lines(handle, offset, limit)
         if not text:
-            raise _past_end(handle, display, offset, skipped)
+            raise past_end(handle, display, offset, skipped)
         if next_offset is not None:
             text += (f"\n… more lines follow; use offset={next_offset} to continue")
         return _text(text)
@@ -972,7 +383,7 @@ class FileTools:
         else:
             with open(real, "rb") as handle:
                 head = handle.read(SNIFF_BYTES * 8)
-            binary = _looks_binary(head[:SNIFF_BYTES]) or _sniff_image(head) is not None
+            binary = looks_binary(head[:SNIFF_BYTES]) or sniff_image(head) is not None
             conventions = TextFile("", False, False) if binary else TextFile.decode(head)
             if text.startswith("\ufeff"):
                 conventions.bom = False
@@ -1004,14 +415,14 @@ class FileTools:
               reads: dict[Path, ReadRecord]) -> ToolResult:
         st = self.check_fresh(reads, real, display)
         if st is None:
-            raise FileToolError(_suggest(real, display) + " (use write to create a file)")
+            raise FileToolError(suggest(real, display) + " (use write to create a file)")
         if st.st_size > MAX_EDIT_BYTES:
             raise FileToolError(f"{display} is {st.st_size} bytes, over the "
                                 f"{MAX_EDIT_BYTES} byte limit of edit")
         with open(real, "rb") as handle:
             before = TextFile.decode(handle.read())
         text = before.text
-        old_n, new_n = _normalize(old), _normalize(new)
+        old_n, new_n = normalize(old), normalize(new)
         count = text.count(old_n)
         if count == 0:
             message = f"old_string not found in {display}"
@@ -1082,7 +493,7 @@ class FileTools:
             else:
                 return None, [str(exc)]
         if st is None:
-            return None, [_suggest(real, display)]
+            return None, [suggest(real, display)]
         if item.action == "delete":
             return _Plan(real, display, "delete"), []
         if st.st_size > MAX_EDIT_BYTES:
