@@ -3,7 +3,8 @@ header building, bounded body reads, an SSE reader with size limits, error wrapp
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, Protocol
 
 import aiohttp
 from aiohttp.abc import AbstractResolver
@@ -22,6 +23,29 @@ _FEED_CHUNK = 64 * 1024
 
 # aiohttp's exceptions for a connection that failed, broke or timed out.
 NETWORK_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, TimeoutError, OSError)
+
+
+class BodyReader(Protocol):
+    def iter_any(self) -> AsyncIterator[bytes]: ...
+
+
+class ResponseLike(Protocol):
+    """What the transports read of a response: aiohttp's `ClientResponse`, or the lean
+    client's `H1Response` (h1.py)."""
+
+    @property
+    def status(self) -> int: ...
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+    @property
+    def content_type(self) -> str: ...
+    @property
+    def content_length(self) -> int | None: ...
+    @property
+    def url(self) -> Any: ...
+    @property
+    def content(self) -> BodyReader: ...
+    def close(self) -> None: ...
 
 
 class MessageTooLarge(TransportError):
@@ -66,11 +90,11 @@ def network_error(action: str, url: str, exc: BaseException) -> TransportError:
     return error
 
 
-def response_headers(resp: aiohttp.ClientResponse) -> dict[str, str]:
+def response_headers(resp: ResponseLike) -> dict[str, str]:
     return {name: value for name, value in resp.headers.items()}
 
 
-async def read_body(resp: aiohttp.ClientResponse, limit: int, *, truncate: bool = False) -> bytes:
+async def read_body(resp: ResponseLike, limit: int, *, truncate: bool = False) -> bytes:
     """The whole body, at most `limit` bytes: over it, MessageTooLarge (or, with `truncate`,
     the first `limit` bytes — for error bodies, which are only shown)."""
     declared = resp.content_length
@@ -126,7 +150,7 @@ class SseDecoder:
 
 
 async def read_events(
-    resp: aiohttp.ClientResponse, decoder: SseDecoder, on_event: Callable[[sse.Event], bool]
+    resp: ResponseLike, decoder: SseDecoder, on_event: Callable[[sse.Event], bool]
 ) -> None:
     """Feed the events of an SSE response to `on_event` until it returns True or the stream
     ends. A broken connection ends the stream too (the caller decides whether to resume);

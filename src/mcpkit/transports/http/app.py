@@ -31,6 +31,7 @@ from typing import Any
 import anyio
 
 from mcpkit.protocol import errors, headers, jsonrpc, meta, versions
+from mcpkit.server.call import Call
 from mcpkit.server.connection import Connection, LegacySession
 from mcpkit.server.engine import decode_params
 from mcpkit.server.server import Server
@@ -65,6 +66,13 @@ _MODERN_400 = frozenset(
 StrayResponses = Callable[
     [HttpSession, jsonrpc.Response | jsonrpc.ErrorResponse], Awaitable[None]
 ]
+
+
+def modern_status(code: int | None) -> int:
+    """The HTTP status of a modern request's answer, by its error code (None: a result)."""
+    if code in _MODERN_400:
+        return 400
+    return 404 if code == errors.METHOD_NOT_FOUND else 200
 
 
 def _json_error(status: int, error: errors.McpError, request_id: Any = None) -> tuple[int, bytes]:
@@ -279,25 +287,37 @@ class McpAsgiApp:
         stream = ResponseStream(
             send, extra_headers={}, log_factory=None, prime=False, can_sse=can_sse
         )
-        connection = Connection(principal=principal)
         try:
-            request_meta = meta.parse_request_meta(params.get("_meta"))
-            header_version = hdrs.get("mcp-protocol-version")
-            if header_version != request_meta.protocol_version:
-                raise errors.header_mismatch(
-                    f"MCP-Protocol-Version header {header_version!r} does not match _meta "
-                    f"protocolVersion {request_meta.protocol_version!r}"
-                )
-            call = self.engine.make_call(request, params, connection, stream, principal)
-            headers.check_standard_headers(hdrs, request.method, params)
-            self._check_param_headers(request.method, params, hdrs)
+            call = self.modern_call(request, params, hdrs, stream, principal)
         except errors.McpError as exc:
             status = 404 if exc.code == errors.METHOD_NOT_FOUND else 400
             await self._error(send, status, exc, request.id)
             return
         body, code = await self._answer(call, stream, receive, cancel_on_disconnect=True)
-        status = 400 if code in _MODERN_400 else 404 if code == errors.METHOD_NOT_FOUND else 200
-        await stream.finish(body, status)
+        await stream.finish(body, modern_status(code))
+
+    def modern_call(
+        self,
+        request: jsonrpc.Request,
+        params: dict[str, Any],
+        hdrs: dict[str, str],
+        stream: ResponseStream,
+        principal: str,
+    ) -> Call:
+        """A modern request's call (on a throwaway connection), once it passed every check
+        of the spec's order; `McpError` names the first it fails."""
+        request_meta = meta.parse_request_meta(params.get("_meta"))
+        header_version = hdrs.get("mcp-protocol-version")
+        if header_version != request_meta.protocol_version:
+            raise errors.header_mismatch(
+                f"MCP-Protocol-Version header {header_version!r} does not match _meta "
+                f"protocolVersion {request_meta.protocol_version!r}"
+            )
+        connection = Connection(principal=principal)
+        call = self.engine.make_call(request, params, connection, stream, principal)
+        headers.check_standard_headers(hdrs, request.method, params)
+        self._check_param_headers(request.method, params, hdrs)
+        return call
 
     def _check_param_headers(
         self, method: str, params: dict[str, Any], hdrs: dict[str, str]
@@ -318,7 +338,7 @@ class McpAsgiApp:
         can_sse: bool,
         principal: str,
     ) -> None:
-        session, problem = self._legacy_session(request, hdrs, principal)
+        session, problem = self.legacy_session(request, hdrs, principal)
         if problem is not None:
             status, error = problem
             await self._error(send, status, error, request.id)
@@ -355,7 +375,7 @@ class McpAsgiApp:
                 self.sessions.close(session.id)
         await stream.finish(body)
 
-    def _legacy_session(
+    def legacy_session(
         self, request: jsonrpc.Request, hdrs: dict[str, str], principal: str
     ) -> tuple[HttpSession | None, tuple[int, errors.McpError] | None]:
         """The session a legacy request belongs to, or (status, error) to refuse it with."""
