@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import logging
 import sys
 from collections.abc import Callable, Iterator
@@ -154,8 +155,18 @@ def graceful_server_class() -> Any:
 
     class Server(uvicorn.Server):
         """uvicorn's server, except that a stop signal ends `serve()` normally once the
-        graceful shutdown is done. (uvicorn raises the signal again at the end, which would
-        kill the process before the store is closed and make a clean stop exit -15.)"""
+        graceful shutdown is done (uvicorn raises the signal again at the end, which would
+        kill the process before the store is closed and make a clean stop exit -15), and
+        that what start-up built is frozen out of the garbage collector's way."""
+
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            # Everything start-up made (modules, the app, FastAPI's models, the store) lives
+            # as long as the process. Moved out of the collector's generations, it is not
+            # traversed again by every full collection: measured 0.82 -> 0.32 s of GC over
+            # ~6,000 forwarded calls (hub_bench). Per process, never in tests (a frozen
+            # object is never freed).
+            gc.freeze()
 
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
