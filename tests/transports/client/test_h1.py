@@ -203,16 +203,19 @@ async def test_a_broken_or_foreign_answer_is_an_h1_error(answer: bytes, reason: 
 async def test_an_oversized_head_and_an_oversized_body_are_refused() -> None:
     huge_head = b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * (h1.MAX_HEAD_BYTES + 10) + b"\r\n\r\n"
     big_body = b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n" + b"x" * 5000
-    answers = {1: huge_head, 2: big_body, 3: OK}
+    endless = b"HTTP/1.1 200 OK\r\nX-Endless: " + b"a" * (h1.MAX_HEAD_BYTES * 2)  # no CRLF
+    answers = {1: huge_head, 2: big_body, 3: endless, 4: OK}
     async with scripted(lambda conn, req: answers[conn]) as script:
         client = H1Client(script.url)
         with pytest.raises(H1Error, match="headers exceed"):
             await post(client)
         with pytest.raises(H1Error, match="exceeds 1000 bytes"):
             await post(client, limit=1000)
+        with pytest.raises(H1Error, match="headers exceed"):
+            await post(client)
         assert await post(client) == (200, b'{"ok":true}')  # each failure dropped its connection
         await client.close()
-    assert script.connections == 3
+    assert script.connections == 4
 
 
 async def test_a_connection_the_server_closed_while_idle_is_not_used_again() -> None:

@@ -69,6 +69,7 @@ class _Connection(asyncio.Protocol):
         self._buffered = 0
         self._paused = False
         self._head_bytes = 0
+        self._head_fed = 0
         self._interim = False
         self._raw_headers: list[tuple[bytes, bytes]] = []
         self.status = 0
@@ -87,6 +88,12 @@ class _Connection(asyncio.Protocol):
             return
         try:
             self._parser.feed_data(data)
+            if self._head is not None and not self._head.done():
+                # Still in the head: bound what the parser buffers for a header it has not
+                # finished (on_header only sees complete ones).
+                self._head_fed += len(data)
+                if self._head_fed > MAX_HEAD_BYTES:
+                    self._fail(H1Error(f"response headers exceed {MAX_HEAD_BYTES} bytes"))
         except httptools.HttpParserUpgrade:
             self._fail(H1Error("the server switched protocols, which a POST never asks for"))
         except httptools.HttpParserCallbackError as exc:  # a limit a callback enforced
@@ -108,12 +115,6 @@ class _Connection(asyncio.Protocol):
             return
         cause = f": {exc}" if exc is not None else ""
         self._fail(H1Error(f"the connection closed before the response ended{cause}"))
-
-    def pause_writing(self) -> None:  # requests are small; nothing to hold back
-        pass
-
-    def resume_writing(self) -> None:
-        pass
 
     # --- httptools callbacks ----------------------------------------------------------------
 
@@ -165,7 +166,7 @@ class _Connection(asyncio.Protocol):
         self._error = None
         self._body.clear()
         self._buffered = 0
-        self._head_bytes = 0
+        self._head_bytes = self._head_fed = 0
         self._interim = False
         self._raw_headers = []
         self.status = 0

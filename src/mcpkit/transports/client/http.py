@@ -1,4 +1,5 @@
-"""The Streamable HTTP client transport (both eras), on aiohttp.
+"""The Streamable HTTP client transport (both eras), on aiohttp - except `exchange`, a
+modern request answered in the caller's task, which POSTs with the lean client of h1.py.
 
 Each request is one POST run by a background task in the session's task group; its answer
 (a JSON body, or an SSE stream carrying progress, server requests and finally the response)
