@@ -131,10 +131,14 @@ class _Connection(asyncio.Protocol):
             self._raw_headers = []
             return
         self.status = status
-        lowered = {name.lower() for name, _ in self._raw_headers}
-        chunked = any(name.lower() == b"transfer-encoding" and b"chunked" in value.lower()
-                      for name, value in self._raw_headers)
-        self.until_close = b"content-length" not in lowered and not chunked
+        delimited = False  # by a Content-Length or chunked encoding; else by the close
+        for name, value in self._raw_headers:
+            lowered = name.lower()
+            if lowered == b"content-length" or (
+                    lowered == b"transfer-encoding" and b"chunked" in value.lower()):
+                delimited = True
+                break
+        self.until_close = not delimited
         if self._head is not None and not self._head.done():
             self._head.set_result(None)
 

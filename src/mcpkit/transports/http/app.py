@@ -68,7 +68,7 @@ StrayResponses = Callable[
 ]
 
 
-def modern_status(code: int | None) -> int:
+def _modern_status(code: int | None) -> int:
     """The HTTP status of a modern request's answer, by its error code (None: a result)."""
     if code in _MODERN_400:
         return 400
@@ -288,15 +288,15 @@ class McpAsgiApp:
             send, extra_headers={}, log_factory=None, prime=False, can_sse=can_sse
         )
         try:
-            call = self.modern_call(request, params, hdrs, stream, principal)
+            call = self._modern_call(request, params, hdrs, stream, principal)
         except errors.McpError as exc:
             status = 404 if exc.code == errors.METHOD_NOT_FOUND else 400
             await self._error(send, status, exc, request.id)
             return
         body, code = await self._answer(call, stream, receive, cancel_on_disconnect=True)
-        await stream.finish(body, modern_status(code))
+        await stream.finish(body, _modern_status(code))
 
-    def modern_call(
+    def _modern_call(
         self,
         request: jsonrpc.Request,
         params: dict[str, Any],
@@ -338,7 +338,7 @@ class McpAsgiApp:
         can_sse: bool,
         principal: str,
     ) -> None:
-        session, problem = self.legacy_session(request, hdrs, principal)
+        session, problem = self._legacy_session(request, hdrs, principal)
         if problem is not None:
             status, error = problem
             await self._error(send, status, error, request.id)
@@ -375,7 +375,7 @@ class McpAsgiApp:
                 self.sessions.close(session.id)
         await stream.finish(body)
 
-    def legacy_session(
+    def _legacy_session(
         self, request: jsonrpc.Request, hdrs: dict[str, str], principal: str
     ) -> tuple[HttpSession | None, tuple[int, errors.McpError] | None]:
         """The session a legacy request belongs to, or (status, error) to refuse it with."""
