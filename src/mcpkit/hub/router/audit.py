@@ -30,6 +30,11 @@ class AuditBuffer:
         self._wake = anyio.Event()
         self.dropped = 0
 
+    @property
+    def pending(self) -> int:
+        """Entries waiting to be written."""
+        return len(self._pending)
+
     def add(self, entry: AuditEntry) -> None:
         if len(self._pending) >= self._max_pending:
             self.dropped += 1
@@ -48,13 +53,25 @@ class AuditBuffer:
                 await self.flush()
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(10.0):
-                await self.flush()
+                await self.flush(until_empty=True)
 
-    async def flush(self) -> None:
+    async def flush(self, *, until_empty: bool = False) -> None:
+        """Write what is waiting now, in batches of at most `batch`.
+
+        Entries added meanwhile wait for the next round: a loop that wrote until the list
+        was empty never slept while calls kept coming, and wrote a transaction of a few
+        rows every few calls instead of one of hundreds a second. `until_empty` (shutdown)
+        writes those too."""
         while self._pending:
-            entries, self._pending = self._pending[: self._batch], self._pending[self._batch :]
-            try:
-                await self._store.audit.record_many(entries)
-            except Exception as error:
-                log.warning("dropping %d audit entries: the store refused them (%s)",
-                            len(entries), error)
+            waiting, self._pending = self._pending, []
+            for start in range(0, len(waiting), self._batch):
+                await self._write(waiting[start:start + self._batch])
+            if not until_empty:
+                return
+
+    async def _write(self, entries: list[AuditEntry]) -> None:
+        try:
+            await self._store.audit.record_many(entries)
+        except Exception as error:
+            log.warning("dropping %d audit entries: the store refused them (%s)",
+                        len(entries), error)
