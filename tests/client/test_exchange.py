@@ -6,6 +6,7 @@ closing the POST (the server sees the call cancelled)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anyio
@@ -133,3 +134,26 @@ async def test_only_modern_http_can_exchange() -> None:
     with serve_in_thread(exchange_server([]).asgi_app()) as base:
         async with Client(f"{base}/mcp", era="legacy") as client:
             assert not client.can_exchange
+
+
+async def test_a_client_gone_at_once_still_cancels_its_modern_call() -> None:
+    """The server watches for a disconnect only once a call has run a moment
+    (`WATCH_AFTER_S`); a client that left before that is noticed then."""
+    cancelled: list[str] = []
+    body = json.dumps({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "slow", "arguments": {"seconds": 30}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}},
+    }).encode()
+    with serve_in_thread(exchange_server(cancelled).asgi_app()) as base:
+        port = int(base.rsplit(":", 1)[1])
+        stream = await anyio.connect_tcp("127.0.0.1", port)
+        await stream.send(
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Accept: application/json, text/event-stream\r\n"
+            b"MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: slow\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        await anyio.sleep(0.01)  # the call has started; the watcher has not
+        await stream.aclose()
+        await eventually(lambda: cancelled == ["slow"])

@@ -53,6 +53,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 PRINCIPAL_KEY = "mcpkit.principal"
+WATCH_AFTER_S = 0.05
+"""A call still running after this long gets a task that watches for the client going away.
+Most calls end sooner, and a timer costs a fraction of that task (~1 against ~7 µs)."""
 """The ASGI scope key where an authenticating middleware puts the caller's identity."""
 _MODERN_400 = frozenset(
     {
@@ -429,7 +432,9 @@ class McpAsgiApp:
         self, call: Any, stream: ResponseStream, receive: Receive, *, cancel_on_disconnect: bool
     ) -> tuple[bytes | None, int | None]:
         """Run the call while watching for the client going away: a modern request is then
-        cancelled; a legacy one goes on (its stream is resumable)."""
+        cancelled; a legacy one goes on (its stream is resumable). The watching starts once
+        the call has run `WATCH_AFTER_S`, so a disconnect is noticed that much later."""
+        watcher: asyncio.Future[Any] | None = None
 
         def on_disconnect(done: asyncio.Future[Any]) -> None:
             if done.cancelled() or done.exception() is not None:
@@ -440,12 +445,18 @@ class McpAsgiApp:
             if cancel_on_disconnect:
                 call.connection.cancel(call.request_id)
 
-        watcher = asyncio.ensure_future(receive())
-        watcher.add_done_callback(on_disconnect)
+        def watch() -> None:
+            nonlocal watcher
+            watcher = asyncio.ensure_future(receive())
+            watcher.add_done_callback(on_disconnect)
+
+        timer = asyncio.get_running_loop().call_later(WATCH_AFTER_S, watch)
         try:
             return await self.engine.answer(call)
         finally:
-            watcher.cancel()
+            timer.cancel()
+            if watcher is not None:
+                watcher.cancel()
 
     async def _error(
         self, send: Send, status: int, error: errors.McpError, request_id: Any = None
