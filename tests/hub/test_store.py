@@ -639,8 +639,9 @@ async def test_the_audit_log_records_calls_newest_first(store: Store) -> None:
     alice = await store.users.create("alice")
     bob = await store.users.create("bob")
     up = await store.upstreams.create(alice.id, http())
+    at = datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
     entries = [
-        AuditEntry(alice.id, up.id, "github", "search", 1.25, "ok"),
+        AuditEntry(alice.id, up.id, "github", "search", 1.25, "ok", at=at),
         AuditEntry(alice.id, up.id, "github", "push", 30_000.0, "timeout", error="x" * 5000),
         AuditEntry(alice.id, None, "gone", "t", 0.0, "denied"),
         AuditEntry(bob.id, None, "other", "t", 2, "error", error="boom"),
@@ -651,7 +652,9 @@ async def test_the_audit_log_records_calls_newest_first(store: Store) -> None:
     recent = await store.audit.recent(alice.id)
     assert [r.outcome for r in recent] == ["denied", "timeout", "ok"]
     assert recent[1].error is not None and len(recent[1].error) == 2000
-    assert recent[2].duration_ms == 1.25 and recent[2].at.tzinfo is not None
+    assert recent[2].duration_ms == 1.25 and recent[2].at == at  # to the microsecond, in UTC
+    assert recent[2].upstream_id == up.id and recent[2].tool == "search"
+    assert recent[0].upstream_id is None and recent[0].error is None
     older = await store.audit.recent(alice.id, before_id=recent[0].id, limit=1)
     assert [r.outcome for r in older] == ["timeout"]
     assert [r.tool for r in await store.audit.recent(bob.id)] == ["t"]
