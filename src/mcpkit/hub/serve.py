@@ -150,6 +150,15 @@ async def _serve(settings: HubSettings) -> int:
         await store.close()
 
 
+GC_THRESHOLDS = (10_000, 20, 20)
+"""The collector's thresholds while serving (CPython's defaults: 700, 10, 10). A forwarded
+call allocates a few hundred container objects that nearly all die young (freed by their
+reference counts, not the collector); the default ran a young collection every few calls,
+each walking what the calls in flight hold: about 25 µs of collector time per forwarded
+call, against about 1 µs with these (hub_bench, 32 in flight). Cycles still get collected,
+just in fewer, larger rounds."""
+
+
 def graceful_server_class() -> Any:
     import uvicorn
 
@@ -157,7 +166,8 @@ def graceful_server_class() -> Any:
         """uvicorn's server, except that a stop signal ends `serve()` normally once the
         graceful shutdown is done (uvicorn raises the signal again at the end, which would
         kill the process before the store is closed and make a clean stop exit -15), and
-        that what start-up built is frozen out of the garbage collector's way."""
+        that what start-up built is frozen out of the garbage collector's way and the
+        collector runs less often (`GC_THRESHOLDS`)."""
 
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
