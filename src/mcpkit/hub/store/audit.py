@@ -54,7 +54,7 @@ class AuditLog:
     def __init__(self, db: Database, clock: Callable[[], datetime]) -> None:
         self._db = db
         self._clock = clock
-        self._inserts: dict[str, _Insert] = {}
+        self._insert: _Insert | None = None  # built on first write: one store, one dialect
 
     async def record(self, entry: AuditEntry) -> None:
         await self.record_many([entry])
@@ -66,7 +66,8 @@ class AuditLog:
             return
         async with self._db.write() as session:
             connection = await session.connection()
-            prepared = self._insert_for(connection.dialect)
+            prepared = self._insert or _Insert.for_dialect(connection.dialect)
+            self._insert = prepared
             await connection.exec_driver_sql(prepared.sql, [prepared.row(v) for v in values])
 
     async def recent(
@@ -80,12 +81,6 @@ class AuditLog:
         async with self._db.read() as session:
             rows = await session.scalars(query.order_by(AuditEvent.id.desc()).limit(limit))
             return tuple(_record(row) for row in rows)
-
-    def _insert_for(self, dialect: Dialect) -> _Insert:
-        prepared = self._inserts.get(dialect.name)
-        if prepared is None:
-            prepared = self._inserts[dialect.name] = _Insert.for_dialect(dialect)
-        return prepared
 
     def _values(self, entry: AuditEntry) -> list[Any]:
         """The entry's column values, in `_COLUMNS` order, checked."""
