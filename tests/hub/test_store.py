@@ -4,12 +4,15 @@ replace), the audit log, error translation, and a SQLite database surviving SIGK
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
+import random
 import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -696,6 +699,36 @@ async def test_naive_times_are_refused(sqlite_store: Store) -> None:
     assert invalid.value.field == "at"
 
 
+
+async def test_a_cancelled_caller_s_transaction_still_runs_to_its_end(store: Store) -> None:
+    """Cancellation waits for the transaction in flight: the write lands, and nothing is left
+    behind (SQLAlchemy invalidating a connection cancelled midway left, with aiosqlite, a
+    task that never finished and a worker thread per cancellation)."""
+    alice = await store.users.create("alice")
+    up = await store.upstreams.create(alice.id, http())
+    with anyio.CancelScope() as scope:
+        scope.cancel()  # cancelled before the write even begins
+        await store.upstreams.set_health(alice.id, up.id, "unhealthy", error="first")
+    assert (await store.upstreams.get(alice.id, up.id)).last_error == "first"
+
+    threads_before = _sqlite_worker_threads()
+    chance = random.Random(6)
+    for round_ in range(150):
+        with anyio.move_on_after(chance.random() * 0.004):  # at any point of the write
+            await store.upstreams.set_health(alice.id, up.id, "unhealthy", error=f"r{round_}")
+    await store.upstreams.set_health(alice.id, up.id, "healthy")
+    record = await store.upstreams.get(alice.id, up.id)
+    assert record.health_status == "healthy" and record.last_error is None
+    await anyio.sleep(0.1)  # a leftover close would still be running now
+    current = asyncio.current_task()
+    leftovers = [task for task in asyncio.all_tasks()
+                 if task is not current and "_call_in_runner_task" not in repr(task)]
+    assert leftovers == []
+    assert _sqlite_worker_threads() <= threads_before + 1  # at most one more pooled connection
+
+
+def _sqlite_worker_threads() -> int:
+    return sum("_connection_worker_thread" in thread.name for thread in threading.enumerate())
 
 async def test_an_unreachable_database_is_store_unavailable(anyio_backend: Any) -> None:
     from mcpkit.hub.db.engine import make_engine, session_factory

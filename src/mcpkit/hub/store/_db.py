@@ -6,6 +6,13 @@ so it holds the write lock from its first statement and waits for another writer
 instead of failing on a lock upgrade. Errors from SQLAlchemy and the drivers leave as
 `StoreError`s: an integrity error the caller did not handle becomes `Conflict`, a lost or
 locked database `StoreUnavailable`.
+
+A transaction is not interrupted by its caller's cancellation: it is shielded and runs to its
+commit or rollback (within `TRANSACTION_LIMIT_S`); the caller's cancellation takes effect at
+its next await after the block. Cancelling a statement midway makes SQLAlchemy invalidate the
+connection, and with aiosqlite that close races the driver's own stop: each one left a task
+that never finished and a worker thread behind (an event loop that cannot close, a process
+that cannot exit). A transaction is a few short statements, so waiting for it is cheap.
 """
 
 from __future__ import annotations
@@ -13,11 +20,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio
 from sqlalchemy import exc
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from mcpkit.hub.db.engine import SQLITE_BEGIN_OPTION
 from mcpkit.hub.store.errors import Conflict, StoreError, StoreUnavailable
+
+TRANSACTION_LIMIT_S = 60.0
+"""The most a transaction may take (SQLite waits up to 10 s for the write lock, PostgreSQL up
+to 30 s for a pooled connection): past it, it is cancelled after all and `StoreUnavailable`."""
 
 
 class Database:
@@ -36,14 +48,17 @@ class Database:
 
     @asynccontextmanager
     async def _transaction(self, *, write: bool) -> AsyncIterator[AsyncSession]:
+        limit = anyio.CancelScope(shield=True,
+                                  deadline=anyio.current_time() + TRANSACTION_LIMIT_S)
         try:
-            async with self.sessions() as session:
-                if write:
-                    await session.connection(
-                        execution_options={SQLITE_BEGIN_OPTION: "IMMEDIATE"}
-                    )
-                yield session
-                await session.commit()
+            with limit:
+                async with self.sessions() as session:
+                    if write:
+                        await session.connection(
+                            execution_options={SQLITE_BEGIN_OPTION: "IMMEDIATE"}
+                        )
+                    yield session
+                    await session.commit()
         except StoreError:
             raise
         except exc.IntegrityError as error:
@@ -53,6 +68,9 @@ class Database:
             raise StoreUnavailable(reason) from error
         except exc.SQLAlchemyError as error:
             raise StoreError(f"database error ({type(error).__name__})") from error
+        if limit.cancelled_caught:  # the block was cut short: nothing it meant to return
+            raise StoreUnavailable(
+                f"a database transaction took longer than {TRANSACTION_LIMIT_S:g} s")
 
 
 def describe(error: BaseException) -> str:
