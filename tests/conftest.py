@@ -8,9 +8,12 @@ from typing import Any
 
 import anyio
 import pytest
+from tests import timeout_dump
 
 from mcpkit.protocol import jsonrpc
 from mcpkit.server.connection import Connection
+
+timeout_dump.install()
 
 MODERN_VERSION = "2026-07-28"
 LEGACY_VERSION = "2025-11-25"
