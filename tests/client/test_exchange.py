@@ -6,6 +6,7 @@ closing the POST (the server sees the call cancelled)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -16,7 +17,7 @@ from tests.procs import eventually, serve_in_thread
 from mcpkit import Client, Server
 from mcpkit.client import ServerError
 from mcpkit.client.origin import current_origin, request_origin
-from mcpkit.client.session import RequestTimeout
+from mcpkit.client.session import RequestTimeout, Timeouts
 from mcpkit.server.context import Context
 
 pytestmark = pytest.mark.anyio
@@ -128,6 +129,47 @@ async def test_the_time_limit_closes_the_post_and_the_server_cancels() -> None:
             again = await client.exchange("tools/call", {"name": "echo",
                                                          "arguments": {"text": "ok"}})
             assert again["content"][0]["text"] == "ok"
+
+
+async def test_a_shorter_deadline_is_kept_while_a_longer_one_waits() -> None:
+    """The time limit is the session watchdog's: an exchange due before the one the
+    watchdog sleeps towards wakes it; the caller's task is left with no cancellation."""
+    cancelled: list[str] = []
+    with serve_in_thread(exchange_server(cancelled).asgi_app()) as base:
+        async with Client(f"{base}/mcp", era="modern", timeout=30) as client:
+            async with anyio.create_task_group() as tg:
+                long_one = {"name": "slow", "arguments": {"seconds": 1.5}}
+                tg.start_soon(client.exchange, "tools/call", long_one)
+                await anyio.sleep(0.2)  # the watchdog now sleeps towards 30 s from now
+                client.default_timeouts = Timeouts(0.3)
+                started = anyio.current_time()
+                with pytest.raises(RequestTimeout):
+                    await client.exchange("tools/call", {"name": "slow",
+                                                         "arguments": {"seconds": 30}})
+                assert anyio.current_time() - started < 1.2  # not the first one's 30 s
+                assert current_cancellations() == 0
+            await eventually(lambda: cancelled == ["slow"])  # only the timed-out one
+
+
+async def test_the_caller_s_cancellation_is_not_a_timeout() -> None:
+    cancelled: list[str] = []
+    with serve_in_thread(exchange_server(cancelled).asgi_app()) as base:
+        async with Client(f"{base}/mcp", era="modern", timeout=30) as client:
+            with anyio.move_on_after(0.3) as scope:
+                await client.exchange("tools/call", {"name": "slow",
+                                                     "arguments": {"seconds": 30}})
+            assert scope.cancelled_caught  # a plain cancellation, not RequestTimeout
+            assert current_cancellations() == 0
+            await eventually(lambda: cancelled == ["slow"])
+            again = await client.exchange("tools/call", {"name": "echo",
+                                                         "arguments": {"text": "ok"}})
+            assert again["content"][0]["text"] == "ok"
+
+
+def current_cancellations() -> int:
+    task = asyncio.current_task()
+    assert task is not None
+    return task.cancelling()
 
 
 async def test_only_modern_http_can_exchange() -> None:

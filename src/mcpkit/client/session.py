@@ -17,6 +17,7 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import math
@@ -113,11 +114,22 @@ class _Pending:
 
 @dataclass(slots=True, eq=False)
 class _Exchanging:
-    """A request in `exchange`: its origin, and its notification handlers still running."""
+    """A request in `exchange`: its origin, its notification handlers still running, and
+    its deadline (the watchdog cancels its task once it passed)."""
 
     origin: object | None
+    task: asyncio.Task[Any] | None = None
+    deadline: float = math.inf
+    expired: bool = False
     handlers: int = 0
     _idle: anyio.Event | None = None
+
+    def expire(self) -> None:
+        """Called by the watchdog: cancel the waiting task (once); `exchange` turns that
+        cancellation into `RequestTimeout`."""
+        if not self.expired and self.task is not None:
+            self.expired = True
+            self.task.cancel()
 
     def handler_done(self) -> None:
         self.handlers -= 1
@@ -258,17 +270,25 @@ class ClientSession:
         limits = timeouts or DEFAULT_TIMEOUTS
         seconds = min(limits.timeout or math.inf, limits.maximum or math.inf)
         exchanging = self._exchanging[request_id] = _Exchanging(current_origin())
+        if seconds != math.inf:
+            # The time limit is the watchdog's, not a timer of its own: a timer per call
+            # (a cancel scope's deadline) cost more CPU than the rest of the exchange.
+            exchanging.task = asyncio.current_task()
+            exchanging.deadline = anyio.current_time() + seconds
+            self._watch_until(exchanging.deadline)
         try:
-            with anyio.move_on_after(seconds) as scope:
-                answer = await exchange(Outgoing(data, method, request_id, headers or {}))
-                # The notifications its stream carried are handled before it ends (as
-                # `request`'s are, their tasks having started before its waiter resumes).
-                await exchanging.settled()
+            answer = await exchange(Outgoing(data, method, request_id, headers or {}))
+            # The notifications its stream carried are handled before it ends (as
+            # `request`'s are, their tasks having started before its waiter resumes).
+            await exchanging.settled()
+        except asyncio.CancelledError:
+            if exchanging.expired and _uncancel(exchanging.task) == 0:
+                # only the watchdog's cancellation: a timeout, not the caller's
+                hard = limits.maximum is not None and seconds == limits.maximum
+                raise RequestTimeout(method, seconds, hard=hard) from None
+            raise
         finally:
             del self._exchanging[request_id]
-        if scope.cancelled_caught:
-            hard = limits.maximum is not None and seconds == limits.maximum
-            raise RequestTimeout(method, seconds, hard=hard)
         return _answer_of(method, answer)
 
     async def notify(
@@ -283,9 +303,11 @@ class ClientSession:
     # --- timeouts: one watchdog for all requests ---------------------------------------------
 
     def _watch(self, pending: _Pending) -> None:
-        """Make sure the watchdog wakes by `pending`'s deadline. Deadlines of later
-        requests are usually later, so this rarely wakes it."""
-        deadline = pending.deadline()
+        self._watch_until(pending.deadline())
+
+    def _watch_until(self, deadline: float) -> None:
+        """Make sure the watchdog wakes by `deadline`. Deadlines of later requests are
+        usually later, so this rarely wakes it."""
         if deadline == math.inf:
             return
         if not self._watchdog_running:
@@ -298,8 +320,10 @@ class ClientSession:
 
     async def _watchdog(self) -> None:
         """Fail requests whose deadline passed with `RequestTimeout` (their waiter then
-        cancels them on the server). One task instead of a timer per request; it runs
-        only while some request has a deadline."""
+        cancels them on the server) and cancel such exchanges. One task instead of a timer
+        per request; it runs only while some request has a deadline. A finished exchange
+        does not wake it (that would cost every call a task switch): it finds out at its
+        next target and stops then."""
         while True:
             self._watchdog_wake = anyio.Event()
             now = anyio.current_time()
@@ -312,6 +336,11 @@ class ClientSession:
                     pending.settle(error=pending.timeout_error(now))
                 else:
                     target = min(target, deadline)
+            for exchanging in list(self._exchanging.values()):
+                if exchanging.deadline <= now:
+                    exchanging.expire()
+                else:
+                    target = min(target, exchanging.deadline)
             self._watchdog_target = target
             if target == math.inf:
                 self._watchdog_running = False
@@ -518,6 +547,11 @@ class ClientSession:
         if self._tg is None:
             raise RuntimeError("ClientSession is not open")
         self._tg.start_soon(fn, *args)
+
+
+def _uncancel(task: asyncio.Task[Any] | None) -> int:
+    """Take back one cancellation of `task`; how many are still requested (anyone's)."""
+    return task.uncancel() if task is not None else 0
 
 
 async def _call_progress(
