@@ -38,6 +38,7 @@ from mcpkit.server.server import Server
 from mcpkit.transports.batch import answer_batch
 from mcpkit.transports.http import asgi
 from mcpkit.transports.http.asgi import Receive, Scope, Send
+from mcpkit.transports.http.late_start import LateStart
 from mcpkit.transports.http.legacy_sse import LegacySseTransport
 from mcpkit.transports.http.security import HostGuard
 from mcpkit.transports.http.sessions import (
@@ -116,6 +117,8 @@ class McpAsgiApp:
         """Called with a client's response that no request here awaits: with replicas, the
         request may be waiting in another process's copy of the session."""
         self.keepalive_s = keepalive_s
+        self._late_watch = LateStart(WATCH_AFTER_S)
+        """Starts a disconnect watcher for each call still running after `WATCH_AFTER_S`."""
         self.legacy_sse = (
             LegacySseTransport(self, _norm(sse_path), _norm(messages_path)) if legacy_sse else None
         )
@@ -433,7 +436,8 @@ class McpAsgiApp:
     ) -> tuple[bytes | None, int | None]:
         """Run the call while watching for the client going away: a modern request is then
         cancelled; a legacy one goes on (its stream is resumable). The watching starts once
-        the call has run `WATCH_AFTER_S`, so a disconnect is noticed that much later."""
+        the call has run `WATCH_AFTER_S` (to twice that: one ticker starts the watching of
+        every call, `late_start.py`), so a disconnect is noticed that much later."""
         watcher: asyncio.Future[Any] | None = None
 
         def on_disconnect(done: asyncio.Future[Any]) -> None:
@@ -450,11 +454,11 @@ class McpAsgiApp:
             watcher = asyncio.ensure_future(receive())
             watcher.add_done_callback(on_disconnect)
 
-        timer = asyncio.get_running_loop().call_later(WATCH_AFTER_S, watch)
+        key = self._late_watch.add(watch)
         try:
             return await self.engine.answer(call)
         finally:
-            timer.cancel()
+            self._late_watch.discard(key)
             if watcher is not None:
                 watcher.cancel()
 
