@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -189,7 +189,7 @@ class McpAsgiApp:
     # --- POST ----------------------------------------------------------------------------------
 
     async def _post(
-        self, hdrs: dict[str, str], receive: Receive, send: Send, principal: str
+        self, hdrs: Mapping[str, str], receive: Receive, send: Send, principal: str
     ) -> None:
         accept = hdrs.get("accept", "*/*")
         can_sse = "text/event-stream" in accept or "*/*" in accept
@@ -228,7 +228,7 @@ class McpAsgiApp:
             await self._post_other(message, hdrs, send, principal)
 
     async def _post_other(
-        self, message: jsonrpc.Message, hdrs: dict[str, str], send: Send, principal: str
+        self, message: jsonrpc.Message, hdrs: Mapping[str, str], send: Send, principal: str
     ) -> None:
         session_id = hdrs.get("mcp-session-id")
         if session_id is not None:
@@ -246,7 +246,7 @@ class McpAsgiApp:
         await asgi.respond(send, 202)
 
     async def _post_batch(
-        self, body: bytes, hdrs: dict[str, str], send: Send, principal: str
+        self, body: bytes, hdrs: Mapping[str, str], send: Send, principal: str
     ) -> None:
         session = self.sessions.get(hdrs.get("mcp-session-id", ""), principal)
         legacy = session.connection.legacy if session is not None else None
@@ -268,7 +268,7 @@ class McpAsgiApp:
     async def _post_request(
         self,
         request: jsonrpc.Request,
-        hdrs: dict[str, str],
+        hdrs: Mapping[str, str],
         receive: Receive,
         send: Send,
         can_sse: bool,
@@ -284,7 +284,7 @@ class McpAsgiApp:
         self,
         request: jsonrpc.Request,
         params: dict[str, Any],
-        hdrs: dict[str, str],
+        hdrs: Mapping[str, str],
         receive: Receive,
         send: Send,
         can_sse: bool,
@@ -306,7 +306,7 @@ class McpAsgiApp:
         self,
         request: jsonrpc.Request,
         params: dict[str, Any],
-        hdrs: dict[str, str],
+        hdrs: Mapping[str, str],
         stream: ResponseStream,
         principal: str,
     ) -> Call:
@@ -326,7 +326,7 @@ class McpAsgiApp:
         return call
 
     def _check_param_headers(
-        self, method: str, params: dict[str, Any], hdrs: dict[str, str]
+        self, method: str, params: dict[str, Any], hdrs: Mapping[str, str]
     ) -> None:
         if method != "tools/call":
             return
@@ -338,7 +338,7 @@ class McpAsgiApp:
         self,
         request: jsonrpc.Request,
         params: dict[str, Any],
-        hdrs: dict[str, str],
+        hdrs: Mapping[str, str],
         receive: Receive,
         send: Send,
         can_sse: bool,
@@ -382,7 +382,7 @@ class McpAsgiApp:
         await stream.finish(body)
 
     def _legacy_session(
-        self, request: jsonrpc.Request, hdrs: dict[str, str], principal: str
+        self, request: jsonrpc.Request, hdrs: Mapping[str, str], principal: str
     ) -> tuple[HttpSession | None, tuple[int, errors.McpError] | None]:
         """The session a legacy request belongs to, or (status, error) to refuse it with."""
         if request.method == "initialize":
@@ -472,7 +472,7 @@ class McpAsgiApp:
     # --- GET -------------------------------------------------------------------------------------
 
     async def _get(
-        self, hdrs: dict[str, str], receive: Receive, send: Send, principal: str
+        self, hdrs: Mapping[str, str], receive: Receive, send: Send, principal: str
     ) -> None:
         session_id = hdrs.get("mcp-session-id")
         if session_id is None:
@@ -547,7 +547,7 @@ class McpAsgiApp:
 
     # --- DELETE ----------------------------------------------------------------------------------
 
-    async def _delete(self, hdrs: dict[str, str], send: Send, principal: str) -> None:
+    async def _delete(self, hdrs: Mapping[str, str], send: Send, principal: str) -> None:
         session_id = hdrs.get("mcp-session-id")
         if session_id is None:
             await self._error(send, 400, errors.invalid_request("missing Mcp-Session-Id"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
 Scope = MutableMapping[str, Any]
@@ -15,13 +15,24 @@ class BodyTooLarge(Exception):
     pass
 
 
-def header_map(scope: Scope) -> dict[str, str]:
-    """Request headers keyed by lower-case name (repeated headers joined with ", ")."""
+HEADER_MAP_KEY = "mcpkit.header_map"
+
+
+def header_map(scope: Scope) -> Mapping[str, str]:
+    """Request headers keyed by lower-case name (repeated headers joined with ", ").
+
+    Made once per request: the map is kept in the scope (copies of it made further in, as
+    the hub's gate makes, carry it along), so a middleware and the app it wraps do not
+    decode the same headers twice. Shared, hence read-only."""
+    made: Mapping[str, str] | None = scope.get(HEADER_MAP_KEY)
+    if made is not None:
+        return made
     out: dict[str, str] = {}
     for raw_name, raw_value in scope.get("headers", ()):
         name = raw_name.decode("latin-1").lower()
         value = raw_value.decode("latin-1")
         out[name] = f"{out[name]}, {value}" if name in out else value
+    scope[HEADER_MAP_KEY] = out
     return out
 
 
