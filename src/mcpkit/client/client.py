@@ -522,7 +522,7 @@ class Client:
         """A modern request answered in the calling task, for a caller that forwards
         requests (the hub): no progress, an `input_required` result returned as it is, the
         client's time limits as one deadline; log messages on the request's stream reach
-        `on_log` as usual. Cheaper than `request` (no task, no pending entry, no watchdog);
+        `on_log` as usual. Cheaper than `request` (no task, no pending entry, no timer);
         only where `can_exchange`. Errors are `request`'s: `ServerError`, `RequestTimeout`,
         `TransportError`."""
         body = self._with_meta(dict(params), None)

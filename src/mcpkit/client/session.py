@@ -256,9 +256,11 @@ class ClientSession:
     ) -> Any:
         """`request` for a caller that waits for one answer and wants nothing else of it (no
         progress, no server requests tied to it): sent and answered in the calling task,
-        with no pending entry, task or watchdog. The time limits become one deadline
-        (nothing can reset the idle one); cancelling or timing out closes the request's
-        POST, which is how the modern era cancels. Only where `can_exchange`."""
+        with no pending entry or task. The time limits become one deadline (nothing can
+        reset the idle one), kept by the session's watchdog, which cancels the calling task
+        when it passes (asyncio only, as the transports that can exchange are); cancelling
+        or timing out closes the request's POST, which is how the modern era cancels. Only
+        where `can_exchange`."""
         if self._closed is not None:
             raise self._closed
         exchange = getattr(self.transport, "exchange", None)
