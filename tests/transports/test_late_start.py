@@ -7,6 +7,8 @@ working. The app's own use is tested end to end in tests/client/test_exchange.py
 from __future__ import annotations
 
 import asyncio
+import gc
+import threading
 
 import anyio
 import pytest
@@ -85,4 +87,28 @@ def test_it_keeps_working_in_another_event_loop() -> None:
 
     assert asyncio.run(one_round(stop_early=True)) == []
     assert asyncio.run(one_round(stop_early=False)) == ["ran"]
-    assert late.waiting == 0
+    gc.collect()
+    assert late.waiting == 0  # the first loop, closed, took what it waited for with it
+
+
+async def test_loops_in_two_threads_each_keep_their_own_callbacks() -> None:
+    """One app served by two event loops at once (two threads): neither loses the other's
+    waiting callbacks."""
+    late = LateStart(DELAY_S)
+    ran: list[str] = []
+    started = threading.Event()
+
+    async def in_the_other_loop() -> None:
+        late.add(lambda: ran.append("other"))
+        started.set()
+        await eventually(lambda: "other" in ran)
+
+    other = threading.Thread(target=asyncio.run, args=(in_the_other_loop(),))
+    other.start()
+    try:
+        assert started.wait(5)
+        late.add(lambda: ran.append("here"))
+        await eventually(lambda: "here" in ran)
+    finally:
+        other.join(5)
+    assert sorted(ran) == ["here", "other"]
