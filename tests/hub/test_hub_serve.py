@@ -7,6 +7,7 @@ staying free of the hub's dependencies."""
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import signal
 import socket
@@ -249,6 +250,42 @@ def test_allowed_hosts_and_origins_from_the_environment_and_options() -> None:
     assert HubSettings.from_env({}).allowed_hosts == ()  # loopback only
     with pytest.raises(SettingsError, match="allowed_hosts"):
         HubSettings(allowed_hosts=("two words",))
+
+
+SERVER_GC_PROBE = """
+import asyncio, gc, sys, uvicorn
+from mcpkit.hub.serve import GC_THRESHOLDS, graceful_server_class
+
+async def app(scope, receive, send):
+    pass
+
+async def main():
+    config = uvicorn.Config(app, host="127.0.0.1", port=int(sys.argv[1]), lifespan="off",
+                            log_level="warning")
+    server = graceful_server_class()(config)
+    before = gc.get_threshold()
+    serving = asyncio.ensure_future(server.serve())
+    for _ in range(500):
+        if server.started:
+            break
+        await asyncio.sleep(0.01)
+    print(repr((before, gc.get_threshold(), GC_THRESHOLDS, gc.get_freeze_count() > 0)))
+    server.should_exit = True
+    await asyncio.wait_for(serving, 10)
+
+asyncio.run(main())
+"""
+
+
+def test_the_served_process_freezes_start_up_and_collects_less_often() -> None:
+    """In a process of its own: what the server does to the collector is for the whole
+    process, so never in the test runner's."""
+    done = subprocess.run([sys.executable, "-c", SERVER_GC_PROBE, str(free_port())],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    before, after, wanted, frozen = ast.literal_eval(done.stdout.strip())
+    assert after == wanted == (10_000, 20, 20) and before != after
+    assert frozen  # start-up's objects left the collector's generations
 
 
 def test_import_mcpkit_loads_none_of_the_hubs_dependencies() -> None:

@@ -177,6 +177,7 @@ def graceful_server_class() -> Any:
             # ~6,000 forwarded calls (hub_bench). Per process, never in tests (a frozen
             # object is never freed).
             gc.freeze()
+            gc.set_threshold(*GC_THRESHOLDS)
 
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
