@@ -284,7 +284,8 @@ class ClientSession:
             # `request`'s are, their tasks having started before its waiter resumes).
             await exchanging.settled()
         except asyncio.CancelledError:
-            if exchanging.expired and _uncancel(exchanging.task) == 0:
+            task = exchanging.task
+            if exchanging.expired and task is not None and task.uncancel() == 0:
                 # only the watchdog's cancellation: a timeout, not the caller's
                 hard = limits.maximum is not None and seconds == limits.maximum
                 raise RequestTimeout(method, seconds, hard=hard) from None
@@ -549,11 +550,6 @@ class ClientSession:
         if self._tg is None:
             raise RuntimeError("ClientSession is not open")
         self._tg.start_soon(fn, *args)
-
-
-def _uncancel(task: asyncio.Task[Any] | None) -> int:
-    """Take back one cancellation of `task`; how many are still requested (anyone's)."""
-    return task.uncancel() if task is not None else 0
 
 
 async def _call_progress(

@@ -199,7 +199,6 @@ class StreamableHttpTransport:
         request_id = message.request_id
         if request_id is None:
             raise ValueError("exchange needs a request")
-        self._ready()
         state = _StreamState(request_id, message.headers, keep_answer=True)
         error = await self._exchange(message, request_id, state, self._h1)
         if error is not None:
