@@ -172,9 +172,14 @@ def serve_hub(port: int, database_url: str, profile: str | None) -> None:
         components.append(health_checker)
     components.append(endpoint.component)
     app = create_app(settings, components=components, mounts={"/mcp": endpoint})
-    config = uvicorn.Config(app, host=settings.host, port=settings.port,
-                            log_level=settings.log_level, lifespan="on",
-                            timeout_graceful_shutdown=5, server_header=False)
+    options = {"host": settings.host, "port": settings.port, "log_level": settings.log_level,
+               "lifespan": "on", "timeout_graceful_shutdown": 5, "server_header": False}
+    try:  # what `serve` uses, when this tree has it (an older tree is measured as it ran)
+        from mcpkit.transports.http.serve import uvicorn_config
+
+        config = uvicorn_config(app, **options)
+    except ImportError:
+        config = uvicorn.Config(app, **options)
 
     from mcpkit.hub.serve import graceful_server_class
 

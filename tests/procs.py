@@ -80,8 +80,10 @@ def serve_in_thread(app: Any, *, lifespan: str = "off", name: str = "uvicorn"
     yields the base URL ("http://127.0.0.1:PORT"); stops the server on exit."""
     import uvicorn
 
+    from mcpkit.transports.http.serve import uvicorn_config
+
     port = free_port()
-    config = uvicorn.Config(
+    config = uvicorn_config(  # what mcpkit serves with, on h11 here (httptools elsewhere)
         app, host="127.0.0.1", port=port, log_level="warning", lifespan=lifespan,
         timeout_graceful_shutdown=2, loop="asyncio", http="h11", ws="none",
     )

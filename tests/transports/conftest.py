@@ -63,6 +63,8 @@ async def inprocess_uvicorn(**app_options: Any) -> AsyncIterator[str]:
     """The fixture server's app under uvicorn in this process, mounted at /prefix."""
     import uvicorn
 
+    from mcpkit.transports.http.serve import uvicorn_config
+
     port = free_port()
     app = build_server().asgi_app(**app_options)
 
@@ -76,7 +78,7 @@ async def inprocess_uvicorn(**app_options: Any) -> AsyncIterator[str]:
             await send({"type": "http.response.start", "status": 404, "headers": []})
             await send({"type": "http.response.body", "body": b""})
 
-    config = uvicorn.Config(mounted, host="127.0.0.1", port=port, lifespan="off",
+    config = uvicorn_config(mounted, host="127.0.0.1", port=port, lifespan="off",
                             log_level="warning")
     server = uvicorn.Server(config)
     async with anyio.create_task_group() as tg:

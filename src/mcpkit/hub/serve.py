@@ -99,14 +99,13 @@ def _run_loop(settings: HubSettings) -> int:
 
 
 async def _serve(settings: HubSettings) -> int:
-    import uvicorn
-
     from mcpkit.hub.api import create_app
     from mcpkit.hub.crypto import CredentialError, load_secret_box
     from mcpkit.hub.health import health_checker
     from mcpkit.hub.router import McpEndpoint
     from mcpkit.hub.shared import SharedStateUnavailable, open_redis
     from mcpkit.hub.store import Store, StoreError
+    from mcpkit.transports.http.serve import uvicorn_config
 
     try:
         box = load_secret_box(settings.data_dir)
@@ -126,14 +125,12 @@ async def _serve(settings: HubSettings) -> int:
         app = create_app(settings, store, box, redis=redis,
                          components=[health_checker, endpoint.component],
                          mounts={"/mcp": endpoint})
-        config = uvicorn.Config(
+        config = uvicorn_config(
             app,
             host=settings.host,
             port=settings.port,
             log_level=settings.log_level,
-            lifespan="on",
             timeout_graceful_shutdown=int(settings.shutdown_grace_s),
-            server_header=False,
         )
         server = graceful_server_class()(config)
         print(f"mcpkit hub on http://{_authority(settings)} (MCP /mcp, API /api/v1, "

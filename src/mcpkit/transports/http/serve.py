@@ -11,7 +11,23 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import uvicorn
+
     from mcpkit.server.server import Server
+
+
+def uvicorn_config(app: Any, *, http: str = "auto", **options: Any) -> uvicorn.Config:
+    """uvicorn's settings for serving an mcpkit ASGI app: lifespan on, no `Server` header,
+    and each response's head and body in one write (`coalesce.py`) over uvicorn's `http`
+    implementation ("auto", "httptools", "h11"). `options` are `uvicorn.Config`'s (host,
+    port, log_level, timeout_graceful_shutdown...)."""
+    import uvicorn
+
+    from mcpkit.transports.http.coalesce import coalescing_protocol
+
+    options.setdefault("lifespan", "on")
+    options.setdefault("server_header", False)
+    return uvicorn.Config(app, http=coalescing_protocol(http), **options)
 
 
 def run_http(
@@ -31,8 +47,6 @@ def run_http(
             app.shutdown()
             super().handle_exit(sig, frame)
 
-    config = uvicorn.Config(
-        app, host=host, port=port, log_level=log_level, lifespan="on",
-        timeout_graceful_shutdown=int(graceful_s), server_header=False,
-    )
+    config = uvicorn_config(app, host=host, port=port, log_level=log_level,
+                            timeout_graceful_shutdown=int(graceful_s))
     _Uvicorn(config).run()
