@@ -7,8 +7,8 @@ next write in the same turn of the event loop goes out together with it (one `wr
 one segment), and if none comes, the held bytes go out at the loop's next turn, so a head
 followed by a body that comes later (an SSE stream) is delayed by one loop turn, no more.
 
-Measured on the echo server (hub_bench, 1 in flight): about a fifth less server CPU per
-call, the hub path about a tenth more calls per second.
+Measured side by side with the old servers (hub_bench's processes, 1 in flight): the echo
+server's CPU per call 5-22 % lower; calls/s within the runs' noise (bench/README.md).
 
 `coalescing_protocol()` is uvicorn's HTTP protocol (httptools or h11) with its transport
 wrapped; `serve.uvicorn_config` passes it as `uvicorn.Config(http=...)`.
