@@ -59,13 +59,30 @@ def fixture_server() -> Iterator[str]:
 
 
 @asynccontextmanager
-async def inprocess_uvicorn(**app_options: Any) -> AsyncIterator[str]:
-    """The fixture server's app under uvicorn in this process, mounted at /prefix."""
+async def serving(app: Any, **options: Any) -> AsyncIterator[tuple[Any, int]]:
+    """`app` under uvicorn with mcpkit's settings (`uvicorn_config`; `options` are its) in
+    this process on a free 127.0.0.1 port: the `uvicorn.Server` and the port."""
     import uvicorn
 
     from mcpkit.transports.http.serve import uvicorn_config
 
     port = free_port()
+    server = uvicorn.Server(uvicorn_config(app, host="127.0.0.1", port=port, lifespan="off",
+                                           log_level="warning", **options))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(server.serve)
+        with anyio.fail_after(10):
+            while not server.started:  # noqa: ASYNC110 (uvicorn exposes a flag only)
+                await anyio.sleep(0.02)
+        try:
+            yield server, port
+        finally:
+            server.should_exit = True
+
+
+@asynccontextmanager
+async def inprocess_uvicorn(**app_options: Any) -> AsyncIterator[str]:
+    """The fixture server's app under uvicorn in this process, mounted at /prefix."""
     app = build_server().asgi_app(**app_options)
 
     async def mounted(scope: Any, receive: Any, send: Any) -> None:
@@ -78,16 +95,8 @@ async def inprocess_uvicorn(**app_options: Any) -> AsyncIterator[str]:
             await send({"type": "http.response.start", "status": 404, "headers": []})
             await send({"type": "http.response.body", "body": b""})
 
-    config = uvicorn_config(mounted, host="127.0.0.1", port=port, lifespan="off",
-                            log_level="warning")
-    server = uvicorn.Server(config)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(server.serve)
-        with anyio.fail_after(10):
-            while not server.started:  # noqa: ASYNC110 (uvicorn exposes a flag only)
-                await anyio.sleep(0.02)
+    async with serving(mounted) as (_, port):
         try:
             yield f"http://127.0.0.1:{port}"
         finally:
             app.shutdown()
-            server.should_exit = True

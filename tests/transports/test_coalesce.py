@@ -5,15 +5,14 @@ what reaches it, then uvicorn served the way mcpkit serves, over real sockets.""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
-from tests.procs import free_port
 
 from mcpkit.transports.http.coalesce import CoalescingTransport, coalescing_protocol
-from mcpkit.transports.http.serve import uvicorn_config
+
+from .conftest import serving
 
 pytestmark = pytest.mark.anyio
 
@@ -152,24 +151,6 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-@asynccontextmanager
-async def served(http: str) -> AsyncIterator[tuple[Any, int]]:
-    import uvicorn
-
-    port = free_port()
-    server = uvicorn.Server(uvicorn_config(app, http=http, host="127.0.0.1", port=port,
-                                           lifespan="off", log_level="warning"))
-    task = asyncio.create_task(server.serve())
-    try:
-        async with asyncio.timeout(10):
-            while not server.started:  # noqa: ASYNC110 (uvicorn exposes a flag only)
-                await asyncio.sleep(0.01)
-        yield server, port
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 10)
-
-
 async def read_response(reader: asyncio.StreamReader) -> bytes:
     head = await reader.readuntil(b"\r\n\r\n")
     length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
@@ -183,7 +164,7 @@ def get(path: str) -> bytes:
 
 @pytest.mark.parametrize("http", ["httptools", "h11"])
 async def test_a_served_response_is_one_write_on_a_kept_alive_connection(http: str) -> None:
-    async with served(http) as (server, port):
+    async with serving(app, http=http) as (server, port):
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(get("/1"))
         assert (await read_response(reader)).endswith(b'{"answer":1}')
@@ -221,7 +202,7 @@ async def test_a_served_response_is_one_write_on_a_kept_alive_connection(http: s
 
 @pytest.mark.parametrize("http", ["httptools", "h11"])
 async def test_a_streamed_head_is_not_kept_waiting_for_its_body(http: str) -> None:
-    async with served(http) as (_, port):
+    async with serving(app, http=http) as (_, port):
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(get("/stream"))
         async with asyncio.timeout(0.5):  # the body comes only after 1 s
