@@ -5,7 +5,8 @@ server, and against the `mcp-proxy` package proxying the same server.
     .venv/bin/python bench/hub_bench.py --quick    # 500 / 1500 calls, 1 run (~15 s)
     .venv/bin/python bench/hub_bench.py --json     # machine-readable results on stdout
     # also: --in-flight 1 32, --calls N [N ...], --warmup N, --repeat N, --no-mcp-proxy,
-    #       --mcp-proxy PATH, --mcp-proxy-venv DIR, --asyncio, --profile-hub FILE, --quiet
+    #       --mcp-proxy PATH, --mcp-proxy-venv DIR, --relay, --asyncio, --profile-hub FILE,
+    #       --quiet
 
 Targets ("tools/call echo" `{"text": "hello, world"}`, answer text checked), all on
 127.0.0.1, all started by this script and stopped by PID at the end (even on failure):
@@ -22,6 +23,9 @@ Targets ("tools/call echo" `{"text": "hello, world"}`, answer text checked), all
   mcp-proxy  the `mcp-proxy` PyPI package (sparfenyuk/mcp-proxy, built on the official
              Python SDK 1.x) serving Streamable HTTP at /mcp (stateful, JSON replies) in
              front of `python -m mcpkit.testing.echo_server --transport stdio`, its child.
+  tcp-relay  (--relay) `bench/tcp_relay.py`: bytes copied both ways between the client and
+             the same echo server, no parsing - what one more Python process in the path
+             costs before the hop does any work of its own.
 
 mcp-proxy is a bench-only dependency and is NOT installed into the project venv: it pins
 `mcp<2`, which would replace the `mcp` 2.x the other benches and tests use. Unless --mcp-proxy
@@ -38,9 +42,9 @@ latency, and the CPU % of the client and of each target's processes over the mea
 Cells are interleaved across targets and repeated; the median run (by calls/s) is reported.
 
 Ratios: hub/direct calls/s (target >= 50 %), hub added median latency = hub median - direct
-median (target <= 1 ms), hub/mcp-proxy calls/s. The client, the hub, the echo server (and
-mcp-proxy with its child) all share the machine's CPUs - on a 2-core machine that is the
-dominant effect at 32 in flight, and the output says so.
+median (target <= 1 ms), hub/mcp-proxy calls/s, tcp-relay/direct calls/s. The client, the
+hub, the echo server (and mcp-proxy with its child) all share the machine's CPUs - on a
+2-core machine that is the dominant effect at 32 in flight, and the output says so.
 """
 
 from __future__ import annotations
@@ -68,7 +72,7 @@ from client_bench import children_of, stop_process  # shared: stop by PID, child
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 TEXT = "hello, world"
-TARGETS = ("direct", "hub", "mcp-proxy")
+TARGETS = ("direct", "hub", "mcp-proxy", "tcp-relay")
 STEP_TIMEOUT = 30.0
 MAX_ERRORS = 100
 TARGET_THROUGHPUT_PCT = 50.0
@@ -316,6 +320,16 @@ def start_mcp_proxy(stack: contextlib.ExitStack, tmp: Path, exe: str) -> Running
     return Running(f"http://127.0.0.1:{port}/mcp", {"mcp-proxy": proc.pid})
 
 
+def start_relay(stack: contextlib.ExitStack, tmp: Path, echo_port: int,
+                echo_pid: int) -> Running:
+    port = free_port()
+    logfile = tmp / "tcp-relay.log"
+    proc = start(stack, [PY, str(Path(__file__).with_name("tcp_relay.py")), str(port),
+                         str(echo_port)], "the TCP relay", logfile)
+    wait_listening(proc, port, "the TCP relay", logfile)
+    return Running(f"http://127.0.0.1:{port}/mcp", {"tcp-relay": proc.pid, "echo": echo_pid})
+
+
 def with_children(procs: dict[str, int]) -> dict[str, int]:
     """`procs` and their children (mcp-proxy's stdio echo server: "mcp-proxy child")."""
     out = dict(procs)
@@ -503,7 +517,7 @@ def ratios(cells: list[Cell]) -> list[dict[str, Any]]:
     by = {(c.target, c.in_flight): c for c in cells if not c.failed}
     out = []
     for in_flight in sorted({c.in_flight for c in cells}):
-        direct, hub, proxy = (by.get((t, in_flight)) for t in TARGETS)
+        direct, hub, proxy, relay = (by.get((t, in_flight)) for t in TARGETS)
         row: dict[str, Any] = {"in_flight": in_flight}
         if direct and hub and direct.calls_per_s:
             row["hub_over_direct_pct"] = 100 * hub.calls_per_s / direct.calls_per_s
@@ -520,6 +534,8 @@ def ratios(cells: list[Cell]) -> list[dict[str, Any]]:
             row["hub_over_mcp_proxy"] = hub.calls_per_s / proxy.calls_per_s
             row["mcp_proxy_over_direct_pct"] = (100 * proxy.calls_per_s / direct.calls_per_s
                                                 if direct and direct.calls_per_s else None)
+        if relay and direct and direct.calls_per_s:
+            row["tcp_relay_over_direct_pct"] = 100 * relay.calls_per_s / direct.calls_per_s
         out.append(row)
     return out
 
@@ -536,8 +552,8 @@ def table(res: Results) -> str:
                    f"{c.median_ms:.3f} ms | {c.p99_ms:.3f} ms | {c.client_cpu_pct:.0f}% | "
                    f"{cpu_text(c)} |")
     out += ["", "| in flight | hub/direct calls/s | hub added median | hub added p99 "
-            "| hub/mcp-proxy calls/s | mcp-proxy/direct calls/s |",
-            "|---:|---:|---:|---:|---:|---:|"]
+            "| hub/mcp-proxy calls/s | mcp-proxy/direct calls/s | tcp-relay/direct calls/s |",
+            "|---:|---:|---:|---:|---:|---:|---:|"]
 
     def pct(v: Any, ok: Any = None) -> str:
         return "-" if v is None else f"{v:.0f}%" + ("" if ok is None else
@@ -553,7 +569,8 @@ def table(res: Results) -> str:
                        else f"{r['hub_added_p99_ms']:+.3f} ms")
             + " | " + ("-" if r.get("hub_over_mcp_proxy") is None
                        else f"{r['hub_over_mcp_proxy']:.2f}x")
-            + f" | {pct(r.get('mcp_proxy_over_direct_pct'))} |")
+            + f" | {pct(r.get('mcp_proxy_over_direct_pct'))}"
+            + f" | {pct(r.get('tcp_relay_over_direct_pct'))} |")
     accounted = [r for r in res.ratios if "cpu" in r]
     if accounted:
         out += ["", "| in flight | direct CPU/call (client + echo) | hub path CPU/call "
@@ -637,6 +654,8 @@ def bench(args: argparse.Namespace) -> Results:
             except (RuntimeError, TimeoutError, OSError) as error:
                 log(f"mcp-proxy column skipped: {error}", args.quiet)
                 res.notes.append(f"mcp-proxy: skipped - {error}")
+        if args.relay:
+            running["tcp-relay"] = start_relay(stack, tmp, port, echo.pid)
         log(f"targets: {', '.join(f'{k} {v.url}' for k, v in running.items())}", args.quiet)
         if args.asyncio:
             import asyncio
@@ -682,6 +701,9 @@ def main() -> None:
     parser.add_argument("--mcp-proxy", metavar="PATH", help="the mcp-proxy executable to use")
     parser.add_argument("--mcp-proxy-venv", metavar="DIR", default=str(DEFAULT_PROXY_VENV),
                         help="where to install mcp-proxy when it is missing (default %(default)s)")
+    parser.add_argument("--relay", action="store_true",
+                        help="also measure a bare TCP relay (bench/tcp_relay.py) in front of "
+                             "the echo server: the cost of the hop itself")
     parser.add_argument("--asyncio", action="store_true",
                         help="run the client on plain asyncio (default uvloop)")
     parser.add_argument("--profile-hub", metavar="FILE",
