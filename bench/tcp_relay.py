@@ -61,7 +61,12 @@ class Side(asyncio.Protocol):
 class Downstream(Side):
     """A client's connection: opens its upstream connection when it arrives."""
 
-    upstream_port = 0
+    def __init__(self, upstream_port: int) -> None:
+        super().__init__()
+        self.upstream_port = upstream_port
+        self.connecting: asyncio.Future[None] | None = None
+        """The task opening the upstream connection, held here: the loop keeps only a weak
+        reference to its tasks."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -80,9 +85,9 @@ class Downstream(Side):
 
 
 async def relay(listen_port: int, upstream_port: int) -> None:
-    Downstream.upstream_port = upstream_port
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(Downstream, "127.0.0.1", listen_port)
+    server = await loop.create_server(lambda: Downstream(upstream_port), "127.0.0.1",
+                                      listen_port)
     async with server:
         await server.serve_forever()
 
