@@ -699,7 +699,6 @@ async def test_naive_times_are_refused(sqlite_store: Store) -> None:
     assert invalid.value.field == "at"
 
 
-
 async def test_a_cancelled_caller_s_transaction_still_runs_to_its_end(store: Store) -> None:
     """Cancellation waits for the transaction in flight: the write lands, and nothing is left
     behind (SQLAlchemy invalidating a connection cancelled midway left, with aiosqlite, a
@@ -729,6 +728,7 @@ async def test_a_cancelled_caller_s_transaction_still_runs_to_its_end(store: Sto
 
 def _sqlite_worker_threads() -> int:
     return sum("_connection_worker_thread" in thread.name for thread in threading.enumerate())
+
 
 async def test_an_unreachable_database_is_store_unavailable(anyio_backend: Any) -> None:
     from mcpkit.hub.db.engine import make_engine, session_factory
