@@ -8,6 +8,11 @@ Invariants:
   follows. Responses are written as they complete, in any order.
 - On stdin EOF the server stops: requests in flight get `shutdown_grace_s` to finish,
   then they are cancelled.
+- Backpressure: while the output holds more unwritten bytes than the pipe's high-water mark
+  (asyncio pauses writing) or than `max_write_buffer_bytes`, no more of stdin is read and
+  every writer awaits the drain. A client that stops reading therefore stops the server
+  reading too, and what is buffered stays bounded: the output buffer, plus the replies of
+  the requests read before the pause (one read chunk's worth).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import os
 import stat
 import sys
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from mcpkit.protocol import errors, jsonrpc
 from mcpkit.protocol.framing import DEFAULT_MAX_LINE_BYTES, LineFramer
@@ -31,22 +36,41 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_WRITE_HIGH_WATER = 1024 * 1024
+DEFAULT_MAX_WRITE_BUFFER_BYTES = 1024 * 1024
+"""Unwritten output bytes past which the server stops reading stdin (see the docstring)."""
 
 
 class _Writer:
-    """Writes lines to the protocol output; the `Channel` for every stdio message."""
+    """Writes lines to the protocol output; the `Channel` for every stdio message.
 
-    def __init__(self, transport: asyncio.WriteTransport | None, fd: int) -> None:
+    `on_blocked` / `on_drained` are told when the output stops and starts taking data again
+    (the connection pauses and resumes reading stdin)."""
+
+    def __init__(
+        self,
+        transport: asyncio.WriteTransport | None,
+        fd: int,
+        max_buffer_bytes: int = DEFAULT_MAX_WRITE_BUFFER_BYTES,
+    ) -> None:
         self._transport = transport
         self._fd = fd
+        self._max_buffer_bytes = max_buffer_bytes
         self._drained = asyncio.Event()
         self._drained.set()
+        self.on_blocked: Callable[[], None] | None = None
+        self.on_drained: Callable[[], None] | None = None
+
+    @property
+    def blocked(self) -> bool:
+        return not self._drained.is_set()
+
+    async def drain(self) -> None:
+        if self._transport is not None and not self._drained.is_set():
+            await self._drained.wait()
 
     async def send(self, message: bytes) -> None:
         self.write(message)
-        if self._transport is not None and not self._drained.is_set():
-            await self._drained.wait()
+        await self.drain()
 
     def write(self, message: bytes) -> None:
         data = message + b"\n"
@@ -56,14 +80,20 @@ class _Writer:
         if self._transport.is_closing():
             raise BrokenPipeError("stdout is closed")
         self._transport.write(data)
-        if self._transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
-            self._drained.clear()
+        if self._transport.get_write_buffer_size() > self._max_buffer_bytes:
+            self.pause()
 
     def pause(self) -> None:
-        self._drained.clear()
+        if self._drained.is_set():
+            self._drained.clear()
+            if self.on_blocked is not None:
+                self.on_blocked()
 
     def resume(self) -> None:
-        self._drained.set()
+        if not self._drained.is_set():
+            self._drained.set()
+            if self.on_drained is not None:
+                self.on_drained()
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -118,6 +148,7 @@ class StdioServerConnection:
 
     async def _reply(self, response: bytes) -> None:
         self._write(response)
+        await self.writer.drain()  # the task (and what it holds) waits for a slow reader
 
     def _reply_error(self, request_id: jsonrpc.RequestId | None, error: errors.McpError) -> None:
         self._write(jsonrpc.encode_error(request_id, error))
@@ -143,8 +174,27 @@ class StdioServerConnection:
 
 
 class _InProtocol(asyncio.Protocol):
+    """Feeds stdin to the connection; stops reading while the output is blocked."""
+
     def __init__(self, conn: StdioServerConnection) -> None:
         self.conn = conn
+        self.transport: asyncio.ReadTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's pipe transports do not subclass asyncio.ReadTransport, but have its methods
+        self.transport = cast(asyncio.ReadTransport, transport)
+        self.conn.writer.on_blocked = self._pause
+        self.conn.writer.on_drained = self._resume
+        if self.conn.writer.blocked:
+            self._pause()
+
+    def _pause(self) -> None:
+        if self.transport is not None and self.transport.is_reading():
+            self.transport.pause_reading()
+
+    def _resume(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
         self.conn.feed(data)
@@ -164,8 +214,10 @@ async def serve_stdio(
     stdout_fd: int | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     shutdown_grace_s: float = 5.0,
+    max_write_buffer_bytes: int = DEFAULT_MAX_WRITE_BUFFER_BYTES,
 ) -> None:
-    """Serve `server` on the given file descriptors (default: this process's stdin/stdout)."""
+    """Serve `server` on the given file descriptors (default: this process's stdin/stdout);
+    stdin is not read while more than `max_write_buffer_bytes` of output wait."""
     loop = asyncio.get_running_loop()
     in_fd = sys.stdin.fileno() if stdin_fd is None else stdin_fd
     out_fd = _private_stdout() if stdout_fd is None else stdout_fd
@@ -174,7 +226,7 @@ async def serve_stdio(
     transport: asyncio.WriteTransport | None = None
     if _is_stream(out_fd):  # a regular file gets plain blocking writes
         transport, _ = await loop.connect_write_pipe(lambda: out_protocol, out_file)
-    writer = _Writer(transport, out_file.fileno())
+    writer = _Writer(transport, out_file.fileno(), max_write_buffer_bytes)
     out_protocol.writer = writer
     conn = StdioServerConnection(server, writer, max_line_bytes)
     in_file = os.fdopen(in_fd, "rb", buffering=0, closefd=False)
@@ -202,6 +254,7 @@ def _is_stream(fd: int) -> bool:
 async def _read_file(in_file: Any, conn: StdioServerConnection) -> None:
     while chunk := await asyncio.to_thread(in_file.read, 65536):
         conn.feed(chunk)
+        await conn.writer.drain()
     conn.eof.set()
 
 
