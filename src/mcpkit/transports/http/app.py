@@ -40,6 +40,7 @@ from mcpkit.transports.http import asgi
 from mcpkit.transports.http.asgi import Receive, Scope, Send
 from mcpkit.transports.http.late_start import LateStart
 from mcpkit.transports.http.legacy_sse import LegacySseTransport
+from mcpkit.transports.http.replay import ReplayBudget, ReplayLimits
 from mcpkit.transports.http.security import HostGuard
 from mcpkit.transports.http.sessions import (
     HttpSession,
@@ -104,14 +105,21 @@ class McpAsgiApp:
         ws_path: str = "/ws",
         websocket: bool = True,
         session_codec: SessionCodec | None = None,
+        replay_limits: ReplayLimits | None = None,
+        max_bodies_in_flight_bytes: int = asgi.DEFAULT_MAX_BODIES_IN_FLIGHT_BYTES,
     ) -> None:
         self.server = server
         self.engine = server.engine
         self.path = path.rstrip("/") or "/"
         self.guard = HostGuard(allowed_hosts, allowed_origins)
         self.max_body_bytes = max_body_bytes
+        self.bodies = asgi.BodyBudget(max_bodies_in_flight_bytes)
+        """Bytes of request bodies being received, over all requests (503 past it)."""
         self.sessions = SessionManager(
-            max_sessions=max_sessions, idle_s=session_idle_s, codec=session_codec
+            max_sessions=max_sessions,
+            idle_s=session_idle_s,
+            codec=session_codec,
+            replay=ReplayBudget(replay_limits),
         )
         self.sessions.on_restore = self._session_restored
         self.stray_responses: StrayResponses | None = None
@@ -206,14 +214,8 @@ class McpAsgiApp:
                 send, 415, errors.invalid_request("Content-Type must be application/json")
             )
             return
-        try:
-            body = await asgi.read_body(receive, self.max_body_bytes)
-        except asgi.BodyTooLarge:
-            await self._error(
-                send, 413, errors.invalid_request(f"body exceeds {self.max_body_bytes} bytes")
-            )
-            return
-        except ConnectionResetError:
+        body = await self.read_body(hdrs, receive, send)
+        if body is None:
             return
         if jsonrpc.is_batch(body):
             await self._post_batch(body, hdrs, send, principal)
@@ -227,6 +229,32 @@ class McpAsgiApp:
             await self._post_request(message, hdrs, receive, send, can_sse, principal)
         else:
             await self._post_other(message, hdrs, send, principal)
+
+    async def read_body(
+        self, hdrs: Mapping[str, str], receive: Receive, send: Send
+    ) -> bytes | None:
+        """The request body; None once refused (413 over `max_body_bytes`, 503 with
+        Retry-After while the bodies in flight fill `max_bodies_in_flight_bytes`) or the
+        client went away."""
+        try:
+            return await asgi.read_body(receive, self.max_body_bytes, hdrs, self.bodies)
+        except asgi.BodyTooLarge:
+            await self._error(
+                send, 413, errors.invalid_request(f"body exceeds {self.max_body_bytes} bytes")
+            )
+        except asgi.BodiesInFlightFull:
+            await asgi.respond(
+                send, 503,
+                jsonrpc.encode_error(None, errors.McpError(
+                    errors.INTERNAL_ERROR,
+                    f"the server is receiving {self.bodies.limit} bytes of request bodies "
+                    "already; try again shortly")),
+                content_type="application/json",
+                headers={"retry-after": str(asgi.BODIES_RETRY_AFTER_S)},
+            )
+        except ConnectionResetError:
+            pass
+        return None
 
     async def _post_other(
         self, message: jsonrpc.Message, hdrs: Mapping[str, str], send: Send, principal: str
@@ -540,9 +568,13 @@ class McpAsgiApp:
             tg.start_soon(keepalive)
             if found is not None:
                 event_log, seq = found
+                event_log.acknowledge(seq)  # the client has these: it never asks again
                 await event_log.follow(seq, send)
+                if event_log is not session.standalone.log:
+                    event_log.release()  # ended and all written: nothing left to resume
             else:
                 standalone = session.standalone
+                standalone.acknowledge_delivered()
                 await standalone.log.follow(standalone.delivered, send, standalone.mark_delivered)
             tg.cancel_scope.cancel()
 

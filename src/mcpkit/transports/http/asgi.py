@@ -11,8 +11,39 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 
+DEFAULT_MAX_BODIES_IN_FLIGHT_BYTES = 64 * 1024 * 1024
+"""Bytes of request bodies an app receives at once, over all requests (`BodyBudget`)."""
+BODIES_RETRY_AFTER_S = 1
+"""The Retry-After (seconds) of a request refused because `BodyBudget` is full."""
+
+
 class BodyTooLarge(Exception):
     pass
+
+
+class BodiesInFlightFull(Exception):
+    """The bodies being received already fill the app's `BodyBudget`."""
+
+
+class BodyBudget:
+    """Bytes of request bodies being received, over every request of an app: a body is
+    charged chunk by chunk as it arrives and paid back once read whole (or abandoned), so
+    many slow bodies just under the per-body limit cannot add up without bound."""
+
+    def __init__(self, limit: int = DEFAULT_MAX_BODIES_IN_FLIGHT_BYTES) -> None:
+        if limit < 1:
+            raise ValueError("the bodies-in-flight budget must be at least 1 byte")
+        self.limit = limit
+        self.used = 0
+
+    def take(self, size: int) -> bool:
+        if self.used + size > self.limit:
+            return False
+        self.used += size
+        return True
+
+    def give_back(self, size: int) -> None:
+        self.used -= size
 
 
 HEADER_MAP_KEY = "mcpkit.header_map"
@@ -36,21 +67,37 @@ def header_map(scope: Scope) -> Mapping[str, str]:
     return out
 
 
-async def read_body(receive: Receive, limit: int) -> bytes:
-    """The request body, or `BodyTooLarge` as soon as it passes `limit` bytes."""
+async def read_body(
+    receive: Receive,
+    limit: int,
+    headers: Mapping[str, str] | None = None,
+    budget: BodyBudget | None = None,
+) -> bytes:
+    """The request body, or `BodyTooLarge` as soon as it passes `limit` bytes (at once when
+    its Content-Length says it will), or `BodiesInFlightFull` when `budget` cannot hold its
+    next chunk."""
+    declared = (headers or {}).get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge
     chunks: list[bytes] = []
     size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ConnectionResetError("client disconnected")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks) if len(chunks) != 1 else chunks[0]
+    try:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise ConnectionResetError("client disconnected")
+            chunk = message.get("body", b"")
+            if size + len(chunk) > limit:
+                raise BodyTooLarge
+            if budget is not None and not budget.take(len(chunk)):
+                raise BodiesInFlightFull
+            size += len(chunk)
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks) if len(chunks) != 1 else chunks[0]
+    finally:
+        if budget is not None:
+            budget.give_back(size)
 
 
 def encode_headers(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:

@@ -175,13 +175,8 @@ class LegacySseTransport:
         if session is None:
             await _error(send, 404, errors.invalid_request("Session not found"))
             return
-        limit = self.app.max_body_bytes
-        try:
-            body = await asgi.read_body(receive, limit)
-        except asgi.BodyTooLarge:
-            await _error(send, 413, errors.invalid_request(f"body exceeds {limit} bytes"))
-            return
-        except ConnectionResetError:
+        body = await self.app.read_body(asgi.header_map(scope), receive, send)
+        if body is None:  # refused (413, 503) or the client went away
             return
         failure = route(
             self.app.engine,

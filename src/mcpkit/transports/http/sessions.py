@@ -19,12 +19,11 @@ import itertools
 import json
 import secrets
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from mcpkit.server.connection import Connection, LegacySession
-from mcpkit.transports.http.streams import EventLog
+from mcpkit.transports.http.replay import EventLog, ReplayBudget, SessionReplay
 
 MAX_LOGS_PER_SESSION = 256
 STANDALONE_STREAM = "0"
@@ -38,8 +37,8 @@ class StandaloneStream:
     when the next GET arrives, from the last one delivered on.
     """
 
-    def __init__(self) -> None:
-        self.log = EventLog(STANDALONE_STREAM)
+    def __init__(self, replay: SessionReplay | None = None) -> None:
+        self.log = replay.new_log(STANDALONE_STREAM) if replay else EventLog(STANDALONE_STREAM)
         self.delivered = -1  # seq of the last event a GET received
         self.attached = False
 
@@ -59,26 +58,31 @@ class StandaloneStream:
     def mark_delivered(self, seq: int) -> None:
         self.delivered = seq
 
+    def acknowledge_delivered(self) -> None:
+        """A GET without Last-Event-ID asks for nothing already delivered: drop it."""
+        self.log.acknowledge(self.delivered)
+
 
 class HttpSession:
-    def __init__(self, session_id: str, principal: str = "") -> None:
+    def __init__(
+        self, session_id: str, principal: str = "", replay: ReplayBudget | None = None
+    ) -> None:
         self.id = session_id
         self.principal = principal  # who opened it: nobody else may use it
-        self.standalone = StandaloneStream()
+        self.replay = (replay or ReplayBudget()).session()
+        """The session's stream logs, bounded in bytes (`replay.py`)."""
+        self.standalone = StandaloneStream(self.replay)
         self.connection = Connection(
             self.standalone, session_id=session_id, principal=principal
         )
-        self.logs: OrderedDict[str, EventLog] = OrderedDict()
         self._stream_ids = itertools.count(1)
         self.last_active = time.monotonic()
         self.open_streams = 0
 
     def new_log(self) -> EventLog:
         stream_id = str(next(self._stream_ids))
-        event_log = EventLog(stream_id)
-        self.logs[stream_id] = event_log
-        while len(self.logs) > MAX_LOGS_PER_SESSION:
-            self.logs.popitem(last=False)
+        event_log = self.replay.new_log(stream_id)
+        self.replay.keep_at_most(MAX_LOGS_PER_SESSION + 1, spare=self.standalone.log)
         return event_log
 
     def find_log(self, last_event_id: str) -> tuple[EventLog, int] | None:
@@ -86,7 +90,7 @@ class HttpSession:
         if stream_id == STANDALONE_STREAM:
             event_log = self.standalone.log
         else:
-            found = self.logs.get(stream_id)
+            found = self.replay.logs.get(stream_id)
             if found is None:
                 return None
             event_log = found
@@ -159,8 +163,11 @@ class SessionManager:
         max_sessions: int = 1000,
         idle_s: float = 1800.0,
         codec: SessionCodec | None = None,
+        replay: ReplayBudget | None = None,
     ) -> None:
         self.max_sessions = max_sessions
+        self.replay = replay or ReplayBudget()
+        """The byte budget of every session's stream logs."""
         self.idle_s = idle_s
         self.codec = codec
         self.sessions: dict[str, HttpSession] = {}
@@ -178,7 +185,7 @@ class SessionManager:
             session_id = self.codec.seal(session_state(principal, legacy))
         else:
             session_id = secrets.token_urlsafe(24)
-        session = HttpSession(session_id, principal)
+        session = HttpSession(session_id, principal, self.replay)
         self.sessions[session.id] = session
         return session
 
@@ -209,7 +216,7 @@ class SessionManager:
         self.sweep()
         if len(self.sessions) >= self.max_sessions:
             return None
-        session = HttpSession(session_id, principal)
+        session = HttpSession(session_id, principal, self.replay)
         session.connection.legacy = legacy
         self.sessions[session_id] = session
         if self.on_restore is not None:
@@ -229,6 +236,7 @@ class SessionManager:
             return False
         session.connection.close()
         session.standalone.log.finish()
+        session.replay.close()
         return True
 
     def sweep(self) -> None:

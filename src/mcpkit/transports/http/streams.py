@@ -2,22 +2,24 @@
 result, SSE as soon as it does (progress, logs, server→client requests).
 
 Legacy streams are resumable: each event gets an id `<stream>.<seq>` and is kept in the
-stream's `EventLog`, so a client that lost the connection (or that the server sent away
-with `close_connection`) can GET with `Last-Event-ID` and receive the rest. Modern streams
-are neither primed nor resumable (2026-07-28 dropped resumption).
+stream's `EventLog` (`replay.py`: bounded in bytes), so a client that lost the connection (or
+that the server sent away with `close_connection`) can GET with `Last-Event-ID` and receive
+the rest. A stream whose response was written and whose HTTP response then ended normally is
+released at once: nothing of it is left to ask for. Modern streams are neither primed nor
+resumable (2026-07-28 dropped resumption).
 """
 
 from __future__ import annotations
 
-import bisect
 import logging
 from collections.abc import Callable
 from typing import Any
 
-import anyio
-
 from mcpkit.protocol import sse
 from mcpkit.transports.http.asgi import Send, encode_headers
+from mcpkit.transports.http.replay import EventLog
+
+__all__ = ["DEFAULT_RETRY_MS", "SSE_HEADERS", "EventLog", "ResponseStream"]
 
 log = logging.getLogger(__name__)
 
@@ -26,65 +28,7 @@ SSE_HEADERS = {
     "cache-control": "no-cache, no-transform",
     "x-accel-buffering": "no",
 }
-MAX_EVENTS_PER_STREAM = 10_000
 DEFAULT_RETRY_MS = 1000
-
-
-class EventLog:
-    """The events of one legacy SSE stream, for replay after a reconnect."""
-
-    def __init__(self, stream_id: str) -> None:
-        self.stream_id = stream_id
-        self.events: list[tuple[int, bytes]] = []
-        self.next_seq = 0
-        self.done = False
-        self._changed = anyio.Event()
-
-    def append(self, data: bytes) -> str:
-        seq = self.next_seq
-        self.next_seq += 1
-        self.events.append((seq, data))
-        if len(self.events) > MAX_EVENTS_PER_STREAM:
-            del self.events[: len(self.events) - MAX_EVENTS_PER_STREAM]
-        self._wake()
-        return f"{self.stream_id}.{seq}"
-
-    def reserve_id(self) -> str:
-        """An id for an event that carries no message (the priming event)."""
-        seq = self.next_seq
-        self.next_seq += 1
-        return f"{self.stream_id}.{seq}"
-
-    def finish(self) -> None:
-        self.done = True
-        self._wake()
-
-    def _wake(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
-
-    async def follow(
-        self, after: int, send: Send, on_sent: Callable[[int], None] | None = None
-    ) -> None:
-        """Send every event after seq `after`, then new ones until the stream is done;
-        `on_sent(seq)` is told of each event sent."""
-        while True:
-            # Seqs only grow, so the first event after `after` is found by bisection.
-            start = bisect.bisect_right(self.events, after, key=lambda event: event[0])
-            for seq, data in self.events[start:]:
-                await send(
-                    {
-                        "type": "http.response.body",
-                        "more_body": True,
-                        "body": sse.encode_event(data, id=f"{self.stream_id}.{seq}"),
-                    }
-                )
-                after = seq
-                if on_sent is not None:
-                    on_sent(seq)
-            if self.done:
-                return
-            await self._changed.wait()
 
 
 class ResponseStream:
@@ -138,11 +82,13 @@ class ResponseStream:
             return
         if not self.started:
             await self._json(response, status)
-            return
-        if response is not None:
-            await self._body(sse.encode_event(response, id=event_id))
-        await self._send({"type": "http.response.body", "body": b""})
-        self.connection_closed = True
+        else:
+            if response is not None:
+                await self._body(sse.encode_event(response, id=event_id))
+            await self._send({"type": "http.response.body", "body": b""})
+            self.connection_closed = True
+        if self.event_log is not None:
+            self.event_log.release()  # all of it was written: nothing is left to resume
 
     async def close_connection(self, retry_ms: int | None = None) -> None:
         """End the HTTP response but not the stream (legacy SSE polling)."""
