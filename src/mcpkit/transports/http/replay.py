@@ -119,8 +119,9 @@ class EventLog:
             self._drop_oldest()
 
     def release(self) -> None:
-        """Every event reached the client and it cannot ask for any again: drop them all and
-        keep no more (`append` still numbers events, for a stream still being written)."""
+        """Every event reached the client and it cannot ask for any again (or the budgets
+        dropped the stream whole): drop them all and keep no more (`append` still numbers
+        events, for a stream still being written; a resume from it gets 410)."""
         self.released = True
         self.clear()
         if self.owner is not None:
@@ -221,6 +222,9 @@ class SessionReplay:
         self.size = 0
 
     def new_log(self, stream_id: str) -> EventLog:
+        replaced = self.logs.get(stream_id)
+        if replaced is not None:
+            replaced.release()
         event_log = EventLog(stream_id, self, self.budget.limits.per_stream)
         self.logs[stream_id] = event_log
         return event_log
@@ -248,8 +252,7 @@ class SessionReplay:
                 return
             if event_log.done and event_log is not keep:
                 log.info("replay buffers full: dropping finished stream %s", event_log.stream_id)
-                event_log.clear()
-                self.forget(event_log)
+                event_log.release()
         for event_log in list(self.logs.values()):
             while not enough() and len(event_log) > (1 if event_log is keep else 0):
                 event_log.drop_oldest()
@@ -262,12 +265,10 @@ class SessionReplay:
             if len(self.logs) <= count:
                 return
             if event_log is not spare:
-                event_log.clear()
-                self.forget(event_log)
+                event_log.release()
 
     def close(self) -> None:
         """The session ended: free everything."""
         for event_log in list(self.logs.values()):
-            event_log.clear()
-        self.logs.clear()
+            event_log.release()
         self.budget.forget(self)

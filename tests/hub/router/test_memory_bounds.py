@@ -1,0 +1,85 @@
+"""The hub's /mcp holds no replay buffers for streams delivered whole (issue 20 §3): a
+logging flood from an upstream, relayed to a legacy session of the hub and read by its
+client, leaves the hub process's RSS within a stated bound. Before, every relayed event of
+every stream was kept for the session's life (~70 MiB per 5,000 x 10 KB call)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import aiohttp
+import anyio
+import pytest
+from tests.hub.hub_helpers import Hub, fresh_user, upstream_process
+from tests.hub.router.support import register
+from tests.hub.router.test_replicas import seed_admin
+from tests.memory_bounds import FLOOD_SERVER, MIB, ROOT, LegacySession, rss_bytes
+from tests.procs import free_port, stop_process, wait_for_port
+
+from mcpkit.hub.crypto import SecretBox, generate_key
+from mcpkit.hub.settings import HubSettings
+
+pytestmark = pytest.mark.anyio
+
+FLOOD_CALLS = 4
+FLOOD_COUNT = 2_000
+FLOOD_SIZE = 10_000
+FLOOD_GROWTH_BOUND = 48 * MIB
+"""One stream's replay budget (4 MiB), the upstream connection's own buffers and allocator
+slack; the unbounded buffers kept FLOOD_CALLS x FLOOD_COUNT x FLOOD_SIZE (80 MB)."""
+
+
+@contextlib.contextmanager
+def hub_process(database_url: str, key: str, data: Path
+                ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`mcpkit hub serve` on a free port, running the mcpkit of the caller's PYTHONPATH."""
+    port = free_port()
+    command = [sys.executable, "-m", "mcpkit", "hub", "serve", "--port", str(port),
+               "--database-url", database_url, "--data-dir", str(data),
+               "--allow-private-upstreams", "--log-level", "warning"]
+    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT)]))
+    env = {**os.environ, "MCPKIT_HUB_SECRET_KEY": key, "PYTHONPATH": path}
+    proc = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
+    try:
+        wait_for_port(proc, port)
+        yield f"http://127.0.0.1:{port}", proc
+    finally:
+        stop_process(proc)
+
+
+async def test_a_relayed_logging_flood_leaves_no_replay_buffers_in_the_hub(
+        tmp_path: Path) -> None:
+    key = generate_key()
+    database_url = f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
+    admin = await seed_admin(database_url, SecretBox([key]))
+    with contextlib.ExitStack() as stack:
+        base, proc = stack.enter_context(hub_process(database_url, key, tmp_path / "data"))
+        up = stack.enter_context(upstream_process(
+            str(FLOOD_SERVER), "--transport", "http", "--port"))
+        hub = Hub(base, admin, database_url, HubSettings(), SecretBox([key]))
+        _user, api = await fresh_user(hub)
+        await register(api, "fl", up.url)
+        async with aiohttp.ClientSession() as client:
+            session = LegacySession(client, f"{base}/mcp",
+                                    headers={"authorization": f"Bearer {api.token}"})
+            await session.open()
+            await session.call_tool("fl__flood", count=200, size=FLOOD_SIZE)  # warm the heap
+            before = rss_bytes(proc.pid)
+            with anyio.fail_after(180):
+                for _ in range(FLOOD_CALLS):
+                    logs, response = await session.call_tool(
+                        "fl__flood", count=FLOOD_COUNT, size=FLOOD_SIZE)
+                    assert logs == FLOOD_COUNT
+                    assert response["result"]["content"][0]["text"] == f"logged {FLOOD_COUNT}"
+            after = rss_bytes(proc.pid)
+            print(f"\nlogging flood through the hub: RSS {before / MIB:.1f} -> "
+                  f"{after / MIB:.1f} MiB")
+            assert after - before < FLOOD_GROWTH_BOUND
+            _, response = await session.call_tool("fl__echo", text="still here")
+            assert response["result"]["content"][0]["text"] == "still here"
+            await session.close()
