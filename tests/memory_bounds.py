@@ -37,11 +37,12 @@ class ServerProcess:
 
 
 @contextlib.contextmanager
-def flood_server_http() -> Iterator[ServerProcess]:
+def flood_server_http(*options: str) -> Iterator[ServerProcess]:
     """tests/transports/flood_server.py serving Streamable HTTP on a free 127.0.0.1 port."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, str(FLOOD_SERVER), "--transport", "http", "--port", str(port)],
+        [sys.executable, str(FLOOD_SERVER), "--transport", "http", "--port", str(port),
+         *options],
         env={**os.environ}, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:

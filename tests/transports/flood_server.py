@@ -1,6 +1,7 @@
 """A server for the memory-bound tests, run as a real process:
 
     python tests/transports/flood_server.py --transport stdio|http [--port PORT]
+        [--delivered-grace-s S]
 
 Tools: `flood(count, size)` logs `count` messages of `size` bytes at info level (the
 logging flood of issue 20), `blob(size)` returns `size` bytes of text (a big reply to a small
@@ -13,7 +14,8 @@ import argparse
 
 from mcpkit import Server
 from mcpkit.server.context import Context
-from mcpkit.transports.arguments import add_transport_arguments, serve
+from mcpkit.transports.arguments import add_transport_arguments
+from mcpkit.transports.http.replay import DEFAULT_DELIVERED_GRACE_S, ReplayLimits
 
 MAX_FLOOD_BYTES = 1024 * 1024 * 1024
 """What one `flood` call may log in all (a bound on the test tool itself)."""
@@ -50,7 +52,13 @@ def build() -> Server:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_transport_arguments(parser, default_transport="stdio")
-    serve(build(), parser.parse_args())
+    parser.add_argument("--delivered-grace-s", type=float, default=DEFAULT_DELIVERED_GRACE_S)
+    args = parser.parse_args()
+    if args.transport == "stdio":
+        build().run_stdio()
+    else:
+        build().run_http(host=args.host, port=args.port, log_level="warning",
+                         replay_limits=ReplayLimits(delivered_grace_s=args.delivered_grace_s))
 
 
 if __name__ == "__main__":

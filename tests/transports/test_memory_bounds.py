@@ -33,11 +33,13 @@ from tests.memory_bounds import (
     ROOT,
     LegacySession,
     flood_server_http,
+    read_events,
     rss_bytes,
 )
 from tests.procs import stop_process
 
 from mcpkit.transports.http.asgi import DEFAULT_MAX_BODIES_IN_FLIGHT_BYTES
+from mcpkit.transports.http.replay import DEFAULT_MAX_STREAM_REPLAY_BYTES
 
 pytestmark = pytest.mark.anyio
 
@@ -68,6 +70,51 @@ async def test_a_read_logging_flood_leaves_no_replay_buffers_behind() -> None:
             # The session lives on and answers.
             _, response = await session.call_tool("echo", text="still here")
             assert response["result"]["content"][0]["text"] == "still here"
+            await session.close()
+
+
+DETACHED_GROWTH_BOUND = 24 * MIB
+"""A stream's replay budget (4 MiB) and allocator slack; the whole flood is 20 MB."""
+
+
+async def test_a_client_gone_mid_flood_finds_the_response_within_the_stream_budget() -> None:
+    """The client drops the connection after the first events of a 2,000 x 10 KB flood: the
+    server goes on, keeping at most one stream's budget of events, and a resume with
+    Last-Event-ID gets the newest of them and the response. Once that resume has read the
+    stream to its end, the stream is released after the grace: resuming it again is 410."""
+    with flood_server_http("--delivered-grace-s", "0.2") as server:
+        async with aiohttp.ClientSession() as client:
+            session = LegacySession(client, server.url)
+            await session.open()
+            await session.call_tool("flood", count=200, size=FLOOD_SIZE)  # warm the heap
+            before = rss_bytes(server.proc.pid)
+            body = {"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+                    "params": {"name": "flood",
+                               "arguments": {"count": FLOOD_COUNT, "size": FLOOD_SIZE}}}
+            last_id = ""
+            with anyio.fail_after(30):
+                async with client.post(server.url, json=body, headers=session.headers) as resp:
+                    pending = b""
+                    while not last_id:
+                        pending += await resp.content.readany()
+                        for line in pending.split(b"\n"):
+                            if line.startswith(b"id:") and b"data:" in pending:
+                                last_id = line[3:].strip().decode()
+                    resp.close()  # hang up mid-flood
+            resume = {**session.headers, "accept": "text/event-stream", "last-event-id": last_id}
+            with anyio.fail_after(60):
+                async with client.get(server.url, headers=resume) as resp:
+                    assert resp.status == 200
+                    logs, response = await read_events(resp.content, 99)
+            after = rss_bytes(server.proc.pid)
+            print(f"\nflood to a client that hung up: RSS {before / MIB:.1f} -> "
+                  f"{after / MIB:.1f} MiB; {logs} log events replayed")
+            assert response["result"]["content"][0]["text"] == f"logged {FLOOD_COUNT}"
+            assert 0 < logs * (FLOOD_SIZE + 100) <= DEFAULT_MAX_STREAM_REPLAY_BYTES
+            assert after - before < DETACHED_GROWTH_BOUND
+            await anyio.sleep(0.5)  # the grace (0.2 s) has passed
+            async with client.get(server.url, headers=resume) as resp:
+                assert resp.status == 410
             await session.close()
 
 

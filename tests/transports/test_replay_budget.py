@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.procs import eventually
 
 from mcpkit.transports.http.replay import (
     EVENT_OVERHEAD_BYTES,
@@ -116,6 +117,19 @@ def test_closing_a_session_frees_everything() -> None:
     session.new_log("1").append(b"x" * 2_000)
     session.close()
     assert budget.size == 0 and not session.logs
+
+
+@pytest.mark.anyio
+async def test_a_stream_written_whole_is_released_after_the_grace() -> None:
+    budget = ReplayBudget(ReplayLimits(delivered_grace_s=0.05))
+    session = budget.session()
+    event_log = session.new_log("1")
+    event_log.append(b"response")
+    event_log.finish()
+    event_log.release_soon()
+    assert "1" in session.logs  # a client whose connection broke can still resume
+    await eventually(lambda: "1" not in session.logs)
+    assert budget.size == 0 and event_log.released
 
 
 @pytest.mark.parametrize("field", ["per_stream", "per_session", "total"])

@@ -347,11 +347,12 @@ class Server:
 
     # --- running ---------------------------------------------------------------------------
 
-    def run_stdio(self) -> None:
-        """Serve on stdin/stdout until stdin closes."""
+    def run_stdio(self, **options: Any) -> None:
+        """Serve on stdin/stdout until stdin closes (`options`: those of `serve_stdio`, e.g.
+        `max_write_buffer_bytes`)."""
         from mcpkit.transports.stdio import run_stdio_server
 
-        run_stdio_server(self)
+        run_stdio_server(self, **options)
 
     def asgi_app(self, **options: Any) -> Any:
         """The Streamable HTTP (and HTTP+SSE, WebSocket) endpoints as an ASGI app."""

@@ -15,10 +15,10 @@ from pathlib import Path
 import aiohttp
 import anyio
 import pytest
-from tests.hub.hub_helpers import Hub, fresh_user, upstream_process
+from tests.hub.hub_helpers import Hub, fresh_user
 from tests.hub.router.support import register
 from tests.hub.router.test_replicas import seed_admin
-from tests.memory_bounds import FLOOD_SERVER, MIB, ROOT, LegacySession, rss_bytes
+from tests.memory_bounds import MIB, ROOT, LegacySession, flood_server_http, rss_bytes
 from tests.procs import free_port, stop_process, wait_for_port
 
 from mcpkit.hub.crypto import SecretBox, generate_key
@@ -59,8 +59,7 @@ async def test_a_relayed_logging_flood_leaves_no_replay_buffers_in_the_hub(
     admin = await seed_admin(database_url, SecretBox([key]))
     with contextlib.ExitStack() as stack:
         base, proc = stack.enter_context(hub_process(database_url, key, tmp_path / "data"))
-        up = stack.enter_context(upstream_process(
-            str(FLOOD_SERVER), "--transport", "http", "--port"))
+        up = stack.enter_context(flood_server_http())
         hub = Hub(base, admin, database_url, HubSettings(), SecretBox([key]))
         _user, api = await fresh_user(hub)
         await register(api, "fl", up.url)

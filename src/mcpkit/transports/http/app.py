@@ -571,7 +571,7 @@ class McpAsgiApp:
                 event_log.acknowledge(seq)  # the client has these: it never asks again
                 await event_log.follow(seq, send)
                 if event_log is not session.standalone.log:
-                    event_log.release()  # ended and all written: nothing left to resume
+                    event_log.release_soon()  # ended and all written: nothing left
             else:
                 standalone = session.standalone
                 standalone.acknowledge_delivered()

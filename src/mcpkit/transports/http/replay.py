@@ -7,8 +7,11 @@ Redelivery": the id is a cursor within one stream, and only that stream's later 
 replayed). What a client can still ask for decides what is kept:
 
 - a stream whose last event (its response) was written on a live connection that then ended
-  normally is *released*: the client has all of it and no later id exists to resume from
-  (a resume naming it then gets 410, "send the request again");
+  normally is *released* `delivered_grace_s` later: the client has all of it and no later id
+  exists to resume from (a resume naming it then gets 410, "send the request again"). The
+  grace covers what the server cannot see: ASGI servers accept writes after a client hung
+  up, so "written" may not be "received", and such a client resumes within the stream's
+  `retry` (1 s);
 - a resume with `Last-Event-ID` acknowledges every event up to that id: the client never asks
   for them again, so they are dropped;
 - the rest is held within three byte budgets (`ReplayLimits`). Over a stream's budget its
@@ -24,6 +27,7 @@ the list slot), so a flood of tiny events is bounded too.
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import logging
 from collections import OrderedDict
@@ -43,6 +47,9 @@ DEFAULT_MAX_SESSION_REPLAY_BYTES = 16 * 1024 * 1024
 """Bytes of events all streams of one legacy session keep for replay."""
 DEFAULT_MAX_TOTAL_REPLAY_BYTES = 256 * 1024 * 1024
 """Bytes of events all sessions of the app (one `ReplayBudget`) keep for replay."""
+DEFAULT_DELIVERED_GRACE_S = 10.0
+"""How long a stream written whole is kept after its end, for a client whose connection
+broke as it ended (see the module docstring)."""
 EVENT_OVERHEAD_BYTES = 96
 """What an event costs beyond its bytes (a tuple, an int, a list slot)."""
 
@@ -52,11 +59,14 @@ class ReplayLimits:
     per_stream: int = DEFAULT_MAX_STREAM_REPLAY_BYTES
     per_session: int = DEFAULT_MAX_SESSION_REPLAY_BYTES
     total: int = DEFAULT_MAX_TOTAL_REPLAY_BYTES
+    delivered_grace_s: float = DEFAULT_DELIVERED_GRACE_S
 
     def __post_init__(self) -> None:
         for name in ("per_stream", "per_session", "total"):
             if getattr(self, name) < 1:
                 raise ValueError(f"replay limit {name} must be at least 1 byte")
+        if self.delivered_grace_s < 0:
+            raise ValueError("replay limit delivered_grace_s must not be negative")
 
 
 class EventLog:
@@ -117,6 +127,15 @@ class EventLog:
         """The client has every event up to `seq` (it resumed from there): drop them."""
         while len(self) and self.events[self._first][0] <= seq:
             self._drop_oldest()
+
+    def release_soon(self) -> None:
+        """The stream was written whole: release it after the grace (see the module
+        docstring); the budgets may drop it sooner (finished streams go first)."""
+        grace = self.owner.budget.limits.delivered_grace_s if self.owner is not None else 0.0
+        if grace <= 0 or self.released:
+            self.release()
+        else:
+            asyncio.get_running_loop().call_later(grace, self.release)
 
     def release(self) -> None:
         """Every event reached the client and it cannot ask for any again (or the budgets

@@ -5,8 +5,8 @@ Legacy streams are resumable: each event gets an id `<stream>.<seq>` and is kept
 stream's `EventLog` (`replay.py`: bounded in bytes), so a client that lost the connection (or
 that the server sent away with `close_connection`) can GET with `Last-Event-ID` and receive
 the rest. A stream whose response was written and whose HTTP response then ended normally is
-released at once: nothing of it is left to ask for. Modern streams are neither primed nor
-resumable (2026-07-28 dropped resumption).
+released shortly after (`EventLog.release_soon`): nothing of it is left to ask for. Modern
+streams are neither primed nor resumable (2026-07-28 dropped resumption).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ class ResponseStream:
             await self._send({"type": "http.response.body", "body": b""})
             self.connection_closed = True
         if self.event_log is not None:
-            self.event_log.release()  # all of it was written: nothing is left to resume
+            self.event_log.release_soon()  # all of it was written: nothing left to resume
 
     async def close_connection(self, retry_ms: int | None = None) -> None:
         """End the HTTP response but not the stream (legacy SSE polling)."""
