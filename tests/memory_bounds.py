@@ -8,6 +8,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,19 @@ def rss_bytes(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def settled_rss(pid: int, limit_s: float = 20.0) -> int:
+    """The RSS of process `pid` once it stops changing for a second (say, the server stopped
+    reading, or it read everything); polls for at most `limit_s`."""
+    deadline = time.monotonic() + limit_s
+    last, steady = rss_bytes(pid), 0
+    while time.monotonic() < deadline and steady < 5:
+        time.sleep(0.2)
+        now = rss_bytes(pid)
+        steady = steady + 1 if abs(now - last) < 256 * 1024 else 0
+        last = now
+    return last
 
 
 @dataclass
@@ -100,11 +114,12 @@ class LegacySession:
             await resp.read()
 
 
-async def read_events(content: aiohttp.StreamReader, request_id: int
-                      ) -> tuple[int, dict[str, Any]]:
+async def read_events(content: aiohttp.StreamReader, request_id: int,
+                      warnings: list[bytes] | None = None) -> tuple[int, dict[str, Any]]:
     """Read an SSE response to its end: how many log messages it carried and the response
-    to `request_id`. Events are split on blank lines and forgotten at once (a flood is tens
-    of megabytes; the test client must stay lean and quick)."""
+    to `request_id` (log messages at level warning go to `warnings` too). Events are split
+    on blank lines and forgotten at once (a flood is tens of megabytes; the test client must
+    stay lean and quick)."""
     import json
 
     pending = b""
@@ -116,6 +131,8 @@ async def read_events(content: aiohttp.StreamReader, request_id: int
         for event in events:
             if b'"notifications/message"' in event:
                 logs += 1
+                if warnings is not None and b'"level":"warning"' in event:
+                    warnings.append(event)
             elif b'"result"' in event or b'"error"' in event:
                 data = b"".join(line[5:].strip() for line in event.split(b"\n")
                                 if line.startswith(b"data:"))

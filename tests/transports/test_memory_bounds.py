@@ -35,6 +35,7 @@ from tests.memory_bounds import (
     flood_server_http,
     read_events,
     rss_bytes,
+    settled_rss,
 )
 from tests.procs import stop_process
 
@@ -251,19 +252,6 @@ def _line(message: dict[str, Any]) -> bytes:
     return json.dumps(message).encode() + b"\n"
 
 
-def _settled_rss(pid: int, limit_s: float = 20.0) -> int:
-    """The server's RSS once it stops changing for a second (it stopped reading, or it
-    read everything); polls for at most `limit_s`."""
-    deadline = time.monotonic() + limit_s
-    last, steady = rss_bytes(pid), 0
-    while time.monotonic() < deadline and steady < 5:
-        time.sleep(0.2)
-        now = rss_bytes(pid)
-        steady = steady + 1 if abs(now - last) < 256 * 1024 else 0
-        last = now
-    return last
-
-
 def test_a_stdio_client_that_stops_reading_stalls_the_server_not_its_memory() -> None:
     with flood_server_stdio() as proc:
         assert proc.stdin is not None and proc.stdout is not None
@@ -291,7 +279,7 @@ def test_a_stdio_client_that_stops_reading_stalls_the_server_not_its_memory() ->
 
         writer = threading.Thread(target=write_all, daemon=True)
         writer.start()
-        stalled = _settled_rss(proc.pid)
+        stalled = settled_rss(proc.pid)
         print(f"\n{STDIO_REQUESTS} unread stdio replies: RSS {before / MIB:.1f} -> "
               f"{stalled / MIB:.1f} MiB")
         assert stalled - before < STDIO_GROWTH_BOUND

@@ -110,9 +110,6 @@ async def _request(client: Client, relay: CallerRelay, method: str, body: dict[s
                    ) -> Any:
     """The full way: progress and log messages relayed, a legacy upstream's questions asked."""
     ctx = relay.ctx
-
-    async def progress(value: float, total: float | None, message: str | None) -> None:
-        await ctx.report_progress(value, total, message)
     if client.era is not Era.MODERN:  # the modern retry's fields mean nothing there
         body = {k: v for k, v in body.items() if k not in _MODERN_ONLY}
     # Only a modern caller's question stops the call (relay.py): a legacy caller is
@@ -121,7 +118,7 @@ async def _request(client: Client, relay: CallerRelay, method: str, body: dict[s
     with scope or nullcontext(), request_origin(relay):
         result = await client.request(
             method, body, answer_inputs=False,
-            on_progress=progress if ctx.progress_token is not None else None,
+            on_progress=relay.progress if ctx.progress_token is not None else None,
         )
     if scope is not None and scope.cancelled_caught:  # a modern caller must answer
         return {}

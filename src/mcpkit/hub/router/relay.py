@@ -15,6 +15,12 @@ the right caller, never to another one sharing the connection:
 
 Questions a relay cannot place (an upstream asking outside any call, the caller lacking the
 capability) are refused to the upstream with an error, never guessed.
+
+Log and progress messages are passed on as they come, while at most
+`DEFAULT_MAX_RELAY_BACKLOG_BYTES` of them wait for the caller to read: an upstream may
+send faster than a caller reads (or a caller may stop reading), and the hub must not hold
+the difference. Past it new messages are dropped and counted, and once the caller has caught
+up it is told how many it missed (a warning log message).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -34,6 +41,9 @@ from mcpkit.server.context import Context
 
 log = logging.getLogger(__name__)
 
+DEFAULT_MAX_RELAY_BACKLOG_BYTES = 4 * 1024 * 1024
+"""Bytes of upstream log and progress messages one forwarded call may have waiting for its
+caller to read them (see the module docstring)."""
 SAMPLING = "sampling/createMessage"
 ELICITATION = "elicitation/create"
 
@@ -41,9 +51,15 @@ ELICITATION = "elicitation/create"
 class CallerRelay:
     """The caller side of one forwarded request (its `Context`)."""
 
-    def __init__(self, ctx: Context, upstream_name: str) -> None:
+    def __init__(self, ctx: Context, upstream_name: str,
+                 max_backlog_bytes: int = DEFAULT_MAX_RELAY_BACKLOG_BYTES) -> None:
         self.ctx = ctx
         self.upstream_name = upstream_name
+        self.max_backlog_bytes = max_backlog_bytes
+        self.backlog = 0
+        """Bytes of messages being passed on to the caller right now."""
+        self.dropped = 0
+        """Messages dropped since the caller was last told."""
         self.needed: dict[str, dict[str, Any]] = {}
         """Modern caller: the questions still to answer, by key (see the module docstring)."""
         self.scope: anyio.CancelScope | None = None
@@ -66,8 +82,31 @@ class CallerRelay:
 
     async def log(self, params: types.LoggingMessageNotificationParams) -> None:
         data = msgspec.to_builtins(params)
-        await self.ctx.log(str(data.get("level", "info")), data.get("data"),
-                           data.get("logger") or self.upstream_name)
+        level, logger = str(data.get("level", "info")), data.get("logger") or self.upstream_name
+        await self.pass_on(len(msgspec.json.encode(data.get("data"))),
+                           lambda: self.ctx.log(level, data.get("data"), logger))
+
+    async def progress(self, value: float, total: float | None, message: str | None) -> None:
+        await self.pass_on(64 + len(message or ""),
+                           lambda: self.ctx.report_progress(value, total, message))
+
+    async def pass_on(self, size: int, send: Callable[[], Awaitable[None]]) -> None:
+        """Send one log or progress message to the caller unless the backlog is full (one
+        message passes alone, whatever its size); then, if some were dropped, say so."""
+        if self.backlog and self.backlog + size > self.max_backlog_bytes:
+            self.dropped += 1
+            return
+        self.backlog += size
+        try:
+            await send()
+        finally:
+            self.backlog -= size
+        if self.dropped and not self.backlog:
+            dropped, self.dropped = self.dropped, 0
+            log.info("caller too slow for %s: %d messages dropped", self.upstream_name, dropped)
+            await self.ctx.log("warning", f"the hub dropped {dropped} log or progress "
+                               f"messages of {self.upstream_name}: they came faster than they "
+                               "were read", self.upstream_name)
 
 
 def question_key(method: str, params: dict[str, Any]) -> str:
