@@ -218,6 +218,8 @@ class ReplayBudget:
         self.size += cost
         self._sessions[session] = None
         self._sessions.move_to_end(session)
+        if self.size <= self.limits.total:
+            return
         for other in list(self._sessions):
             if self.size <= self.limits.total:
                 return
