@@ -169,7 +169,8 @@ async def test_many_slow_bodies_under_the_limit_share_one_budget() -> None:
                         await writer.drain()
                     # Every body is now with the server, short of its tail: either held in
                     # the budget or refused. Refusals are answered while the body is held.
-                    statuses = [await _status(reader, 1.0) for reader, _ in connections]
+                    statuses = list(await asyncio.gather(
+                        *(_status(reader, 1.5) for reader, _ in connections)))
                 held = rss_bytes(pid)
                 print(f"\n{SLOW_BODIES} slow bodies: RSS {before / MIB:.1f} -> "
                       f"{held / MIB:.1f} MiB; refused: {statuses.count(503)}")
@@ -209,7 +210,7 @@ async def test_a_refused_body_says_when_to_retry() -> None:
                     await writer.drain()
                 # Which body is refused depends on the order the server reads them in.
                 answers = await asyncio.gather(*(
-                    asyncio.wait_for(reader.read(4096), 3) for reader, _ in connections),
+                    asyncio.wait_for(reader.read(4096), 1.5) for reader, _ in connections),
                     return_exceptions=True)
         finally:
             for _, writer in connections:
