@@ -29,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="what the client's `roots` do to the workspace: ignore them "
                         "(default), narrow the workspace to those inside it, or widen it "
                         "with them")
+    from mcpkit.transports.http.serve import add_limit_arguments
+
+    add_limit_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,9 +63,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"mcpkit serve: workspace {workspace.root}, "
                   f"http://{args.host}:{args.port}/mcp" + (" (token required)" if token else ""),
                   file=sys.stderr)
+            from mcpkit.transports.http.serve import limit_options
+
             server.run_http(host=args.host, port=args.port, log_level="warning",
                             wrap=lambda app: CodingHttpApp(
-                                app, token=token, on_shutdown=lambda: stop_jobs(env)))
+                                app, token=token, on_shutdown=lambda: stop_jobs(env)),
+                            **limit_options(args))
     finally:
         stop_jobs(env)
     return 0
