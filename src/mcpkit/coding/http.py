@@ -30,7 +30,7 @@ class CodingHttpApp:
         self.app = app
         self.token = token.encode() if token else None
         self.on_shutdown = on_shutdown
-        self.auth_failures = auth_failures or AuthFailures()
+        self.auth_failures = auth_failures if auth_failures is not None else AuthFailures()
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] not in ("http", "websocket"):

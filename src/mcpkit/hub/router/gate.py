@@ -76,7 +76,7 @@ class McpGate:
     ) -> None:
         self.app = app
         self.tokens = tokens
-        self.auth_failures = auth_failures or AuthFailures()
+        self.auth_failures = auth_failures if auth_failures is not None else AuthFailures()
         self.limiter = limiter
         self.revoked = revoked
 

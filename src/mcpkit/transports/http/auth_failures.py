@@ -72,5 +72,7 @@ class AuthFailures:
         while len(self._buckets) > self.max_addresses:
             self._buckets.popitem(last=False)
 
-    def __len__(self) -> int:
+    @property
+    def tracked(self) -> int:
+        """Addresses in the table now."""
         return len(self._buckets)
