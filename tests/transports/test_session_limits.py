@@ -183,3 +183,31 @@ def test_refusals_are_mcp_errors_with_their_http_status() -> None:
     with pytest.raises(SessionPoolFull) as pool:
         manager.create("c")
     assert pool.value.status == 503 and isinstance(pool.value, SessionLimitReached)
+
+
+async def _open_sse(port: int, source: str) -> tuple[bytes, asyncio.StreamWriter]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
+    writer.write(f"GET /sse HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\naccept: text/event-stream"
+                 "\r\n\r\n".encode())
+    async with asyncio.timeout(10):
+        return await reader.readline(), writer
+
+
+async def test_http_sse_streams_are_capped_per_client_too() -> None:
+    cap = 3
+    with mcpkit_process(["example", "--max-sessions-per-client", str(cap)]) as (_proc, port):
+        writers = []
+        try:
+            for _ in range(cap):
+                status_line, writer = await _open_sse(port, "127.0.0.1")
+                writers.append(writer)
+                assert b" 200 " in status_line
+            status_line, writer = await _open_sse(port, "127.0.0.1")
+            writers.append(writer)
+            assert b" 429 " in status_line
+            status_line, writer = await _open_sse(port, "127.0.0.2")
+            writers.append(writer)
+            assert b" 200 " in status_line
+        finally:
+            for writer in writers:
+                writer.close()
