@@ -112,3 +112,24 @@ async def test_wrong_tokens_are_limited_per_address_on_mcp_and_the_api(
     assert [reply.status for reply in api] == [401] * burst + [429] * 5
     assert api[-1].json()["error"]["code"] == "rate_limited"
     assert int(api[-1].headers["retry-after"]) >= 1
+
+
+def test_the_limits_are_settings_and_options() -> None:
+    import argparse
+
+    from mcpkit.hub.settings import HubSettings, SettingsError
+
+    settings = HubSettings.from_env({
+        "MCPKIT_HUB_MAX_SESSIONS": "50", "MCPKIT_HUB_MAX_SESSIONS_PER_USER": "5",
+        "MCPKIT_HUB_AUTH_FAILURE_BURST": "3", "MCPKIT_HUB_AUTH_FAILURE_RATE": "2",
+        "MCPKIT_HUB_MAX_CONNECTIONS": "64", "MCPKIT_HUB_HEADER_TIMEOUT": "2.5",
+        "MCPKIT_HUB_BODY_TIMEOUT": "7"})
+    assert (settings.max_sessions, settings.max_sessions_per_user, settings.auth_failure_burst,
+            settings.auth_failures_per_minute, settings.max_connections,
+            settings.header_timeout_s, settings.body_timeout_s) == (50, 5, 3, 2, 64, 2.5, 7.0)
+    given = argparse.Namespace(max_connections=10, header_timeout_s=1.0, body_timeout_s=None)
+    from_args = HubSettings.from_args(given, {})
+    assert (from_args.max_connections, from_args.header_timeout_s) == (10, 1.0)
+    for bad in ({"MCPKIT_HUB_MAX_SESSIONS_PER_USER": "0"}, {"MCPKIT_HUB_HEADER_TIMEOUT": "-1"}):
+        with pytest.raises(SettingsError):
+            HubSettings.from_env(bad)
