@@ -43,7 +43,7 @@ from mcpkit.transports.http import asgi
 from mcpkit.transports.http.asgi import Receive, Scope, Send
 from mcpkit.transports.http.late_start import LateStart
 from mcpkit.transports.http.legacy_sse import LegacySseTransport
-from mcpkit.transports.http.peers import peer_key
+from mcpkit.transports.http.peers import host_key
 from mcpkit.transports.http.security import HostGuard
 from mcpkit.transports.http.sessions import (
     DEFAULT_MAX_SESSIONS,
@@ -62,9 +62,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 PRINCIPAL_KEY = "mcpkit.principal"
-OWNER_HEADER = " mcpkit-owner"
-"""Where `_http` puts the session owner of a caller without a principal (its address) in
-the request's header map: a name no real header can have (it starts with a space)."""
+CLIENT_HEADER = " mcpkit-client"
+"""Where `_http` puts the address of a POST's caller without a principal (whose session
+quota it is, `_legacy_session`) in the request's header map: a name no real header can have
+(it starts with a space)."""
 """The ASGI scope key where an authenticating middleware puts the caller's identity."""
 WATCH_AFTER_S = 0.05
 """A call still running after this long gets a task that watches for the client going away
@@ -195,7 +196,8 @@ class McpAsgiApp:
         principal = str(scope.get(PRINCIPAL_KEY, ""))
         if method == "POST":
             if not principal:  # the client's address is whose session quota it is
-                hdrs = {**hdrs, OWNER_HEADER: f"peer:{peer_key(scope)}"}
+                client = scope.get("client")
+                hdrs = {**hdrs, CLIENT_HEADER: str(client[0]) if client else ""}
             await self._post(hdrs, receive, send, principal)
         elif method == "GET":
             await self._get(hdrs, receive, send, principal)
@@ -410,7 +412,8 @@ class McpAsgiApp:
     ) -> tuple[HttpSession | None, tuple[int, errors.McpError] | None]:
         """The session a legacy request belongs to, or (status, error) to refuse it with."""
         if request.method == "initialize":
-            owner = hdrs.get(OWNER_HEADER, principal)
+            client = hdrs.get(CLIENT_HEADER)  # only there without a principal
+            owner = principal if client is None else f"peer:{host_key(client)}"
             try:
                 return self.sessions.create(principal, self._negotiated(request), owner=owner), None
             except SessionLimitReached as refused:

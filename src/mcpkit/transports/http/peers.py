@@ -22,7 +22,11 @@ def peer_key(scope: Mapping[str, Any]) -> str:
     client = scope.get("client")
     if not client:
         return UNKNOWN_PEER
-    host = str(client[0])
+    return host_key(str(client[0]))
+
+
+def host_key(host: str) -> str:
+    """`peer_key` of a client whose address is `host`."""
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
