@@ -62,11 +62,11 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 PRINCIPAL_KEY = "mcpkit.principal"
+"""The ASGI scope key where an authenticating middleware puts the caller's identity."""
 CLIENT_HEADER = " mcpkit-client"
 """Where `_http` puts the address of a POST's caller without a principal (whose session
 quota it is, `_legacy_session`) in the request's header map: a name no real header can have
 (it starts with a space)."""
-"""The ASGI scope key where an authenticating middleware puts the caller's identity."""
 WATCH_AFTER_S = 0.05
 """A call still running after this long gets a task that watches for the client going away
 (started by one ticker for all calls, `late_start.py`: a task or a timer per request cost
