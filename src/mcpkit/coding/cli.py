@@ -7,6 +7,10 @@ import os
 import sys
 
 from mcpkit.coding.scope import current_task, valid_task_id
+from mcpkit.transports.http.auth_failures import (
+    DEFAULT_AUTH_FAILURE_BURST,
+    DEFAULT_AUTH_FAILURES_PER_MINUTE,
+)
 
 DEFAULT_PORT = 65510
 TOKEN_ENV = "MCPKIT_SERVE_TOKEN"
@@ -20,6 +24,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument("--token", default=None, help=f"require `Authorization: Bearer "
                         f"TOKEN` (HTTP); also read from ${TOKEN_ENV}")
+    parser.add_argument("--auth-failure-burst", type=int, default=DEFAULT_AUTH_FAILURE_BURST,
+                        metavar="N", help="wrong tokens a client address may send at once "
+                        f"before 429 (default {DEFAULT_AUTH_FAILURE_BURST})")
+    parser.add_argument("--auth-failure-rate", type=int,
+                        default=DEFAULT_AUTH_FAILURES_PER_MINUTE, metavar="N",
+                        help="wrong tokens a minute an address may send after the burst "
+                        f"(default {DEFAULT_AUTH_FAILURES_PER_MINUTE})")
     parser.add_argument("--task-id", default=None,
                         help="the task scope for stdio (HTTP takes ?task_id= per request)")
     parser.add_argument("--allow-private-fetch", action="store_true",
@@ -29,6 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="what the client's `roots` do to the workspace: ignore them "
                         "(default), narrow the workspace to those inside it, or widen it "
                         "with them")
+    from mcpkit.transports.http.serve import add_limit_arguments
+
+    add_limit_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,6 +51,10 @@ def run(args: argparse.Namespace) -> int:
     from mcpkit.coding.server import build_server
     from mcpkit.coding.workspace import Workspace, WorkspaceError
 
+    if min(args.auth_failure_burst, args.auth_failure_rate) < 1:
+        print("mcpkit serve: --auth-failure-burst and --auth-failure-rate must be above 0",
+              file=sys.stderr)
+        return 2
     try:
         workspace = Workspace.at(args.workspace)
     except WorkspaceError as exc:
@@ -56,13 +74,20 @@ def run(args: argparse.Namespace) -> int:
             server.run_stdio()
         else:
             from mcpkit.coding.http import CodingHttpApp
+            from mcpkit.transports.http.auth_failures import AuthFailures
 
             print(f"mcpkit serve: workspace {workspace.root}, "
                   f"http://{args.host}:{args.port}/mcp" + (" (token required)" if token else ""),
                   file=sys.stderr)
+            from mcpkit.transports.http.serve import limit_options
+
             server.run_http(host=args.host, port=args.port, log_level="warning",
                             wrap=lambda app: CodingHttpApp(
-                                app, token=token, on_shutdown=lambda: stop_jobs(env)))
+                                app, token=token, on_shutdown=lambda: stop_jobs(env),
+                                auth_failures=AuthFailures(
+                                    burst=args.auth_failure_burst,
+                                    per_minute=args.auth_failure_rate)),
+                            **limit_options(args))
     finally:
         stop_jobs(env)
     return 0
