@@ -14,6 +14,8 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests.coding.processes import gone, hanging_tool
 
 from mcpkit.client import Client
@@ -373,3 +375,27 @@ async def test_ripgrep_killed_on_cancel(client: Client, tmp_path: Path,
         await started(tmp_path)
         tg.cancel_scope.cancel()
     await wait_until_gone(tmp_path)
+
+
+# --- result counts are bounded in memory, not in what they report ------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 5), st.lists(st.tuples(st.integers(0, 5).map(float),
+                                             st.text(alphabet="abc", max_size=3)), max_size=60))
+def test_newest_keeps_only_what_it_shows(keep: int, items: list[tuple[float, str]]) -> None:
+    newest = search.Newest(keep)
+    for mtime, path in items:
+        newest.add(mtime, path)
+        assert len(newest.items) < 2 * keep + 64
+    assert newest.total == len(items)
+    assert newest.ordered() == sorted(items, key=lambda f: (-f[0], f[1]))[:keep]
+
+
+async def test_grep_counts_files_past_the_kept_ones(client: Client, engine: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(grep, "MAX_FILES_KEPT", 2)
+    text, data, is_error = await call(client, "grep", pattern="needle", output_mode="count")
+    assert not is_error and data["total_files"] == len(VISIBLE_NEEDLE)
+    assert len(data["counts"]) == 2 and data["truncated"] is True
+    assert f"in {len(VISIBLE_NEEDLE)} files" in text and "3 more files with matches" in text

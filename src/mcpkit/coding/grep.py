@@ -43,6 +43,8 @@ WORKER_MEMORY_BYTES = 1 << 30
 """Address space of the Python search worker (RLIMIT_AS)."""
 STORE_LINES = 20_000
 """Lines `grep` keeps in memory for content output; past that it only counts."""
+MAX_FILES_KEPT = 50_000
+"""Files with matches `grep` keeps (paths, counts); past that it only counts them."""
 MAX_FILE_BYTES = 64 * 1024 * 1024
 """The Python search skips files larger than this."""
 MAX_LINE = 400
@@ -85,9 +87,15 @@ class GrepOutcome:
     files: list[FileHits] = field(default_factory=list)
     stored: int = 0
     timed_out: bool = False
+    files_dropped: int = 0  # past MAX_FILES_KEPT: counted only
+    matches_dropped: int = 0
 
     def add(self, hits: FileHits) -> None:
         if hits.matches <= 0:
+            return
+        if len(self.files) >= MAX_FILES_KEPT:
+            self.files_dropped += 1
+            self.matches_dropped += hits.matches
             return
         if self.stored >= STORE_LINES:
             hits.lines = []

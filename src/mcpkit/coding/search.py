@@ -25,7 +25,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -200,12 +200,32 @@ async def in_thread(fn: Callable[[], Any], deadline: Deadline) -> Any:
 
 
 @dataclass(slots=True)
+class Newest:
+    """The `keep` newest files seen (ties: by path) and how many were seen: memory stays
+    O(keep) however many files match."""
+
+    keep: int
+    items: list[tuple[float, str]] = field(default_factory=list)  # (mtime, path)
+    total: int = 0
+
+    def add(self, mtime: float, path: str) -> None:
+        self.total += 1
+        self.items.append((mtime, path))
+        if len(self.items) >= 2 * self.keep + 64:  # amortised: one sort per `keep` adds
+            self.items = self.ordered()
+
+    def ordered(self) -> list[tuple[float, str]]:
+        return sorted(self.items, key=lambda f: (-f[0], f[1]))[:self.keep]
+
+
+@dataclass(slots=True)
 class GlobOutcome:
-    files: list[tuple[float, str]]
+    files: Newest
     timed_out: bool
 
 
-def run_glob(env: CodingEnv, pattern: str, path: str | None, deadline: Deadline) -> GlobOutcome:
+def run_glob(env: CodingEnv, pattern: str, path: str | None, deadline: Deadline,
+             keep: int = GLOB_LIMIT) -> GlobOutcome:
     workspace = env.workspace
     prefix, rest = split_literal_prefix(pattern)
     base = workspace.resolve(path)
@@ -219,13 +239,13 @@ def run_glob(env: CodingEnv, pattern: str, path: str | None, deadline: Deadline)
         else:
             base = workspace.resolve(str(base / prefix))
         if not base.is_dir():
-            return GlobOutcome([], False)
+            return GlobOutcome(Newest(keep), False)
     walk_root = root_of(workspace, base)
     base_rel = base.relative_to(walk_root).as_posix()
     skip = 0 if base_rel == "." else len(base_rel) + 1
     matcher = compile_glob(rest)
     walker = Walker(walk_root, workspace.contains, stop=deadline)
-    found: list[tuple[float, str]] = []
+    found = Newest(keep)
     try:
         for entry in walker.files(base, max_depth=glob_depth(rest)):
             if deadline():  # per file too: a directory can hold very many
@@ -236,7 +256,7 @@ def run_glob(env: CodingEnv, pattern: str, path: str | None, deadline: Deadline)
                 mtime = entry.entry.stat().st_mtime
             except OSError:
                 continue
-            found.append((mtime, shown_path(workspace, walk_root, entry.rel)))
+            found.add(mtime, shown_path(workspace, walk_root, entry.rel))
     except WalkStopped:
         if not deadline.timed_out:
             raise
@@ -245,9 +265,8 @@ def run_glob(env: CodingEnv, pattern: str, path: str | None, deadline: Deadline)
 
 
 def glob_text(pattern: str, outcome: GlobOutcome, limit: int) -> ToolResult:
-    ordered = sorted(outcome.files, key=lambda f: (-f[0], f[1]))
-    shown = [p for _, p in ordered[:limit]]
-    total = len(ordered)
+    shown = [p for _, p in outcome.files.ordered()[:limit]]
+    total = outcome.files.total
     lines = list(shown)
     if not shown:
         hint = ""
@@ -301,8 +320,8 @@ def content_lines(query: GrepQuery, files: list[FileHits], limit: int
 
 def grep_text(query: GrepQuery, outcome: GrepOutcome, limit: int) -> ToolResult:
     files = outcome.files
-    total_files = len(files)
-    total_matches = sum(f.matches for f in files)
+    total_files = len(files) + outcome.files_dropped
+    total_matches = sum(f.matches for f in files) + outcome.matches_dropped
     lines: list[str] = []
     shown: list[str] = []
     truncated = False
@@ -340,6 +359,10 @@ def grep_text(query: GrepQuery, outcome: GrepOutcome, limit: int) -> ToolResult:
             lines.append(f"({total_matches - emitted} more matching lines not shown; narrow "
                          f"the search or raise limit)")
         structured["total_matches"] = total_matches
+    if outcome.files_dropped:
+        truncated = True
+        lines.append(f"({outcome.files_dropped} more files with matches were only counted, "
+                     f"past {engines.MAX_FILES_KEPT}; narrow the search)")
     if not files:
         lines.append(f"No matches for {query.pattern!r}.")
     if outcome.timed_out:
@@ -480,13 +503,15 @@ def register(server: Server, env: CodingEnv) -> None:
         if ".." in pattern.split("/"):
             return error(f"'..' is not allowed in patterns: {pattern}")
         deadline = Deadline(WALK_TIMEOUT_S)
+        shown = clamp(limit, GLOB_LIMIT, 1, MAX_LIMIT)
         try:
-            outcome = await in_thread(lambda: run_glob(env, pattern, path, deadline), deadline)
+            outcome = await in_thread(lambda: run_glob(env, pattern, path, deadline, shown),
+                                      deadline)
         except (WorkspaceError, SearchError, PatternError) as exc:
             return error(str(exc))
         except OSError as exc:
             return error(f"glob failed: {exc.strerror or exc}")
-        return glob_text(pattern, outcome, clamp(limit, GLOB_LIMIT, 1, MAX_LIMIT))
+        return glob_text(pattern, outcome, shown)
 
     server.add_tool(
         glob, name="glob", title="Find files by name",
