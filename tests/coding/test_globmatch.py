@@ -162,6 +162,8 @@ def test_brace_bombs_are_refused_with_the_limit() -> None:
     with pytest.raises(PatternError, match=f"the limit is {braces.MAX_PATTERN_CHARS}"):
         compile_glob("a" * (braces.MAX_PATTERN_CHARS + 1))
     assert len(expand_braces("{a,b}" * 8)) == 256  # exactly at the limit
+    with pytest.raises(PatternError, match=f"the limit is {braces.MAX_EXPANDED_CHARS}"):
+        expand_braces("a" * 900 + "{b,c}" * 5)  # 32 patterns of 905 characters
 
 
 # --- the line splitter ------------------------------------------------------------------------

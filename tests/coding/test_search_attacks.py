@@ -237,6 +237,9 @@ async def test_expansion_and_length_caps(served: Served) -> None:
             ("grep", {"pattern": "a" * (grep.MAX_REGEX_CHARS + 1)},
              f"the limit is {grep.MAX_REGEX_CHARS}"),
             ("ls", {"ignore": ["*.x"] * 65}, "the limit is 64"),
+            ("ls", {"ignore": ["{a,b}{c,d}{e,f}"] * 64}, "expand to 512 patterns in all"),
+            ("glob", {"pattern": "a" * 900 + "{b,c}" * 5},
+             f"the limit is {braces.MAX_EXPANDED_CHARS}"),
         ]
         for tool, args, said in calls:
             with anyio.fail_after(LIVENESS_S):

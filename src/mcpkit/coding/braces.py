@@ -3,8 +3,8 @@
 A pattern's alternatives multiply: 22 groups of `{a,b}` make 4,194,304 patterns (more than
 1.4 GiB once expanded). The expansion here is lazy and stops at `MAX_EXPANSIONS`, so a
 hostile pattern costs at most that many small strings before it is refused with
-`PatternError`; pattern length is capped first (`MAX_PATTERN_CHARS`), which also bounds the
-nesting and so the recursion depth.
+`PatternError`, as it is past `MAX_EXPANDED_CHARS` characters in all; pattern length is
+capped first (`MAX_PATTERN_CHARS`), which also bounds the nesting and so the recursion depth.
 
 Semantics (the ones the coding tools always had): `{a,b}` expands at any nesting depth;
 a group without a top-level comma (`{a}`, `{}`) and unbalanced braces stay literal; a
@@ -20,6 +20,9 @@ MAX_PATTERN_CHARS = 1024
 """Longest glob (`glob` pattern, `grep` include, `ls` ignore) the tools accept."""
 MAX_EXPANSIONS = 256
 """Most patterns one glob may expand to through its `{a,b}` groups."""
+MAX_EXPANDED_CHARS = 8192
+"""Most characters all of a glob's expansions may add up to: a match costs at most this
+times the length of the path (see `globmatch.py`)."""
 
 
 class PatternError(ValueError):
@@ -32,10 +35,20 @@ def check_length(pattern: str, what: str = "pattern", limit: int = MAX_PATTERN_C
         raise PatternError(f"{what} is {len(pattern)} characters long; the limit is {limit}")
 
 
-def expand_braces(pattern: str, limit: int = MAX_EXPANSIONS) -> list[str]:
-    """Every pattern `pattern` stands for; `PatternError` past `limit` of them."""
+def expand_braces(pattern: str, limit: int = MAX_EXPANSIONS,
+                  max_chars: int = MAX_EXPANDED_CHARS) -> list[str]:
+    """Every pattern `pattern` stands for; `PatternError` past `limit` of them or past
+    `max_chars` characters in all."""
     check_length(pattern)
-    expanded = list(itertools.islice(_expand(pattern), limit + 1))
+    expanded: list[str] = []
+    size = 0
+    for one in itertools.islice(_expand(pattern), limit + 1):
+        expanded.append(one)
+        size += len(one)
+        if size > max_chars:
+            raise PatternError(
+                f"pattern {shorten(pattern)!r} expands to more than {max_chars} characters "
+                f"through its {{a,b}} groups; the limit is {max_chars}")
     if len(expanded) > limit:
         raise PatternError(
             f"pattern {shorten(pattern)!r} expands to more than {limit} alternatives "

@@ -33,6 +33,7 @@ import anyio
 import anyio.to_thread
 
 from mcpkit.coding import grep as engines
+from mcpkit.coding.braces import MAX_EXPANDED_CHARS, MAX_EXPANSIONS
 from mcpkit.coding.env import CodingEnv
 from mcpkit.coding.globmatch import (
     GlobSet,
@@ -391,12 +392,17 @@ def ls_ignore_globs(ignore: tuple[str, ...]) -> GlobSet:
     one too long or expanding to too many."""
     if len(ignore) > LS_MAX_IGNORES:
         raise PatternError(f"{len(ignore)} ignore globs given; the limit is {LS_MAX_IGNORES}")
-    globs = [compile_glob(p) for p in LS_DEFAULT_IGNORES if p not in _LS_DEFAULT_NAMES]
-    for pattern in ignore:
-        pattern = pattern.strip().rstrip("/")
-        if pattern:
-            globs.append(compile_glob(pattern.lstrip("/")))
-    return union(globs)
+    given = [compile_glob(p.strip().rstrip("/").lstrip("/")) for p in ignore
+             if p.strip().rstrip("/")]
+    together = union(given)  # all of them are tried on every entry: capped as one glob
+    if len(together.globs) > MAX_EXPANSIONS:
+        raise PatternError(f"the ignore globs expand to {len(together.globs)} patterns in all; "
+                           f"the limit is {MAX_EXPANSIONS}")
+    if sum(len(g.pattern) for g in together.globs) > MAX_EXPANDED_CHARS:
+        raise PatternError(f"the ignore globs expand to more than {MAX_EXPANDED_CHARS} "
+                           f"characters in all; the limit is {MAX_EXPANDED_CHARS}")
+    defaults = [compile_glob(p) for p in LS_DEFAULT_IGNORES if p not in _LS_DEFAULT_NAMES]
+    return union([*defaults, together])
 
 
 def run_ls(env: CodingEnv, target: Path, ignore: list[str], depth: int, deadline: Deadline,
@@ -439,6 +445,9 @@ def run_ls(env: CodingEnv, target: Path, ignore: list[str], depth: int, deadline
         dirs: list[tuple[str, str, str]] = []  # (sort key, name, path)
         files: list[tuple[str, str]] = []  # (sort key, line)
         for e in entries:
+            if budget is None and deadline():  # in a thread: per entry, not per directory
+                stopped = True
+                return
             name = e.name
             if name in names or match(name) or (rel_prefix and match(rel_prefix + name)):
                 continue
