@@ -269,15 +269,35 @@ async def test_a_huge_line_is_read_in_bounded_pieces(served: Served, tmp_path: P
 # --- in process: the worker's hard limit and cancellation -------------------------------------
 
 
+def parent_of(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def mine(pid: int) -> bool:
+    """Whether `pid` descends from this test process (other tests' workers are not ours)."""
+    for _ in range(16):
+        pid = parent_of(pid)
+        if pid == os.getpid():
+            return True
+        if pid <= 1:
+            return False
+    return False
+
+
 def worker_pids() -> set[int]:
+    """The live Python search workers this test process started, directly or through a
+    server it started."""
     found = set()
-    for status in Path("/proc").glob("[0-9]*/cmdline"):
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
-            if b"mcpkit.coding.grep_worker" in status.read_bytes():
-                found.add(int(status.parent.name))
+            if b"mcpkit.coding.grep_worker" in cmdline.read_bytes():
+                found.add(int(cmdline.parent.name))
         except OSError:
             continue
-    return {pid for pid in found if not pid_gone(pid)}
+    return {pid for pid in found if not pid_gone(pid) and mine(pid)}
 
 
 @pytest.fixture
@@ -293,10 +313,20 @@ async def test_a_stuck_worker_is_killed_at_the_hard_limit(
     monkeypatch.setattr(grep, "GREP_TIMEOUT_S", 0.5)
     monkeypatch.setattr(grep, "KILL_GRACE_S", 0.5)
     before = worker_pids()
-    with anyio.fail_after(LIVENESS_S * 2):
-        result = await local.call_tool("grep", {"pattern": "(a+)+$", "path": "evil.txt"})
+    seen: set[int] = set()
+
+    async def watch() -> None:
+        while True:
+            seen.update(worker_pids() - before)
+            await anyio.sleep(0.02)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch)
+        with anyio.fail_after(LIVENESS_S * 2):
+            result = await local.call_tool("grep", {"pattern": "(a+)+$", "path": "evil.txt"})
+        tg.cancel_scope.cancel()
     assert not result.is_error and result.structured_content["timed_out"] is True
-    assert worker_pids() <= before
+    assert seen and all(pid_gone(pid) for pid in seen)  # it ran, and was killed
 
 
 async def test_cancelling_a_search_kills_its_worker(local: Client) -> None:
@@ -304,9 +334,29 @@ async def test_cancelling_a_search_kills_its_worker(local: Client) -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(local.call_tool, "grep", {"pattern": "(a+)+$", "path": "evil.txt"})
         with anyio.fail_after(LIVENESS_S):
-            while not worker_pids() - before:  # noqa: ASYNC110 (a process, not a task)
+            while not (started := worker_pids() - before):  # noqa: ASYNC110 (a process)
                 await anyio.sleep(0.02)
         tg.cancel_scope.cancel()
     with anyio.fail_after(3):
-        while worker_pids() - before:  # noqa: ASYNC110
+        while not all(pid_gone(pid) for pid in started):  # noqa: ASYNC110
             await anyio.sleep(0.02)
+
+
+async def test_over_stdio_the_same_connection_keeps_answering(tmp_path: Path) -> None:
+    """stdio has one connection: the attack and the ordinary calls share it. Closing it
+    (stdin EOF) ends the server, and the stuck worker with it."""
+    ws = make_workspace(tmp_path)
+    env = {**os.environ, grep.ENGINE_ENV: "python"}
+    before = worker_pids()
+    command = [sys.executable, "-m", "mcpkit", "serve", "--transport", "stdio",
+               "--workspace", str(ws)]
+    async with Client(command, env=env) as c, anyio.create_task_group() as tg:
+        tg.start_soon(c.call_tool, "grep", {"pattern": "(a+)+$", "path": "evil.txt"})
+        with anyio.fail_after(LIVENESS_S):
+            while not (started := worker_pids() - before):  # noqa: ASYNC110 (a process)
+                await anyio.sleep(0.02)
+        await answered_promptly(c)
+        tg.cancel_scope.cancel()
+    with anyio.fail_after(SIGTERM_S):  # by pid: once the server is gone it is no child of ours
+        while not all(pid_gone(pid) for pid in started):  # noqa: ASYNC110
+            await anyio.sleep(0.05)

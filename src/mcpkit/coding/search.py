@@ -576,7 +576,7 @@ def register(server: Server, env: CodingEnv) -> None:
     server.add_tool(
         grep, name="grep", title="Search file contents",
         description=(
-            "Search file contents with a regular expression (ripgrep when installed). "
+            "Search file contents with a regular expression (Python/ripgrep syntax). "
             "Honours .gitignore, skips .git, binary files and symlinks. `output_mode`: "
             "`files_with_matches` (default, newest first), `content` (path:line:text, "
             "`context` lines around, long lines cut) or `count`. Output is capped by `limit` "
