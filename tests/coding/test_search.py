@@ -6,6 +6,7 @@ and a few calls over a real stdio `mcpkit serve`."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -399,3 +400,12 @@ async def test_grep_counts_files_past_the_kept_ones(client: Client, engine: str,
     assert not is_error and data["total_files"] == len(VISIBLE_NEEDLE)
     assert len(data["counts"]) == 2 and data["truncated"] is True
     assert f"in {len(VISIBLE_NEEDLE)} files" in text and "3 more files with matches" in text
+
+
+def test_the_worker_reports_its_own_failure() -> None:
+    """A worker that fails says so (exit 2, one `error:` line), never "no match" (exit 1)."""
+    done = subprocess.run([sys.executable, "-m", "mcpkit.coding.grep_worker", "{not json"],
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 2 and done.stdout == ""
+    message = grep.error_line(done.stderr, "x", "python")
+    assert message is not None and message.startswith("python failed: the Python search failed")

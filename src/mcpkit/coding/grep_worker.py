@@ -179,11 +179,15 @@ def include_filter(include: str | None) -> Callable[[str, str], bool] | None:
 
 
 def main(argv: list[str]) -> int:
-    query = msgspec.json.decode(argv[1], type=WorkerQuery)
-    limit_self(query)
+    """Exit 2 with one `error:` line on any failure: a crash must not read as "no match"."""
     out = sys.stdout.buffer
     try:
+        query = msgspec.json.decode(argv[1], type=WorkerQuery)
+        limit_self(query)
         return run(query, out)
+    except Exception as exc:
+        sys.stderr.write(f"error: the Python search failed: {type(exc).__name__}: {exc}\n")
+        return 2
     finally:
         with contextlib.suppress(OSError):
             out.flush()
