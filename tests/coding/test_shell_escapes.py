@@ -271,3 +271,30 @@ async def test_http_server_sigterm_stops_everything(
         assert await wait_survivors(pids) == []
     finally:
         kill_all(pids)
+
+
+async def test_server_attributes_adopted_orphans_without_a_cgroup(tmp_path: Path) -> None:
+    """`mcpkit serve` is wholly the server: without a cgroup, an orphan that cleared its
+    environment and left the session is still stopped with its command (the one command
+    running when it started), while a job spawned meanwhile by the server itself survives."""
+    command = ESCAPES + CLEARED + "sleep 100"
+    pids: list[int] = []
+    try:
+        with anyio.fail_after(30):
+            async with Client(serve(tmp_path, Tracking.PROCESS_TABLE), env=tree_env()) as c:
+                async with anyio.create_task_group() as tg:
+                    async def timing_out() -> None:
+                        result = await c.call_tool("bash", {"command": command,
+                                                            "timeout": 1500})
+                        assert result.structured_content["timed_out"] is True
+
+                    tg.start_soon(timing_out)
+                    pids = await escaped_pids(tmp_path, ESCAPED + 1)
+                    job = await c.call_tool("bash", {"command": "exec sleep 100",
+                                                     "run_in_background": True})
+                job_pid = job.structured_content["pid"]
+                assert survivors(pids) == []  # every escaped process, the cleared one too
+                assert survivors([job_pid]) == [job_pid]  # spawned after it, but not by it
+                await c.call_tool("bash_kill", {"job_id": job.structured_content["job_id"]})
+    finally:
+        kill_all(pids)

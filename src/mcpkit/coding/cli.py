@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     from mcpkit.coding.roots import RootsPolicy
     from mcpkit.coding.scope import Scopes
     from mcpkit.coding.server import build_server
-    from mcpkit.coding.tracking import Tracking, TrackingError
+    from mcpkit.coding.tracking import Tracking, TrackingError, claim_process
     from mcpkit.coding.workspace import Workspace, WorkspaceError
 
     try:
@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"mcpkit serve: {exc.message}", file=sys.stderr)
         return 2
     server = build_server(env)
+    claim_process()  # every child of this process is the coding tools' (see tracking.py)
     token = args.token or os.environ.get(TOKEN_ENV) or None
     try:
         if args.transport == "stdio":

@@ -44,7 +44,7 @@ from anyio.abc import Process
 from mcpkit.coding.env import CodingEnv
 from mcpkit.coding.processes import open_in_group
 from mcpkit.coding.scope import TaskScope
-from mcpkit.coding.tracking import CommandTracker
+from mcpkit.coding.tracking import CommandTracker, spawning
 from mcpkit.coding.workspace import WorkspaceError
 from mcpkit.server.context import Context
 from mcpkit.server.server import Server
@@ -483,11 +483,12 @@ def register(server: Server, env: CodingEnv) -> None:
         path = _output_path(scope, job_id)
         tracker = env.processes.new()
         try:
-            with open(path, "wb") as out:
+            with open(path, "wb") as out, spawning() as register:
                 proc = subprocess.Popen(
                     tracker.wrap(shell_argv(command)), stdin=subprocess.DEVNULL, stdout=out,
                     stderr=subprocess.STDOUT, cwd=cwd, env=tracker.environ(command_env(env)),
                     start_new_session=True)
+                register(proc.pid)
         except OSError as exc:
             tracker.stop(0)
             return _error(f"could not start the command: {exc}")

@@ -16,8 +16,12 @@ gets a `CommandTracker`, which finds its members two ways, together:
 
 Only processes started after the command's shell count (start time in /proc), so PIDs of
 older processes are never taken for members. Without the cgroup, a process that both clears
-its environment and leaves the session, and whose parent has exited, cannot be attributed
-to its command: it is stopped when the server exits (`stop_all` with `everything=True`).
+its environment and leaves the session, and whose parent has exited, carries nothing of its
+command: when this process is wholly the server (`claim_process`, as `mcpkit serve` does),
+such an adopted orphan (a child of ours that we did not spawn: every spawn is registered,
+`spawning`) is attributed to the one running command that started before it; when several
+could own it, it is left to the last of them or to the server's exit (`stop_all` with
+`everything=True`), which stops every descendant.
 
 The stopping code is synchronous and takes no locks: it runs in worker threads and in the
 server's SIGTERM handler.
@@ -33,7 +37,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -262,6 +266,69 @@ def _kill_cgroup(path: Path) -> None:
         f.write("0")
 
 
+# --- our own children ---------------------------------------------------------------------
+
+_owns_process = False
+_spawned: dict[int, tuple[int, int]] = {}
+"""Children this process spawned itself (pid -> (start time, registration number)): never
+taken for orphans."""
+_spawning = 0
+_generation = 0
+"""Spawns begun so far: a scan during which it changes does not look for orphans."""
+_registrations = 0
+
+
+def claim_process() -> None:
+    """This whole process is the server: every child of it not spawned through `spawning`
+    is an adopted orphan of some command (`mcpkit serve` calls this)."""
+    global _owns_process
+    _owns_process = True
+
+
+@contextlib.contextmanager
+def spawning() -> Iterator[Callable[[int], None]]:
+    """Around every spawn of a direct child (event-loop thread): yields `register(pid)`.
+    A scan that overlaps a spawn does not look for orphans (the new child is not
+    registered yet)."""
+    global _spawning, _generation
+    _spawning += 1
+    _generation += 1
+    try:
+        yield _register
+    finally:
+        _spawning -= 1
+
+
+def _register(pid: int) -> None:
+    global _registrations
+    info = read_proc(pid)
+    _registrations += 1
+    _spawned[pid] = (info.start if info is not None else -1, _registrations)
+
+
+def _scan() -> tuple[dict[int, ProcInfo], set[int] | None]:
+    """The process table, and the children of ours that we did not spawn (adopted orphans;
+    None when that cannot be told: not `claim_process`ed, or a spawn overlapped the scan)."""
+    generation, registered = _generation, _registrations
+    table = process_table()
+    if not _owns_process or _spawning or generation != _generation:
+        return table, None
+    me = os.getpid()
+    for pid, (start, number) in list(_spawned.items()):
+        info = table.get(pid)
+        # gone (and registered before the scan, so it existed before it), or pid reused
+        if (info is None and number <= registered) or (
+                info is not None and start != -1 and info.start != start):
+            _spawned.pop(pid, None)
+    orphans = set()
+    for pid, info in table.items():
+        if info.ppid == me:
+            start, _ = _spawned.get(pid, (info.start + 1, 0))
+            if start not in (info.start, -1):
+                orphans.add(pid)
+    return table, orphans
+
+
 # --- one command --------------------------------------------------------------------------
 
 _live: dict[int, CommandTracker] = {}
@@ -301,9 +368,12 @@ class CommandTracker:
     def members(self) -> tuple[set[int], set[int]]:
         """(live members, zombie members other than the shell), from the cgroup and the
         process table."""
-        table = process_table()
+        table, orphans = _scan()
         leader = self.leader
         roots: set[int] = set()
+        for pid in orphans or ():
+            if table[pid].start >= self.leader_start and self._sole_owner(table[pid].start):
+                roots.add(pid)
         if self.cgroup is not None:
             roots.update(p for p in cgroup_members(self.cgroup) if p in table)
         for info in table.values():
@@ -321,7 +391,14 @@ class CommandTracker:
         live = {p for p in found if not table[p].zombie}
         zombies = {p for p in found if table[p].zombie and p != leader
                    and table[p].ppid == os.getpid()}
+        zombies.update(p for p in orphans or () if table[p].zombie)
         return live, zombies
+
+    def _sole_owner(self, started: int) -> bool:
+        """Whether this is the only running command that could have started a process
+        that began at `started`."""
+        return all(other is self or other.leader_start > started
+                   for other in list(_live.values()))
 
     def sweep(self) -> set[int]:
         """The live members (one scan); the zombies among them are reaped on the way."""
