@@ -352,7 +352,9 @@ async def test_output_cap_stops_the_command(client: Client, env: CodingEnv) -> N
     assert sc["timed_out"] is False and sc["exit_code"] != 0
     assert "output passed" in text_of(result)
     assert size(sc["output_path"]) == 200_000
-    job = (await bash(client, "yes 0123456789", run_in_background=True)).structured_content
+    # a background job's file is measured every OUTPUT_CHECK_S: a modest writer
+    job = (await bash(client, "while :; do echo 0123456789; done", run_in_background=True)
+           ).structured_content
     with anyio.fail_after(10):
         while True:
             state = (await client.call_tool("bash_output", {"job_id": job["job_id"]})

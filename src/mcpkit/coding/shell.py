@@ -419,7 +419,8 @@ JOB_SCHEMA: dict[str, Any] = {
 BASH_DESCRIPTION = (
     "Run a shell command (bash -c) in the workspace, in its own process group, with stdin "
     "from /dev/null and stdout+stderr merged. `timeout` is in milliseconds (default 120000, "
-    "max 600000); on timeout the whole process group is killed and the exit code is 124. "
+    "max 600000); on timeout the command and every process it started are killed and the "
+    "exit code is 124. "
     "Long output shows its head and tail; the whole is saved to the file in `output_path`. "
     "Processes the command leaves running are stopped when it exits: for servers and other "
     "long-running commands use `run_in_background`, then `bash_output` and `bash_kill`. "
@@ -572,7 +573,8 @@ def register(server: Server, env: CodingEnv) -> None:
                      "openWorldHint": False})
     server.add_tool(
         bash_kill, name="bash_kill", title="Stop a background job",
-        description="Stop a background job: SIGTERM to its process group, SIGKILL after 2 s. "
+        description="Stop a background job: SIGTERM to every process it started, SIGKILL "
+                    "after 2 s. "
                     "Returns its final state and unread output.",
         output_schema=JOB_SCHEMA,
         annotations={"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True,

@@ -29,6 +29,7 @@ server's SIGTERM handler.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
 import os
@@ -223,7 +224,9 @@ class Cgroups:
             with contextlib.suppress(OSError):
                 base.rmdir()
             return None
-        return cls(base)
+        made = cls(base)
+        atexit.register(made.close)  # an empty cgroup directory is not left behind
+        return made
 
     def new(self) -> Path | None:
         path = self.base / f"c{next(self._names)}"
