@@ -45,7 +45,9 @@ SERVERS: dict[str, dict[str, list[str]]] = {
                  "--transport", "http", "--port", "{port}"],
     },
 }
-PEERS = ("official", "ts")  # compared against mcpkit, in this order
+PEERS = ("baseline", "official", "ts")  # compared against mcpkit, in this order
+# Extra environment per server (the baseline runs another checkout's mcpkit).
+SERVER_ENV: dict[str, dict[str, str]] = {}
 JS_MODULES = ROOT / "tests/js/node_modules"
 TS_SERVER = ROOT / "bench/peers/ts_echo_server.mjs"
 
@@ -74,6 +76,21 @@ CALL_PREFIX = b'{"jsonrpc":"2.0","id":'
 CALL_SUFFIX = (b',"method":"tools/call",'
                b'"params":{"name":"echo","arguments":{"text":"hello, world"}}}')
 STEP_TIMEOUT = 15.0
+
+
+def add_baseline_peer(checkout: str) -> None:
+    """Register mcpkit from another checkout (e.g. main before a change) as the "baseline" peer.
+
+    Its echo server runs with the checkout's src/ first on PYTHONPATH, so both versions are
+    measured in one run, interleaved, under the same machine noise.
+    """
+    src = Path(checkout).resolve() / "src"
+    if not (src / "mcpkit" / "__init__.py").is_file():
+        raise SystemExit(f"echo_bench: --baseline {checkout}: no src/mcpkit there")
+    SERVERS["baseline"] = SERVERS["mcpkit"]
+    SERVER_ENV["baseline"] = {**os.environ, "PYTHONPATH": str(src)}
+    # mcpkit itself must not pick up an inherited PYTHONPATH pointing at the baseline.
+    SERVER_ENV["mcpkit"] = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
 
 
 def free_port() -> int:
@@ -130,7 +147,7 @@ async def spawn(server: str, transport: str, port: int = 0) -> asyncio.subproces
     return await asyncio.create_subprocess_exec(
         *argv, cwd=ROOT, stdin=pipe if transport == "stdio" else subprocess.DEVNULL,
         stdout=pipe if transport == "stdio" else subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL, limit=1 << 24,
+        stderr=subprocess.DEVNULL, limit=1 << 24, env=SERVER_ENV.get(server),
     )
 
 
@@ -489,12 +506,21 @@ def main() -> None:
                         help="runs per cell, interleaved; the median is reported "
                              "(default 3, 1 with --quick)")
     parser.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    parser.add_argument("--baseline", metavar="CHECKOUT",
+                        help="also run the echo server of another mcpkit checkout (e.g. a "
+                             "worktree of main before a change) and print mcpkit/baseline")
+    parser.add_argument("--peers", nargs="+", choices=PEERS, default=None,
+                        help="only these peers (default: every available one)")
     args = parser.parse_args()
     args.duration = args.duration or (1.0 if args.quick else 3.0)
     args.warmup = args.warmup if args.warmup is not None else (0.3 if args.quick else 0.5)
     args.start_runs = 5 if args.quick else 10
     args.repeat = args.repeat or (1 if args.quick else 3)
-    args.ts_skipped = add_ts_peer()
+    args.ts_skipped = add_ts_peer() if "ts" in (args.peers or PEERS) else None
+    if args.baseline:
+        add_baseline_peer(args.baseline)
+    for peer in set(PEERS) - set(args.peers or PEERS):
+        SERVERS.pop(peer, None)
     try:
         import uvloop
         runner: Any = uvloop.run

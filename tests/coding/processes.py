@@ -29,3 +29,11 @@ def gone(pid_file: Path) -> bool:
         return True
     status = Path(f"/proc/{pid}/stat")  # a zombie still answers signal 0
     return status.exists() and status.read_text().split(") ")[-1].startswith("Z")
+
+
+def tree_env(**extra: str) -> dict[str, str]:
+    """The environment for a `mcpkit serve` child that runs this checkout's code (a stdio
+    child does not inherit PYTHONPATH from the test process)."""
+    import mcpkit
+
+    return {"PYTHONPATH": str(Path(mcpkit.__file__).resolve().parents[1]), **extra}

@@ -204,7 +204,7 @@ async def test_tool_is_listed_with_annotations_and_schemas(client: Client) -> No
     assert tool.annotations.open_world_hint is True
     assert set(tool.input_schema["properties"]) == {"url", "format", "timeout"}
     assert tool.output_schema["required"] == ["url", "status", "content_type", "bytes",
-                                              "truncated"]
+                                              "truncated", "body"]
 
 
 async def test_text_format_strips_markup_scripts_and_styles(client: Client, site: Site
@@ -218,7 +218,31 @@ async def test_text_format_strips_markup_scripts_and_styles(client: Client, site
         assert absent not in text
     assert data == {"url": f"{site.base}/html", "status": 200,
                     "content_type": "text/html; charset=utf-8", "bytes": len(PAGE.encode()),
-                    "truncated": False}
+                    "truncated": False, "body": text}
+
+
+async def test_structured_content_alone_carries_the_body(client: Client, site: Site) -> None:
+    """A client that shows only `structuredContent` gets the body in every format."""
+    for fmt, path in (("html", "html"), ("markdown", "html"), ("json", "data"),
+                      ("base64", "png"), ("text", "missing")):
+        result = await client.call_tool("fetch", {"url": f"{site.base}/{path}",
+                                                  "format": fmt})
+        assert not result.is_error
+        body = result.structured_content["body"]
+        assert body == result.content[0].text  # the text's first block, the same body
+        if fmt == "html":
+            assert body == PAGE
+        elif fmt == "markdown":
+            assert "# Main heading" in body
+        elif fmt == "json":
+            assert json.loads(body)["name"] == "mcpkit"
+        elif fmt == "base64":
+            assert base64.b64decode(body) == PNG
+        else:
+            assert "no such page" in body and result.structured_content["status"] == 404
+    cut = (await client.call_tool("fetch", {"url": f"{site.base}/big", "format": "html"})
+           ).structured_content
+    assert cut["truncated"] is True and len(cut["body"]) == fetch.MAX_BODY_BYTES
 
 
 async def test_markdown_format(client: Client, site: Site) -> None:
@@ -309,6 +333,9 @@ async def test_bad_arguments(client: Client) -> None:
     assert is_error and "maximum" in text
     text, _, is_error = await call(client, url="http://127.0.0.1:1/", timeout=0)
     assert is_error and "positive" in text
+    long = "http://example.com/" + "a" * fetch.MAX_URL_CHARS
+    text, _, is_error = await call(client, url=long)
+    assert is_error and f"over the maximum of {fetch.MAX_URL_CHARS}" in text
 
 
 async def test_connection_refused(client: Client) -> None:

@@ -394,6 +394,7 @@ async def test_patch_unified_multi_file(tools: Tools) -> None:
     (tools.root / "gone.txt").write_text("bye\n")
     (tools.root / "a.txt").chmod(0o604)
     await tools.ok("view", file_path="a.txt")
+    await tools.ok("view", file_path="gone.txt")
     diff = (
         "diff --git a/a.txt b/a.txt\nindex 111..222 100644\n"
         "--- a/a.txt\n+++ b/a.txt\n"
@@ -483,6 +484,33 @@ async def test_patch_needs_reads_and_refuses_existing_adds(tools: Tools) -> None
     assert (tools.root / "a.txt").read_text() == SOURCE
 
 
+async def test_patch_deletes_only_files_read_and_unchanged(tools: Tools) -> None:
+    """Deleting is a change: the file must have been read in this task, and not have
+    changed since, in both patch formats; nothing else in a refused patch is applied."""
+    (tools.root / "keep.txt").write_text("precious\n")
+    (tools.root / "other.txt").write_text("other\n")
+    await tools.ok("view", file_path="other.txt")
+    begin = ("*** Begin Patch\n*** Delete File: keep.txt\n"
+             "*** Update File: other.txt\n@@\n-other\n+changed\n*** End Patch\n")
+    unified = "--- a/keep.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-precious\n"
+    for diff in (begin, unified):
+        message = await tools.fails("patch", diff=diff)
+        assert "keep.txt exists but has not been read in this task" in message
+        assert (tools.root / "keep.txt").read_text() == "precious\n"
+    assert (tools.root / "other.txt").read_text() == "other\n"  # all or nothing
+    # the same message as an update of an unread file gives
+    update = "--- a/keep.txt\n+++ b/keep.txt\n@@ -1 +1 @@\n-precious\n+x\n"
+    assert message == await tools.fails("patch", diff=update)
+    # read, then changed on disk: refused as stale
+    await tools.ok("view", file_path="keep.txt")
+    (tools.root / "keep.txt").write_text("precious, edited elsewhere\n")
+    assert "changed on disk" in await tools.fails("patch", diff=unified)
+    await tools.ok("view", file_path="keep.txt")
+    await tools.ok("patch", diff="*** Begin Patch\n*** Delete File: keep.txt\n"
+                                 "*** End Patch\n")
+    assert not (tools.root / "keep.txt").exists()
+
+
 async def test_patch_begin_patch_format(tools: Tools) -> None:
     (tools.root / "a.py").write_text("class A:\n    def f(self):\n        return 1\n\n"
                                      "    def g(self):\n        return 1\n")
@@ -490,6 +518,7 @@ async def test_patch_begin_patch_format(tools: Tools) -> None:
     (tools.root / "del.txt").write_text("x\n")
     await tools.ok("view", file_path="a.py")
     await tools.ok("view", file_path="old.txt")
+    await tools.ok("view", file_path="del.txt")
     diff = (
         "*** Begin Patch\n"
         "*** Update File: a.py\n"

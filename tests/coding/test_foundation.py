@@ -15,7 +15,13 @@ from tests.procs import free_port, wait_for_port
 
 from mcpkit.client import Client, HttpStatusError
 from mcpkit.coding.http import CodingHttpApp
-from mcpkit.coding.scope import DEFAULT_TASK, Scopes, current_task, valid_task_id
+from mcpkit.coding.scope import (
+    DEFAULT_TASK,
+    Scopes,
+    TaskLimitError,
+    current_task,
+    valid_task_id,
+)
 from mcpkit.coding.workspace import Workspace, WorkspaceError
 
 pytestmark = pytest.mark.anyio
@@ -92,26 +98,47 @@ def test_task_ids() -> None:
         assert not valid_task_id(bad)
 
 
-def test_scopes_are_separate_and_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import mcpkit.coding.scope as scope_module
+class FakeJob:
+    def __init__(self, running: bool) -> None:
+        self.running = running
+        self.killed = False
 
-    monkeypatch.setattr(scope_module, "MAX_TASKS", 3)
-    scopes = Scopes(tmp_path / "out")
+    def kill_now(self) -> None:
+        self.killed = True
+
+
+def test_scopes_are_separate_and_bounded(tmp_path: Path) -> None:
+    scopes = Scopes(tmp_path / "out", max_tasks=3)
     one, two = scopes.get("one"), scopes.get("two")
     assert one is not two and one.output_dir != two.output_dir
     assert one.output_dir.is_dir()
-    killed: list[str] = []
-
-    class Job:
-        def kill_now(self) -> None:
-            killed.append("one's job")
-
-    one.jobs["j"] = Job()
+    done = one.jobs["j"] = FakeJob(running=False)
     scopes.get("three")
-    scopes.get("four")  # "one" is the least recently used: dropped, its job killed
-    assert killed == ["one's job"]
+    scopes.get("four")  # "one" is the least recently used and idle: dropped
+    assert done.killed
     assert [s.task_id for s in scopes.all()] == ["two", "three", "four"]
     assert scopes.current().task_id == DEFAULT_TASK
+
+
+def test_busy_tasks_are_never_dropped(tmp_path: Path) -> None:
+    scopes = Scopes(tmp_path / "out", max_tasks=3)
+    running = scopes.get("busy").jobs["j"] = FakeJob(running=True)
+    scopes.get("foreground").commands = 1
+    for i in range(300):  # other tasks come and go; they push each other out, not "busy"
+        scopes.get(f"other-{i}")
+    assert not running.killed
+    assert [s.task_id for s in scopes.all()] == ["busy", "foreground", "other-299"]
+    scopes.get("other-299").commands = 1
+    with pytest.raises(TaskLimitError) as refused:
+        scopes.get("new")
+    assert refused.value.code == -32600
+    assert "all 3 task scopes have commands or background jobs running" in refused.value.message
+    assert "--max-tasks" in refused.value.message
+    running.running = False  # its job ended: now it may go
+    assert scopes.get("new").task_id == "new"
+    assert "busy" not in [s.task_id for s in scopes.all()]
+    with pytest.raises(ValueError):
+        Scopes(tmp_path / "out", max_tasks=0)
 
 
 # --- the HTTP middleware ------------------------------------------------------------------------

@@ -6,6 +6,7 @@ and a few calls over a real stdio `mcpkit serve`."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -14,12 +15,14 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests.coding.processes import gone, hanging_tool
 
 from mcpkit.client import Client
-from mcpkit.coding import search
+from mcpkit.coding import grep, search
 from mcpkit.coding.env import CodingEnv
-from mcpkit.coding.ignore import glob_depth, glob_regex, split_literal_prefix
+from mcpkit.coding.globmatch import compile_glob, glob_depth, split_literal_prefix
 from mcpkit.coding.server import build_server
 from mcpkit.coding.workspace import Workspace
 
@@ -79,10 +82,10 @@ async def client(tree: Path) -> AsyncIterator[Client]:
 def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     name: str = request.param
     if name == "python":
-        monkeypatch.setenv(search.ENGINE_ENV, "python")
+        monkeypatch.setenv(grep.ENGINE_ENV, "python")
     else:
-        monkeypatch.delenv(search.ENGINE_ENV, raising=False)
-        if search.find_ripgrep() is None:
+        monkeypatch.delenv(grep.ENGINE_ENV, raising=False)
+        if grep.find_ripgrep() is None:
             pytest.skip("ripgrep (rg) is not installed")
     return name
 
@@ -152,10 +155,11 @@ async def test_glob_refusals(client: Client) -> None:
 
 
 def test_glob_translation() -> None:
-    assert glob_regex("**/*.py").match("a.py") and glob_regex("**/*.py").match("x/y/a.py")
-    assert not glob_regex("*.py").match("x/a.py")
-    assert glob_regex("src/*.{ts,tsx}").match("src/a.tsx")
-    assert glob_regex("a/**").match("a/b/c") and glob_regex("[!x]?.txt").match("ab.txt")
+    assert compile_glob("**/*.py").match("a.py") and compile_glob("**/*.py").match("x/y/a.py")
+    assert not compile_glob("*.py").match("x/a.py")
+    assert compile_glob("src/*.{ts,tsx}").match("src/a.tsx")
+    assert compile_glob("a/**").match("a/b/c") and compile_glob("[!x]?.txt").match("ab.txt")
+    assert not compile_glob("a/**").match("a")
     assert split_literal_prefix("src/pkg/**/*.py") == ("src/pkg", "**/*.py")
     assert split_literal_prefix("*.py") == ("", "*.py")
     assert glob_depth("*.py") == 1 and glob_depth("a/*/b") == 3 and glob_depth("**/x") is None
@@ -237,7 +241,7 @@ async def test_grep_errors(client: Client, engine: str) -> None:
 
 async def test_grep_timeout_stops_the_search(client: Client, engine: str,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(search, "GREP_TIMEOUT_S", 0.0)
+    monkeypatch.setattr(grep, "GREP_TIMEOUT_S", 0.0)
     text, data, is_error = await call(client, "grep", pattern="needle")
     assert not is_error and data["timed_out"] is True
     assert "results are incomplete" in text
@@ -356,8 +360,8 @@ async def started(tmp_path: Path) -> None:
 async def test_ripgrep_killed_on_timeout(client: Client, tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     rg = fake_ripgrep(tmp_path)
-    monkeypatch.setattr(search, "find_ripgrep", lambda: str(rg))
-    monkeypatch.setattr(search, "GREP_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(grep, "find_ripgrep", lambda: str(rg))
+    monkeypatch.setattr(grep, "GREP_TIMEOUT_S", 0.5)
     text, data, is_error = await call(client, "grep", pattern="needle")
     assert not is_error and data["timed_out"] is True and "incomplete" in text
     await wait_until_gone(tmp_path)
@@ -366,9 +370,42 @@ async def test_ripgrep_killed_on_timeout(client: Client, tmp_path: Path,
 async def test_ripgrep_killed_on_cancel(client: Client, tmp_path: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     rg = fake_ripgrep(tmp_path)
-    monkeypatch.setattr(search, "find_ripgrep", lambda: str(rg))
+    monkeypatch.setattr(grep, "find_ripgrep", lambda: str(rg))
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: call(client, "grep", pattern="needle"))
         await started(tmp_path)
         tg.cancel_scope.cancel()
     await wait_until_gone(tmp_path)
+
+
+# --- result counts are bounded in memory, not in what they report ------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 5), st.lists(st.tuples(st.integers(0, 5).map(float),
+                                             st.text(alphabet="abc", max_size=3)), max_size=60))
+def test_newest_keeps_only_what_it_shows(keep: int, items: list[tuple[float, str]]) -> None:
+    newest = search.Newest(keep)
+    for mtime, path in items:
+        newest.add(mtime, path)
+        assert len(newest.items) < 2 * keep + 64
+    assert newest.total == len(items)
+    assert newest.ordered() == sorted(items, key=lambda f: (-f[0], f[1]))[:keep]
+
+
+async def test_grep_counts_files_past_the_kept_ones(client: Client, engine: str,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(grep, "MAX_FILES_KEPT", 2)
+    text, data, is_error = await call(client, "grep", pattern="needle", output_mode="count")
+    assert not is_error and data["total_files"] == len(VISIBLE_NEEDLE)
+    assert len(data["counts"]) == 2 and data["truncated"] is True
+    assert f"in {len(VISIBLE_NEEDLE)} files" in text and "3 more files with matches" in text
+
+
+def test_the_worker_reports_its_own_failure() -> None:
+    """A worker that fails says so (exit 2, one `error:` line), never "no match" (exit 1)."""
+    done = subprocess.run([sys.executable, "-m", "mcpkit.coding.grep_worker", "{not json"],
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 2 and done.stdout == ""
+    message = grep.error_line(done.stderr, "x", "python")
+    assert message is not None and message.startswith("python failed: the Python search failed")

@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
+from tests.coding.processes import tree_env
 
 from mcpkit import Client
 from mcpkit.coding import shell
@@ -120,17 +121,17 @@ async def test_ansi_stripped(client: Client) -> None:
     assert read(result.structured_content["output_path"]) == "red plain\n"
 
 
-async def test_secrets_not_in_the_environment(
+async def test_environment_is_deny_by_default(
     client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MCPKIT_TEST_API_TOKEN", "hunter2")
-    monkeypatch.setenv("MY_PASSWORD", "hunter3")
-    monkeypatch.setenv("MCPKIT_TEST_PLAIN", "visible")
+    monkeypatch.setenv("DATABASE_URL", "postgres://u:hunter3@db/x")
+    monkeypatch.setenv("MCPKIT_TEST_PLAIN", "hunter4")  # not secret-looking: still not passed
+    monkeypatch.setenv("LC_PAPER", "C")
     out = text_of(await bash(client, "env"))
-    assert "MCPKIT_TEST_PLAIN=visible" in out
-    assert "hunter2" not in out and "hunter3" not in out and "MCPKIT_TEST_API_TOKEN" not in out
-    assert shell.is_secret_name("MCPKIT_SERVE_TOKEN") and shell.is_secret_name("aws_session_x")
-    assert not shell.is_secret_name("PATH")
+    assert "hunter" not in out and "LC_PAPER=C" in out
+    assert shell.is_safe_name("PATH") and shell.is_safe_name("LC_ALL")
+    assert not shell.is_safe_name("MCPKIT_SERVE_TOKEN") and not shell.is_safe_name("GH_PAT")
 
 
 async def test_timeout_kills_the_whole_group(client: Client) -> None:
@@ -308,6 +309,62 @@ async def test_jobs_are_per_task(env: CodingEnv) -> None:
 # --- over stdio -------------------------------------------------------------------------------
 
 
+async def test_structured_content_alone_carries_the_output(client: Client) -> None:
+    """A client that shows only `structuredContent` still sees what the command printed."""
+    tools = {t.name: t for t in await client.list_tools()}
+    for name in ("bash", "bash_output", "bash_kill"):
+        assert "output" in tools[name].output_schema["required"]
+    result = await bash(client, "printf 'first\\n'; echo second >&2; exit 4")
+    sc = result.structured_content
+    assert sc["output"] == "first\nsecond\n" and sc["exit_code"] == 4
+    long = (await bash(client, "seq 1 1000")).structured_content
+    assert long["truncated"] is True and long["output"].startswith("1\n2\n")
+    assert "lines cut" in long["output"] and long["output"].endswith("1000\n")
+    assert len(long["output"]) < 100_000
+    job = (await bash(client, "echo from-job; exec sleep 100", run_in_background=True)
+           ).structured_content
+    with anyio.fail_after(5):
+        seen = ""
+        while "from-job" not in seen:
+            seen += (await client.call_tool("bash_output", {"job_id": job["job_id"]})
+                     ).structured_content["output"]
+            await anyio.sleep(0.05)
+    killed = await client.call_tool("bash_kill", {"job_id": job["job_id"]})
+    assert killed.structured_content["output"] == ""  # nothing new since the last read
+
+
+async def test_caller_values_are_bounded(client: Client, env: CodingEnv) -> None:
+    long = await bash(client, "true #" + "x" * shell.MAX_COMMAND_BYTES)
+    assert long.is_error and "over the maximum" in text_of(long)
+    env.max_jobs_per_task = 2
+    jobs = [(await bash(client, "exec sleep 100", run_in_background=True)) for _ in range(2)]
+    assert not any(j.is_error for j in jobs)
+    third = await bash(client, "exec sleep 100", run_in_background=True)
+    assert third.is_error and "already has 2 background jobs running" in text_of(third)
+    await client.call_tool("bash_kill", {"job_id": jobs[0].structured_content["job_id"]})
+    assert not (await bash(client, "true", run_in_background=True)).is_error
+
+
+async def test_output_cap_stops_the_command(client: Client, env: CodingEnv) -> None:
+    env.max_output_bytes = 200_000
+    result = await bash(client, "yes 0123456789")
+    sc = result.structured_content
+    assert sc["timed_out"] is False and sc["exit_code"] != 0
+    assert "output passed" in text_of(result)
+    assert size(sc["output_path"]) == 200_000
+    # a background job's file is measured every OUTPUT_CHECK_S: a modest writer
+    job = (await bash(client, "while :; do echo 0123456789; done", run_in_background=True)
+           ).structured_content
+    with anyio.fail_after(10):
+        while True:
+            state = (await client.call_tool("bash_output", {"job_id": job["job_id"]})
+                     ).structured_content
+            if not state["running"]:
+                break
+            await anyio.sleep(0.1)
+    assert state["over_limit"] is True and state["killed"] is True
+
+
 def serve_command(root: Path) -> list[str]:
     return [sys.executable, "-m", "mcpkit", "serve", "--transport", "stdio",
             "--workspace", str(root)]
@@ -315,7 +372,8 @@ def serve_command(root: Path) -> list[str]:
 
 async def test_stdio_bash_and_exit_kills_background_jobs(tmp_path: Path) -> None:
     with anyio.fail_after(20):
-        async with Client(serve_command(tmp_path), env={"MCPKIT_TEST_API_TOKEN": "x1"}) as c:
+        async with Client(serve_command(tmp_path),
+                          env=tree_env(MCPKIT_TEST_API_TOKEN="x1")) as c:
             result = await c.call_tool("bash", {"command": "echo hi; env"})
             assert result.structured_content["exit_code"] == 0
             assert "hi" in text_of(result) and "MCPKIT_TEST_API_TOKEN" not in text_of(result)
@@ -328,8 +386,8 @@ async def test_stdio_bash_and_exit_kills_background_jobs(tmp_path: Path) -> None
 
 async def test_stdio_timeout(tmp_path: Path) -> None:
     with anyio.fail_after(20):
-        async with Client(serve_command(tmp_path)) as c:
+        async with Client(serve_command(tmp_path), env=tree_env()) as c:
             result = await c.call_tool("bash", {"command": "sleep 100 & wait", "timeout": 300})
             assert result.structured_content == {
-                "exit_code": 124, "timed_out": True, "truncated": False,
+                "output": "", "exit_code": 124, "timed_out": True, "truncated": False,
                 "output_path": result.structured_content["output_path"]}

@@ -88,7 +88,8 @@ async def canned_catalog(
 # budget, and 429s would crowd out the paths these tests are after (test_ratelimit.py checks
 # the 429 itself; its documentation is in this document all the same).
 LIMITS = {"page_size": 10, "max_page_size": 20, "max_body_bytes": 64 * 1024,
-          "rate_limit_per_minute": 1_000_000, "rate_limit_burst": 100_000}
+          "rate_limit_per_minute": 1_000_000, "rate_limit_burst": 100_000,
+          "auth_failure_burst": 1_000_000}  # wrong tokens per address: test_hub_limits.py
 # The document the cases are generated from: the app's own, for the same settings as the live
 # hub below (test_the_served_document_is_the_one_tested checks they are the same). Loaded
 # eagerly: schemathesis' lazy `from_fixture` does not work with this pytest.

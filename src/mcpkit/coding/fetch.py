@@ -45,6 +45,8 @@ MAX_BODY_BYTES = 5 * 1024 * 1024
 DEFAULT_TIMEOUT_S = 30.0
 MAX_TIMEOUT_S = 120.0
 MAX_REDIRECTS = 5
+MAX_URL_CHARS = 8192
+"""A longer URL is refused before anything is parsed or resolved."""
 CHUNK = 64 * 1024
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 USER_AGENT = f"mcpkit-fetch/{__version__}"
@@ -69,8 +71,10 @@ FETCH_OUTPUT = {
                                                     "decompression; at most the cap)"},
         "truncated": {"type": "boolean",
                       "description": f"the body was cut at {MAX_BODY_BYTES} bytes"},
+        "body": {"type": "string",
+                 "description": "the body in the format asked for (as in the text content)"},
     },
-    "required": ["url", "status", "content_type", "bytes", "truncated"],
+    "required": ["url", "status", "content_type", "bytes", "truncated", "body"],
 }
 
 
@@ -600,6 +604,9 @@ def register(server: Server, env: CodingEnv) -> None:
             return error(f"timeout {timeout:g} s is over the maximum of {MAX_TIMEOUT_S:g} s")
         if timeout <= 0:
             return error("timeout must be a positive number of seconds")
+        if len(url) > MAX_URL_CHARS:
+            return error(f"the URL is {len(url)} characters, over the maximum of "
+                         f"{MAX_URL_CHARS}")
         try:
             fetched = await fetch_url(url, fmt=format, limit_s=timeout,
                                       allow_private=env.allow_private_fetch)
@@ -613,7 +620,7 @@ def register(server: Server, env: CodingEnv) -> None:
         return ToolResult(content=content, structured_content={
             "url": fetched.url, "status": fetched.status,
             "content_type": fetched.content_type, "bytes": len(fetched.body),
-            "truncated": fetched.truncated,
+            "truncated": fetched.truncated, "body": text,
         })
 
     server.add_tool(fetch, name="fetch", title="Fetch a URL", description=DESCRIPTION,

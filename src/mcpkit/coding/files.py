@@ -485,13 +485,10 @@ class FileTools:
                 text += "\n"
             return _Plan(real, display, "add", text.encode("utf-8", "surrogateescape"),
                          self.new_file_mode, added=text.count("\n")), []
-        try:
+        try:  # deleting is a change like any other: the file must have been read
             st = self.check_fresh(reads, real, display)
         except FileToolError as exc:
-            if item.action == "delete" and "has not been read" in str(exc):
-                st = os.lstat(real)
-            else:
-                return None, [str(exc)]
+            return None, [str(exc)]
         if st is None:
             return None, [suggest(real, display)]
         if item.action == "delete":

@@ -12,21 +12,30 @@
 - symlinks are never followed into directories; a symlink to a file is reported only when
   its real path lies inside the workspace (`include_links=True`), never when it points out.
 
-The walk uses `os.scandir` and stats nothing it does not have to. `glob_regex` translates a
-shell glob (`**/*.py`, `src/*.{ts,tsx}`) into a regex over `/`-separated relative paths.
+The walk uses `os.scandir` and stats nothing it does not have to, and goes at most
+`MAX_WALK_DEPTH` directories deep. Shell globs (`**/*.py`) are matched by `globmatch.py`.
+
+The .gitignore patterns are the workspace's, and an agent can write one: pathspec matches
+them with its RE2 backend (`google-re2`, linear time, no backtracking), never with Python's
+`re`, where `a*a*a*…b` against a long name would take exponential time holding the GIL.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 import pathspec
 
 ALWAYS_SKIPPED = frozenset({".git"})
+PATHSPEC_BACKEND: Final = "re2"
+"""pathspec's linear-time matcher (see the module docstring)."""
+MAX_WALK_DEPTH = 128
+"""Directories deeper than this below a walk's start are not entered (a deeper tree would
+only exhaust the recursion of the walk)."""
 
 
 class WalkStopped(Exception):
@@ -51,7 +60,7 @@ def load_layer(directory: Path, base: str, name: str = ".gitignore") -> Layer | 
     if not lines:
         return None
     try:
-        spec = pathspec.GitIgnoreSpec.from_lines(lines)
+        spec = pathspec.GitIgnoreSpec.from_lines(lines, backend=PATHSPEC_BACKEND)
     except (ValueError, TypeError):  # a pattern pathspec cannot compile: ignore the file
         return None
     return Layer(base, spec)
@@ -135,8 +144,10 @@ class Walker:
     ) -> Iterator[Entry]:
         """Files under the directory `start` (sorted by name within each directory).
 
-        `max_depth` 1 means only `start`'s own files; `prune(rel_dir)` true skips a directory.
+        `max_depth` 1 means only `start`'s own files (at most, and by default,
+        `MAX_WALK_DEPTH`); `prune(rel_dir)` true skips a directory.
         """
+        max_depth = MAX_WALK_DEPTH if max_depth is None else min(max_depth, MAX_WALK_DEPTH)
         layers = self.layers_for(start)
         base = self._rel(start)
         yield from self._walk(str(start), base + "/" if base else "", layers, 1, max_depth,
@@ -198,119 +209,3 @@ class Walker:
                 continue
             yield from self._walk(path, rel + "/", layers, depth + 1, max_depth,
                                   include_links, prune)
-
-
-# --- shell globs -------------------------------------------------------------------------------
-
-
-def _expand_braces(pattern: str) -> list[str]:
-    """`a{b,c}d` -> ["abd", "acd"] (nested braces too); unbalanced braces stay literal."""
-    depth = 0
-    start = -1
-    for i, ch in enumerate(pattern):
-        if ch == "\\":
-            continue
-        if ch == "{":
-            if depth == 0:
-                start = i
-            depth += 1
-        elif ch == "}" and depth:
-            depth -= 1
-            if depth == 0:
-                inner = pattern[start + 1:i]
-                options: list[str] = []
-                level = 0
-                current = ""
-                for c in inner:
-                    if c == "," and level == 0:
-                        options.append(current)
-                        current = ""
-                        continue
-                    if c == "{":
-                        level += 1
-                    elif c == "}":
-                        level -= 1
-                    current += c
-                options.append(current)
-                if len(options) < 2:
-                    continue
-                head, tail = pattern[:start], pattern[i + 1:]
-                out: list[str] = []
-                for option in options:
-                    out.extend(_expand_braces(head + option + tail))
-                return out
-    return [pattern]
-
-
-def _translate(pattern: str) -> str:
-    out: list[str] = []
-    segments = pattern.split("/")
-    for index, segment in enumerate(segments):
-        last = index == len(segments) - 1
-        if segment == "**":
-            out.append(".*" if last else "(?:[^/]*/)*")
-            continue
-        i = 0
-        while i < len(segment):
-            ch = segment[i]
-            if ch == "*":
-                while i + 1 < len(segment) and segment[i + 1] == "*":
-                    i += 1
-                out.append("[^/]*")
-            elif ch == "?":
-                out.append("[^/]")
-            elif ch == "[":
-                end = segment.find("]", i + 2)
-                if end == -1:
-                    out.append(re.escape(ch))
-                else:
-                    body = segment[i + 1:end]
-                    if body.startswith("!"):
-                        body = "^" + body[1:]
-                    out.append("[" + body.replace("\\", "\\\\") + "]")
-                    i = end
-            elif ch == "\\" and i + 1 < len(segment):
-                i += 1
-                out.append(re.escape(segment[i]))
-            else:
-                out.append(re.escape(ch))
-            i += 1
-        if not last:
-            out.append("/")
-    return "".join(out)
-
-
-def glob_regex(pattern: str, *, ignore_case: bool = False) -> re.Pattern[str]:
-    """A regex matching the whole of a `/`-separated relative path against a shell glob."""
-    alternatives = [_translate(p) for p in _expand_braces(pattern)]
-    body = "|".join(f"(?:{a})" for a in alternatives)
-    return re.compile(f"(?s:{body})\\Z", re.IGNORECASE if ignore_case else 0)
-
-
-def has_magic(segment: str) -> bool:
-    return any(ch in segment for ch in "*?[{")
-
-
-def split_literal_prefix(pattern: str) -> tuple[str, str]:
-    """("src/pkg", "**/*.py") for "src/pkg/**/*.py": the leading segments without wildcards."""
-    segments = pattern.split("/")
-    literal: list[str] = []
-    for segment in segments[:-1]:
-        if has_magic(segment):
-            break
-        literal.append(segment)
-    rest = segments[len(literal):]
-    prefix = "/".join(literal)
-    if pattern.startswith("/") and not prefix:
-        prefix = "/"
-    return prefix, "/".join(rest)
-
-
-def glob_depth(pattern: str) -> int | None:
-    """How many directory levels a glob can reach (None: unbounded, it has `**`)."""
-    depths = []
-    for p in _expand_braces(pattern):
-        if "**" in p:
-            return None
-        depths.append(p.count("/") + 1)
-    return max(depths)

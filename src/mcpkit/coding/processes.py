@@ -14,6 +14,8 @@ from typing import Any
 import anyio
 from anyio.abc import Process
 
+from mcpkit.coding import tracking
+
 
 async def open_in_group(
     argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str] | None = None,
@@ -25,11 +27,12 @@ async def open_in_group(
     caller can only kill the group once it holds the process).
     """
     options: dict[str, Any] = {"env": dict(env)} if env is not None else {}
-    with anyio.CancelScope(shield=True):
+    with anyio.CancelScope(shield=True), tracking.spawning() as register:
         process = await anyio.open_process(
             list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr,
             cwd=str(cwd), start_new_session=True, **options,
         )
+        register(process.pid)  # a child of ours, not an orphan adopted from a command
     return process
 
 

@@ -17,10 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcpkit.protocol import errors
+
 DEFAULT_TASK = "default"
 TASK_ID = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 MAX_TASKS = 256
-"""Task scopes kept at once; the least recently used is dropped (its jobs stopped)."""
+"""Task scopes kept at once. A new task drops the least recently used idle one (no command
+running, no background job running); when every task is busy, the new one is refused."""
 
 current_task: contextvars.ContextVar[str] = contextvars.ContextVar(
     "mcpkit_coding_task", default=DEFAULT_TASK)
@@ -44,13 +47,36 @@ class TaskScope:
     output_dir: Path
     reads: dict[Path, ReadRecord] = field(default_factory=dict)
     jobs: dict[str, Any] = field(default_factory=dict)
-    """Background jobs by id (owned by `shell.py`)."""
+    """Background jobs by id (owned by `shell.py`; each has `running` and `kill_now()`)."""
+    commands: int = 0
+    """Foreground commands running now (`shell.py` counts them)."""
+
+    @property
+    def busy(self) -> bool:
+        """Something of this task is running: it is never dropped for another task."""
+        return self.commands > 0 or any(getattr(job, "running", False)
+                                        for job in self.jobs.values())
+
+
+class TaskLimitError(errors.McpError):
+    """A new task when `max_tasks` tasks are kept and every one is busy."""
+
+    def __init__(self, task_id: str, limit: int) -> None:
+        super().__init__(
+            errors.INVALID_REQUEST,
+            f"too many tasks: all {limit} task scopes have commands or background jobs "
+            f"running, so task {task_id!r} cannot start; stop some jobs (bash_kill) or wait "
+            f"for them, or raise the limit (mcpkit serve --max-tasks)",
+            {"maxTasks": limit})
 
 
 class Scopes:
     """All task scopes of one server, with their output directories under `base_dir`."""
 
-    def __init__(self, base_dir: Path | None = None) -> None:
+    def __init__(self, base_dir: Path | None = None, max_tasks: int = MAX_TASKS) -> None:
+        if max_tasks < 1:
+            raise ValueError("max_tasks must be at least 1")
+        self.max_tasks = max_tasks
         self._own_base = base_dir is None
         self.base_dir = base_dir or Path(tempfile.mkdtemp(prefix="mcpkit-serve-"))
         self._scopes: OrderedDict[str, TaskScope] = OrderedDict()
@@ -60,19 +86,26 @@ class Scopes:
 
     def get(self, task_id: str) -> TaskScope:
         scope = self._scopes.get(task_id)
-        if scope is None:
-            out = self.base_dir / task_id
-            out.mkdir(parents=True, exist_ok=True)
-            scope = self._scopes[task_id] = TaskScope(task_id, out)
-            while len(self._scopes) > MAX_TASKS:
-                _, dropped = self._scopes.popitem(last=False)
-                for job in dropped.jobs.values():
-                    stop = getattr(job, "kill_now", None)
-                    if stop is not None:
-                        stop()
-        else:
+        if scope is not None:
             self._scopes.move_to_end(task_id)
+            return scope
+        if len(self._scopes) >= self.max_tasks:
+            self._drop_idle(task_id)
+        out = self.base_dir / task_id
+        out.mkdir(parents=True, exist_ok=True)
+        scope = self._scopes[task_id] = TaskScope(task_id, out)
         return scope
+
+    def _drop_idle(self, for_task: str) -> None:
+        """Make room: drop the least recently used idle scope, or refuse `for_task`."""
+        victim = next((s for s in self._scopes.values() if not s.busy), None)
+        if victim is None:
+            raise TaskLimitError(for_task, self.max_tasks)
+        del self._scopes[victim.task_id]
+        for job in victim.jobs.values():  # finished ones: nothing left to stop, but be sure
+            stop = getattr(job, "kill_now", None)
+            if stop is not None:
+                stop()
 
     def all(self) -> list[TaskScope]:
         return list(self._scopes.values())

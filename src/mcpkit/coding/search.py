@@ -1,14 +1,19 @@
 """The search tools: `glob`, `grep` and `ls` (all read-only).
 
 - `glob` lists files matching a shell glob, newest first, honouring .gitignore.
-- `grep` searches file contents with a regex: ripgrep (`rg`) when it is on PATH (or next to
-  the Python running the server, where `pip` puts it), else a Python search with the same
-  output. Both honour .gitignore, skip `.git`, binary files and symlinks.
+- `grep` searches file contents with a regex: ripgrep, else a Python search with the same
+  output, each in a child process the server kills at its time limit or on cancellation
+  (`grep.py`). Both honour .gitignore, skip `.git`, binary files and symlinks.
 - `ls` prints a tree with the usual clutter (.git, node_modules, .venv, caches …) left out.
 
 Every path goes through `Workspace.resolve`; walks never follow a symlink out of the
 workspace (see `ignore.py`). Failures are `isError` results with one line for the model.
-Set `MCPKIT_GREP_ENGINE=python` to force the Python search (tests; machines with a broken rg).
+
+No caller-supplied pattern can stall the server: globs are matched in linear time without
+regexes (`globmatch.py`), `{a,b}` expansion is capped (`braces.py`), regexes run in a child
+process, walks run in worker threads that stop at `WALK_TIMEOUT_S`, and every other
+caller-controlled size (pattern length, result counts, context lines, output characters,
+ignore globs, walk depth) has a cap below; hitting one answers with an error naming it.
 """
 
 from __future__ import annotations
@@ -17,9 +22,6 @@ import functools
 import itertools
 import operator
 import os
-import re
-import shutil
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -29,17 +31,20 @@ from typing import Annotated, Any, Literal
 
 import anyio
 import anyio.to_thread
-import msgspec
 
+from mcpkit.coding import grep as engines
+from mcpkit.coding.braces import MAX_EXPANDED_CHARS, MAX_EXPANSIONS
 from mcpkit.coding.env import CodingEnv
-from mcpkit.coding.ignore import (
-    Walker,
-    WalkStopped,
+from mcpkit.coding.globmatch import (
+    GlobSet,
+    PatternError,
+    compile_glob,
     glob_depth,
-    glob_regex,
     split_literal_prefix,
+    union,
 )
-from mcpkit.coding.processes import open_in_group, signal_group
+from mcpkit.coding.grep import FileHits, GrepFailed, GrepOutcome, GrepQuery, shown_path
+from mcpkit.coding.ignore import Walker, WalkStopped
 from mcpkit.coding.workspace import Workspace, WorkspaceError
 from mcpkit.server.results import text_block
 from mcpkit.server.server import Server
@@ -49,17 +54,15 @@ GLOB_LIMIT = 200
 GREP_LIMIT = 200
 MAX_LIMIT = 5000
 MAX_CONTEXT = 20
-MAX_LINE = 400
-"""Characters of one line `grep` shows; the rest is cut with a note."""
-GREP_TIMEOUT_S = 30.0
 WALK_TIMEOUT_S = 30.0
-STORE_LINES = 20_000
-"""Lines `grep` keeps in memory for content output; past that it only counts."""
-MAX_FILE_BYTES = 64 * 1024 * 1024
-"""The Python search skips files larger than this."""
+MAX_OUTPUT_CHARS = 512 * 1024
+"""Characters of `grep` content output (the text; the structured lines stop at the same
+point); past it the output stops with a note."""
 LS_DEPTH = 2
 LS_MAX_DEPTH = 5
 LS_MAX_ENTRIES = 1000
+LS_MAX_IGNORES = 64
+"""Most `ignore` globs one `ls` takes."""
 LS_DEFAULT_IGNORES = (
     ".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cache",
     ".pytest_cache", ".ruff_cache", ".tox", ".nox", ".idea", ".vscode", ".DS_Store", "dist",
@@ -75,7 +78,6 @@ in a worker thread; the work thrown away is bounded by this budget."""
 LS_LINK_COST = 20
 """What a symlink counts against `LS_INLINE_ENTRIES`: it is resolved (a `realpath`, a syscall
 per path component), which costs many times a plain entry."""
-ENGINE_ENV = "MCPKIT_GREP_ENGINE"
 
 READ_ONLY = {
     "readOnlyHint": True,
@@ -105,6 +107,26 @@ GREP_OUTPUT = {
         "total_files": {"type": "integer", "description": "files with a match"},
         "total_matches": {"type": "integer",
                           "description": "matching lines (content and count modes)"},
+        "lines": {
+            "type": "array",
+            "description": "content mode: the lines shown, in order - each matching line "
+                           "(match: true) and its context lines (match: false)",
+            "items": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "line": {"type": "integer"},
+                               "text": {"type": "string"}, "match": {"type": "boolean"}},
+                "required": ["path", "line", "text", "match"],
+            },
+        },
+        "counts": {
+            "type": "array",
+            "description": "count mode: matching lines per file shown",
+            "items": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "count": {"type": "integer"}},
+                "required": ["path", "count"],
+            },
+        },
         "truncated": {"type": "boolean"},
         "timed_out": {"type": "boolean"},
     },
@@ -142,25 +164,12 @@ def root_of(workspace: Workspace, real: Path) -> Path:
     return best
 
 
-def shown_path(workspace: Workspace, walk_root: Path, rel: str) -> str:
-    """A walked file as the model should see it: relative to the workspace root."""
-    if walk_root == workspace.root:
-        return rel
-    return str(walk_root / rel)
-
-
 def is_binary_file(path: Path) -> bool:
     try:
         with open(path, "rb") as f:
             return b"\0" in f.read(1 << 20)
     except OSError:
         return False
-
-
-def cut_line(text: str) -> str:
-    if len(text) <= MAX_LINE:
-        return text
-    return f"{text[:MAX_LINE]} … [line cut, {len(text)} chars]"
 
 
 class Deadline:
@@ -192,12 +201,32 @@ async def in_thread(fn: Callable[[], Any], deadline: Deadline) -> Any:
 
 
 @dataclass(slots=True)
+class Newest:
+    """The `keep` newest files seen (ties: by path) and how many were seen: memory stays
+    O(keep) however many files match."""
+
+    keep: int
+    items: list[tuple[float, str]] = field(default_factory=list)  # (mtime, path)
+    total: int = 0
+
+    def add(self, mtime: float, path: str) -> None:
+        self.total += 1
+        self.items.append((mtime, path))
+        if len(self.items) >= 2 * self.keep + 64:  # amortised: one sort per `keep` adds
+            self.items = self.ordered()
+
+    def ordered(self) -> list[tuple[float, str]]:
+        return sorted(self.items, key=lambda f: (-f[0], f[1]))[:self.keep]
+
+
+@dataclass(slots=True)
 class GlobOutcome:
-    files: list[tuple[float, str]]
+    files: Newest
     timed_out: bool
 
 
-def run_glob(env: CodingEnv, pattern: str, path: str | None, deadline: Deadline) -> GlobOutcome:
+def run_glob(env: CodingEnv, pattern: str, path: str | None, deadline: Deadline,
+             keep: int = GLOB_LIMIT) -> GlobOutcome:
     workspace = env.workspace
     prefix, rest = split_literal_prefix(pattern)
     base = workspace.resolve(path)
@@ -211,22 +240,24 @@ def run_glob(env: CodingEnv, pattern: str, path: str | None, deadline: Deadline)
         else:
             base = workspace.resolve(str(base / prefix))
         if not base.is_dir():
-            return GlobOutcome([], False)
+            return GlobOutcome(Newest(keep), False)
     walk_root = root_of(workspace, base)
     base_rel = base.relative_to(walk_root).as_posix()
     skip = 0 if base_rel == "." else len(base_rel) + 1
-    regex = glob_regex(rest)
+    matcher = compile_glob(rest)
     walker = Walker(walk_root, workspace.contains, stop=deadline)
-    found: list[tuple[float, str]] = []
+    found = Newest(keep)
     try:
         for entry in walker.files(base, max_depth=glob_depth(rest)):
-            if regex.match(entry.rel[skip:]) is None:
+            if deadline():  # per file too: a directory can hold very many
+                raise WalkStopped
+            if not matcher.match(entry.rel[skip:]):
                 continue
             try:
                 mtime = entry.entry.stat().st_mtime
             except OSError:
                 continue
-            found.append((mtime, shown_path(workspace, walk_root, entry.rel)))
+            found.add(mtime, shown_path(workspace, walk_root, entry.rel))
     except WalkStopped:
         if not deadline.timed_out:
             raise
@@ -235,9 +266,8 @@ def run_glob(env: CodingEnv, pattern: str, path: str | None, deadline: Deadline)
 
 
 def glob_text(pattern: str, outcome: GlobOutcome, limit: int) -> ToolResult:
-    ordered = sorted(outcome.files, key=lambda f: (-f[0], f[1]))
-    shown = [p for _, p in ordered[:limit]]
-    total = len(ordered)
+    shown = [p for _, p in outcome.files.ordered()[:limit]]
+    total = outcome.files.total
     lines = list(shown)
     if not shown:
         hint = ""
@@ -255,288 +285,44 @@ def glob_text(pattern: str, outcome: GlobOutcome, limit: int) -> ToolResult:
 # --- grep ------------------------------------------------------------------------------------
 
 
-@dataclass(slots=True)
-class FileHits:
-    path: str  # as shown to the model
-    abs_path: str
-    matches: int = 0
-    lines: list[tuple[int, str, bool]] = field(default_factory=list)  # (number, text, match)
-
-
-@dataclass(slots=True)
-class GrepOutcome:
-    engine: str
-    files: list[FileHits] = field(default_factory=list)
-    stored: int = 0
-    timed_out: bool = False
-
-    def add(self, hits: FileHits) -> None:
-        if hits.matches <= 0:
-            return
-        if self.stored >= STORE_LINES:
-            hits.lines = []
-        self.stored += len(hits.lines)
-        self.files.append(hits)
-
-
-@dataclass(slots=True)
-class GrepQuery:
-    pattern: str
-    target: Path
-    walk_root: Path
-    mode: str
-    context: int
-    case_insensitive: bool
-    include: str | None
-
-
-def include_filter(include: str | None) -> Callable[[str, str], bool] | None:
-    """A filter on (name, path below the search directory) for the `include` glob."""
-    if not include:
-        return None
-    if "/" in include:
-        full = glob_regex(include.lstrip("/"))
-        return lambda name, rel: full.match(rel) is not None
-    name_re = glob_regex(include)
-    return lambda name, rel: name_re.match(name) is not None
-
-
-def find_ripgrep() -> str | None:
-    if os.environ.get(ENGINE_ENV, "").lower() == "python":
-        return None
-    found = shutil.which("rg")
-    if found:
-        return found
-    beside = Path(sys.executable).parent / "rg"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    return None
-
-
-def context_ranges(match_lines: list[int], context: int, count: int) -> list[int]:
-    """The 0-based line indexes to show: the matches and `context` lines around each."""
-    wanted: set[int] = set()
-    for i in match_lines:
-        wanted.update(range(max(0, i - context), min(count, i + context + 1)))
-    return sorted(wanted)
-
-
-def python_grep(query: GrepQuery, workspace: Workspace, deadline: Deadline) -> GrepOutcome:
-    flags = re.MULTILINE | (re.IGNORECASE if query.case_insensitive else 0)
-    try:
-        regex = re.compile(query.pattern, flags)
-    except re.error as exc:
-        raise SearchError(f"invalid regex {query.pattern!r}: {exc}") from None
-    outcome = GrepOutcome("python")
-    accept = include_filter(query.include)
-    walk_root = query.walk_root
-    if query.target.is_file():
-        base_rel = query.target.parent.relative_to(walk_root).as_posix()
-        rel = query.target.relative_to(walk_root).as_posix()
-        items = [(str(query.target), rel)]
-    else:
-        base_rel = query.target.relative_to(walk_root).as_posix()
-        walker = Walker(walk_root, workspace.contains, stop=deadline)
-        items = None
-    skip = 0 if base_rel == "." else len(base_rel) + 1
-
-    def search_one(abs_path: str, rel: str) -> None:
-        name = rel.rsplit("/", 1)[-1]
-        if accept is not None and not accept(name, rel[skip:]):
-            return
-        try:
-            if os.path.getsize(abs_path) > MAX_FILE_BYTES:
-                return
-            with open(abs_path, "rb") as f:
-                data = f.read()
-        except OSError:
-            return
-        if b"\0" in data:
-            return  # binary
-        text = data.decode("utf-8", errors="replace")
-        first = regex.search(text)
-        if first is None:
-            return
-        hits = FileHits(shown_path(workspace, walk_root, rel), abs_path)
-        if query.mode == "files_with_matches" and "\n" not in first.group():
-            hits.matches = 1
-            outcome.add(hits)
-            return
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        matched = [i for i, line in enumerate(lines) if regex.search(line.rstrip("\r"))]
-        hits.matches = len(matched)
-        if query.mode == "content" and outcome.stored < STORE_LINES:
-            marks = set(matched)
-            hits.lines = [(i + 1, cut_line(lines[i].rstrip("\r")), i in marks)
-                          for i in context_ranges(matched, query.context, len(lines))]
-        outcome.add(hits)
-
-    try:
-        if items is not None:
-            for abs_path, rel in items:
-                search_one(abs_path, rel)
-        else:
-            for entry in walker.files(query.target, include_links=False):
-                if deadline():
-                    raise WalkStopped
-                search_one(entry.path, entry.rel)
-    except WalkStopped:
-        if not deadline.timed_out:
-            raise
-        outcome.timed_out = True
-    return outcome
-
-
-class _RgText(msgspec.Struct):
-    text: str | None = None
-    bytes: str | None = None
-
-
-class _RgData(msgspec.Struct):
-    path: _RgText | None = None
-    lines: _RgText | None = None
-    line_number: int | None = None
-
-
-class _RgEvent(msgspec.Struct):
-    type: str
-    data: _RgData
-
-
-_rg_decoder = msgspec.json.Decoder(_RgEvent)
-
-
-def _rg_text(value: _RgText | None) -> str:
-    if value is None:
-        return ""
-    if value.text is not None:
-        return value.text
-    import base64
-
-    return base64.b64decode(value.bytes or "").decode("utf-8", errors="replace")
-
-
-def ripgrep_args(rg: str, query: GrepQuery, target_arg: str) -> list[str]:
-    args = [rg, "--json", "--no-config", "--no-require-git", "--no-ignore-dot",
-            "--no-ignore-global", "--hidden", "--glob", "!.git", "--engine", "auto"]
-    if query.case_insensitive:
-        args.append("--ignore-case")
-    if query.mode == "files_with_matches":
-        args += ["--max-count", "1"]
-    elif query.mode == "content" and query.context:
-        args += ["--context", str(query.context)]
-    if query.include:
-        # A type filter, not --glob: --glob would override .gitignore.
-        last = query.include.rstrip("/").rsplit("/", 1)[-1]
-        args += ["--type-add", f"mcpkitinclude:{last}", "--type", "mcpkitinclude"]
-    args += ["--regexp", query.pattern, "--", target_arg]
-    return args
-
-
-def rg_error_line(stderr: str, pattern: str) -> str | None:
-    """One line for a fatal rg error (None when rg only complained about some files)."""
-    text = stderr.strip()
-    if "regex parse error" in text or "error parsing" in text.lower():
-        last = [line.strip() for line in text.splitlines() if line.strip()][-1]
-        last = last.removeprefix("error:").strip()
-        return f"invalid regex {pattern!r}: {last}"
-    lines = [line for line in text.splitlines() if line.strip()]
-    if lines and not lines[-1].startswith("rg: ./") and "No such file" not in lines[-1]:
-        return "ripgrep failed: " + lines[-1].removeprefix("rg: ")
-    return None
-
-
-async def ripgrep(rg: str, query: GrepQuery, workspace: Workspace) -> GrepOutcome:
-    walk_root = query.walk_root
-    if walk_root == workspace.root:
-        rel = query.target.relative_to(walk_root).as_posix()
-        target_arg = "." if rel == "." else rel
-    else:
-        target_arg = str(query.target)
-    accept = include_filter(query.include) if query.include and "/" in query.include else None
-    base_rel = (query.target if query.target.is_dir() else query.target.parent
-                ).relative_to(walk_root).as_posix()
-    skip = 0 if base_rel == "." else len(base_rel) + 1
-    outcome = GrepOutcome("ripgrep")
-    stderr_parts: list[bytes] = []
-    current: FileHits | None = None
-
-    def on_event(raw: bytes) -> None:
-        nonlocal current
-        try:
-            event = _rg_decoder.decode(raw)
-        except msgspec.DecodeError:
-            return
-        kind = event.type
-        if kind == "begin":
-            shown = _rg_text(event.data.path)
-            if shown.startswith("./"):
-                shown = shown[2:]
-            abs_path = shown if os.path.isabs(shown) else str(walk_root / shown)
-            rel_shown = (shown if not os.path.isabs(shown)
-                         else Path(shown).relative_to(walk_root).as_posix())
-            current = FileHits(shown_path(workspace, walk_root, rel_shown), abs_path)
-            if accept is not None and not accept(rel_shown.rsplit("/", 1)[-1],
-                                                 rel_shown[skip:]):
-                current = None
-        elif current is None:
-            return
-        elif kind == "match" or kind == "context":
-            is_match = kind == "match"
+def content_lines(query: GrepQuery, files: list[FileHits], limit: int
+                  ) -> tuple[list[str], list[dict[str, Any]], list[str], int]:
+    """Content mode: the text lines, the same lines structured ({path, line, text, match};
+    `match` false for a context line), the files shown and the matching lines shown - up to
+    `limit` matching lines and `MAX_OUTPUT_CHARS` characters of text."""
+    text: list[str] = []
+    structured: list[dict[str, Any]] = []
+    shown: list[str] = []
+    emitted = size = 0
+    for hits in sorted(files, key=lambda f: f.path):
+        if emitted >= limit or size > MAX_OUTPUT_CHARS:
+            break
+        if not hits.lines:
+            continue
+        shown.append(hits.path)
+        if text and query.context:
+            text.append("--")
+        previous = None
+        for number, line, is_match in hits.lines:
+            if emitted >= limit or size > MAX_OUTPUT_CHARS:
+                break
+            if query.context and previous is not None and number != previous + 1:
+                text.append("--")
+            mark = ":" if is_match else "-"
+            text.append(f"{hits.path}{mark}{number}{mark}{line}")
+            structured.append({"path": hits.path, "line": number, "text": line,
+                               "match": is_match})
+            size += len(text[-1]) + 1
+            previous = number
             if is_match:
-                current.matches += 1
-            if query.mode == "content" and outcome.stored + len(current.lines) < STORE_LINES:
-                line = _rg_text(event.data.lines).rstrip("\n").rstrip("\r")
-                current.lines.append((event.data.line_number or 0, cut_line(line), is_match))
-        elif kind == "end":
-            outcome.add(current)
-            current = None
-
-    process = await open_in_group(ripgrep_args(rg, query, target_arg), cwd=workspace.root)
-    try:
-        assert process.stdout is not None and process.stderr is not None
-        stdout, stderr = process.stdout, process.stderr
-
-        async def drain_stderr() -> None:
-            size = 0
-            async for chunk in stderr:
-                if size < 65536:
-                    stderr_parts.append(chunk)
-                    size += len(chunk)
-
-        with anyio.move_on_after(GREP_TIMEOUT_S) as scope:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(drain_stderr)
-                pending = b""
-                async for chunk in stdout:
-                    pending += chunk
-                    *complete, pending = pending.split(b"\n")
-                    for raw in complete:
-                        if raw:
-                            on_event(raw)
-                if pending:
-                    on_event(pending)
-            await process.wait()
-        outcome.timed_out = scope.cancelled_caught
-    finally:
-        if process.returncode is None:
-            signal_group(process.pid)
-            with anyio.CancelScope(shield=True):
-                await process.wait()
-    if process.returncode == 2 and not outcome.files and not outcome.timed_out:
-        message = rg_error_line(b"".join(stderr_parts).decode("utf-8", "replace"),
-                                query.pattern)
-        if message:
-            raise SearchError(message)
-    return outcome
+                emitted += 1
+    return text, structured, shown, emitted
 
 
 def grep_text(query: GrepQuery, outcome: GrepOutcome, limit: int) -> ToolResult:
     files = outcome.files
-    total_files = len(files)
-    total_matches = sum(f.matches for f in files)
+    total_files = len(files) + outcome.files_dropped
+    total_matches = sum(f.matches for f in files) + outcome.matches_dropped
     lines: list[str] = []
     shown: list[str] = []
     truncated = False
@@ -566,51 +352,26 @@ def grep_text(query: GrepQuery, outcome: GrepOutcome, limit: int) -> ToolResult:
         if files:
             lines.append(f"{total_matches} matching lines in {total_files} files")
         structured["total_matches"] = total_matches
+        structured["counts"] = [{"path": h.path, "count": h.matches} for h in files[:limit]]
     else:
-        files.sort(key=lambda f: f.path)
-        emitted = 0
-        for hits in files:
-            if emitted >= limit:
-                break
-            if not hits.lines:
-                continue
-            shown.append(hits.path)
-            if lines and query.context:
-                lines.append("--")
-            previous = None
-            for number, text, is_match in hits.lines:
-                if emitted >= limit:
-                    break
-                if query.context and previous is not None and number != previous + 1:
-                    lines.append("--")
-                lines.append(f"{hits.path}{':' if is_match else '-'}{number}"
-                             f"{':' if is_match else '-'}{text}")
-                previous = number
-                if is_match:
-                    emitted += 1
+        lines, structured["lines"], shown, emitted = content_lines(query, files, limit)
         if total_matches > emitted:
             truncated = True
             lines.append(f"({total_matches - emitted} more matching lines not shown; narrow "
                          f"the search or raise limit)")
         structured["total_matches"] = total_matches
+    if outcome.files_dropped:
+        truncated = True
+        lines.append(f"({outcome.files_dropped} more files with matches were only counted, "
+                     f"past {engines.MAX_FILES_KEPT}; narrow the search)")
     if not files:
         lines.append(f"No matches for {query.pattern!r}.")
     if outcome.timed_out:
-        lines.append(f"(the search stopped after {GREP_TIMEOUT_S:g} s; results are "
+        lines.append(f"(the search stopped after {engines.GREP_TIMEOUT_S:g} s; results are "
                      f"incomplete)")
     structured.update(files=shown, total_files=total_files, truncated=truncated,
                       timed_out=outcome.timed_out)
     return text_result("\n".join(lines), structured)
-
-
-async def run_grep(env: CodingEnv, query: GrepQuery) -> GrepOutcome:
-    rg = find_ripgrep()
-    if rg is not None:
-        return await ripgrep(rg, query, env.workspace)
-    deadline = Deadline(GREP_TIMEOUT_S)
-    result: GrepOutcome = await in_thread(lambda: python_grep(query, env.workspace, deadline),
-                                          deadline)
-    return result
 
 
 # --- ls --------------------------------------------------------------------------------------
@@ -625,16 +386,23 @@ _first = operator.itemgetter(0)  # a sort key: the first item of a tuple
 
 
 @functools.lru_cache(maxsize=64)
-def ls_ignore_regex(ignore: tuple[str, ...]) -> re.Pattern[str]:
-    """One regex for the default ignore globs and the `ignore` ones (matched against an
-    entry's name and its path below the listed directory): one match per entry, not one per
-    glob."""
-    globs = [p for p in LS_DEFAULT_IGNORES if p not in _LS_DEFAULT_NAMES]
-    for pattern in ignore:
-        pattern = pattern.strip().rstrip("/")
-        if pattern:
-            globs.append(pattern.lstrip("/"))
-    return re.compile("|".join(f"(?:{glob_regex(g).pattern})" for g in globs))
+def ls_ignore_globs(ignore: tuple[str, ...]) -> GlobSet:
+    """The default ignore globs and the `ignore` ones, matched against an entry's name and
+    its path below the listed directory. `PatternError` past `LS_MAX_IGNORES` globs, or for
+    one too long or expanding to too many."""
+    if len(ignore) > LS_MAX_IGNORES:
+        raise PatternError(f"{len(ignore)} ignore globs given; the limit is {LS_MAX_IGNORES}")
+    given = [compile_glob(p.strip().rstrip("/").lstrip("/")) for p in ignore
+             if p.strip().rstrip("/")]
+    together = union(given)  # all of them are tried on every entry: capped as one glob
+    if len(together.globs) > MAX_EXPANSIONS:
+        raise PatternError(f"the ignore globs expand to {len(together.globs)} patterns in all; "
+                           f"the limit is {MAX_EXPANSIONS}")
+    if sum(len(g.pattern) for g in together.globs) > MAX_EXPANDED_CHARS:
+        raise PatternError(f"the ignore globs expand to more than {MAX_EXPANDED_CHARS} "
+                           f"characters in all; the limit is {MAX_EXPANDED_CHARS}")
+    defaults = [compile_glob(p) for p in LS_DEFAULT_IGNORES if p not in _LS_DEFAULT_NAMES]
+    return union([*defaults, together])
 
 
 def run_ls(env: CodingEnv, target: Path, ignore: list[str], depth: int, deadline: Deadline,
@@ -643,7 +411,7 @@ def run_ls(env: CodingEnv, target: Path, ignore: list[str], depth: int, deadline
     `LS_LINK_COST`: it is resolved) it raises `ListingTooBig`."""
     workspace = env.workspace
     names = _LS_DEFAULT_NAMES
-    match = ls_ignore_regex(tuple(ignore)).match
+    match = ls_ignore_globs(tuple(ignore)).match
     lines = [(workspace.display(target).rstrip("/") or ".") + "/"]
     count = 0
     stopped = False
@@ -677,6 +445,9 @@ def run_ls(env: CodingEnv, target: Path, ignore: list[str], depth: int, deadline
         dirs: list[tuple[str, str, str]] = []  # (sort key, name, path)
         files: list[tuple[str, str]] = []  # (sort key, line)
         for e in entries:
+            if budget is None and deadline():  # in a thread: per entry, not per directory
+                stopped = True
+                return
             name = e.name
             if name in names or match(name) or (rel_prefix and match(rel_prefix + name)):
                 continue
@@ -741,13 +512,15 @@ def register(server: Server, env: CodingEnv) -> None:
         if ".." in pattern.split("/"):
             return error(f"'..' is not allowed in patterns: {pattern}")
         deadline = Deadline(WALK_TIMEOUT_S)
+        shown = clamp(limit, GLOB_LIMIT, 1, MAX_LIMIT)
         try:
-            outcome = await in_thread(lambda: run_glob(env, pattern, path, deadline), deadline)
-        except (WorkspaceError, SearchError) as exc:
+            outcome = await in_thread(lambda: run_glob(env, pattern, path, deadline, shown),
+                                      deadline)
+        except (WorkspaceError, SearchError, PatternError) as exc:
             return error(str(exc))
         except OSError as exc:
             return error(f"glob failed: {exc.strerror or exc}")
-        return glob_text(pattern, outcome, clamp(limit, GLOB_LIMIT, 1, MAX_LIMIT))
+        return glob_text(pattern, outcome, shown)
 
     server.add_tool(
         glob, name="glob", title="Find files by name",
@@ -777,7 +550,12 @@ def register(server: Server, env: CodingEnv) -> None:
     ) -> ToolResult:
         if not pattern:
             return error("pattern is empty")
+        if len(pattern) > engines.MAX_REGEX_CHARS:
+            return error(f"pattern is {len(pattern)} characters long; the limit is "
+                         f"{engines.MAX_REGEX_CHARS}")
         try:
+            if include:
+                compile_glob(include)  # refused here when too long or expanding too far
             target = workspace.resolve(path)
             if not target.exists():
                 raise SearchError(f"{path} does not exist")
@@ -788,8 +566,8 @@ def register(server: Server, env: CodingEnv) -> None:
                 mode=output_mode, context=clamp(context, 0, 0, MAX_CONTEXT),
                 case_insensitive=case_insensitive, include=include or None,
             )
-            outcome = await run_grep(env, query)
-        except (WorkspaceError, SearchError) as exc:
+            outcome = await engines.run_grep(workspace, query)
+        except (WorkspaceError, SearchError, PatternError, GrepFailed) as exc:
             return error(str(exc))
         except OSError as exc:
             return error(f"grep failed: {exc.strerror or exc}")
@@ -798,7 +576,7 @@ def register(server: Server, env: CodingEnv) -> None:
     server.add_tool(
         grep, name="grep", title="Search file contents",
         description=(
-            "Search file contents with a regular expression (ripgrep when installed). "
+            "Search file contents with a regular expression (Python/ripgrep syntax). "
             "Honours .gitignore, skips .git, binary files and symlinks. `output_mode`: "
             "`files_with_matches` (default, newest first), `content` (path:line:text, "
             "`context` lines around, long lines cut) or `count`. Output is capped by `limit` "
@@ -821,12 +599,16 @@ def register(server: Server, env: CodingEnv) -> None:
             deadline = Deadline(WALK_TIMEOUT_S)
             levels = clamp(depth, LS_DEPTH, 1, LS_MAX_DEPTH)
             ignores = list(ignore or ())
+            # refused here when there are too many, or one too big
+            plain = ls_ignore_globs(tuple(ignores)).plain
             try:  # on the event loop first: see LS_INLINE_ENTRIES
+                if not plain:  # caller globs that cost more than a string test: a thread
+                    raise ListingTooBig
                 text = run_ls(env, target, ignores, levels, deadline, LS_INLINE_ENTRIES)
             except ListingTooBig:
                 text = await in_thread(
                     lambda: run_ls(env, target, ignores, levels, deadline), deadline)
-        except (WorkspaceError, SearchError) as exc:
+        except (WorkspaceError, SearchError, PatternError) as exc:
             return error(str(exc))
         except OSError as exc:
             return error(f"ls failed: {exc.strerror or exc}")

@@ -2,7 +2,9 @@
 
 Every command runs as `bash -c COMMAND` (`sh` when bash is missing) in a process group of
 its own (a new session), with stdin from /dev/null, in the workspace (or `workdir` inside
-it), with a scrubbed environment (no variable whose name looks like a secret). stdout and
+it). Its environment is deny-by-default: a short allow-list of harmless variables
+(`SAFE_VARIABLES`: PATH, HOME, locale, terminal, toolchain locations), plus only what the
+operator passes (`CodingEnv.pass_env` / `set_env`, `--pass-env` / `--env`). stdout and
 stderr are merged; ANSI escape sequences are stripped.
 
 Output: the whole of it streams to a file in the task scope's output directory; the model
@@ -10,14 +12,14 @@ gets the head and the tail (`OutputSink`), with a marker saying how much was cut
 the whole is. Only those bounded parts are kept in memory, so a command printing 100 MB
 costs what writing the file costs.
 
-Stopping: on timeout or cancellation the whole group gets SIGTERM, then SIGKILL ~2 s later
-(exit code 124, `timed_out`). When the shell itself exits, whatever it left running in its
-group is stopped the same way: a foreground command leaves nothing behind (long-running
-services belong in `run_in_background`). Background jobs are owned by their task scope;
-`kill_now()` (server exit, scope dropped) SIGKILLs the group synchronously.
-
-On Linux the server makes itself a child subreaper on the first command, so the orphans of
-a killed group are re-parented to it and reaped here (the sandbox's PID 1 may not reap).
+Stopping: every process a command starts is tracked, including those that leave its
+process group (`setsid`, double forks, daemons): a cgroup per command where one can be
+made, else the process table (session, group, a marker variable, descendants), with the
+server a child subreaper (see `tracking.py`). On timeout or cancellation all of them get
+SIGTERM, then SIGKILL ~2 s later (exit code 124, `timed_out`). When the shell itself exits,
+whatever it left running is stopped the same way: a foreground command leaves nothing
+behind (long-running services belong in `run_in_background`). Background jobs are owned by
+their task scope; `kill_now()` (server exit) SIGKILLs them synchronously.
 
 The sandbox around the server is the real boundary for what commands can do: the workspace
 is only their starting directory.
@@ -30,9 +32,7 @@ import itertools
 import os
 import re
 import shutil
-import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -42,8 +42,9 @@ import anyio
 from anyio.abc import Process
 
 from mcpkit.coding.env import CodingEnv
-from mcpkit.coding.processes import open_in_group, signal_group
+from mcpkit.coding.processes import open_in_group
 from mcpkit.coding.scope import TaskScope
+from mcpkit.coding.tracking import CommandTracker, spawning
 from mcpkit.coding.workspace import WorkspaceError
 from mcpkit.server.context import Context
 from mcpkit.server.server import Server
@@ -60,11 +61,30 @@ KILL_WAIT_S = 3.0
 DRAIN_GRACE_S = 1.0
 """After the shell exits, how long to keep reading output its leftovers still write."""
 PROGRESS_EVERY_S = 1.0
-MAX_JOBS_PER_TASK = 64
+OUTPUT_CHECK_S = 0.5
+"""How often a background job's output file is measured against the output cap."""
+MAX_COMMAND_BYTES = 100_000
+"""A longer command is refused (Linux refuses one argument over 128 KiB anyway)."""
 
-SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY", "APIKEY", "PRIVATE_KEY",
-                "CREDENTIAL", "AUTH", "ACCESS_KEY", "SESSION")
-ALWAYS_DROPPED = frozenset({"MCPKIT_SERVE_TOKEN"})
+SAFE_VARIABLES = frozenset({
+    # who and where
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "HOSTNAME", "TMPDIR", "TEMP", "TMP", "TZ",
+    # language and terminal
+    "LANG", "LANGUAGE", "TERM", "COLORTERM", "NO_COLOR",
+    # where toolchains and their caches live (paths, never credentials)
+    "VIRTUAL_ENV", "CONDA_PREFIX", "PYENV_ROOT", "GOPATH", "GOROOT", "GOCACHE", "GOMODCACHE",
+    "CARGO_HOME", "RUSTUP_HOME", "JAVA_HOME", "NVM_DIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR",
+    # certificate bundles (sandboxes behind a TLS-inspecting proxy need them)
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+})
+"""The server's variables every command gets. Anything else (tokens, keys, database URLs,
+webhooks, proxies that may carry a password) only when the operator passes it."""
+SAFE_PREFIXES = ("LC_",)
+NEVER_PASSED = frozenset({"MCPKIT_SERVE_TOKEN"})
+"""Not even through a `--pass-env` pattern (a `--env` value is the operator's own)."""
+COMMAND_DEFAULTS = {"GIT_TERMINAL_PROMPT": "0"}
 
 ANSI = re.compile(
     rb"\x1b(?:\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor movement, erase
@@ -81,17 +101,29 @@ _ids = itertools.count(1)
 # --- environment and argv ---------------------------------------------------------------------
 
 
-def is_secret_name(name: str) -> bool:
-    upper = name.upper()
-    return upper in ALWAYS_DROPPED or any(word in upper for word in SECRET_WORDS)
+def is_safe_name(name: str) -> bool:
+    return name in SAFE_VARIABLES or name.startswith(SAFE_PREFIXES)
 
 
-def scrubbed_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment commands get: the server's, minus anything that looks like a secret."""
+def _passed(name: str, patterns: tuple[str, ...]) -> bool:
+    if name in NEVER_PASSED:
+        return False
+    return any(name == p or (p.endswith("*") and name.startswith(p[:-1])) for p in patterns)
+
+
+def scrubbed_env(base: dict[str, str] | None = None, *, pass_env: tuple[str, ...] = (),
+                 set_env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment commands get: the allow-listed variables of the server's (`base`,
+    default `os.environ`), those the operator passes by name, and the operator's values."""
     source = dict(os.environ) if base is None else base
-    env = {k: v for k, v in source.items() if not is_secret_name(k)}
-    env.setdefault("GIT_TERMINAL_PROMPT", "0")
+    env = dict(COMMAND_DEFAULTS)
+    env.update((k, v) for k, v in source.items() if is_safe_name(k) or _passed(k, pass_env))
+    env.update(set_env or {})
     return env
+
+
+def command_env(env: CodingEnv) -> dict[str, str]:
+    return scrubbed_env(pass_env=env.pass_env, set_env=env.set_env)
 
 
 def shell_argv(command: str) -> list[str]:
@@ -106,11 +138,14 @@ class OutputSink:
     """Strips ANSI escapes, writes everything to `file` (if any), keeps the head and the tail.
 
     Memory is bounded: the head (HEAD_LINES lines / HEAD_BYTES) and at most 2 x TAIL_BYTES
-    of the latest output, whatever the stream's length.
+    of the latest output, whatever the stream's length. The file gets at most `max_bytes`;
+    `over_limit` says the output went past it (the caller stops the command).
     """
 
-    def __init__(self, file: IO[bytes] | None = None) -> None:
+    def __init__(self, file: IO[bytes] | None = None, max_bytes: int | None = None) -> None:
         self.file = file
+        self.max_bytes = max_bytes
+        self.over_limit = False
         self.head = bytearray()
         self.head_lines = 0
         self.head_full = False
@@ -138,8 +173,10 @@ class OutputSink:
     def _add(self, data: bytes) -> None:
         if not data:
             return
-        if self.file is not None:
-            self.file.write(data)
+        if self.file is not None and not self.over_limit:
+            room = len(data) if self.max_bytes is None else self.max_bytes - self.total
+            self.file.write(data[:max(room, 0)])
+            self.over_limit = room < len(data)
         self.lines += data.count(b"\n")
         self.total += len(data)
         if not self.head_full:
@@ -225,112 +262,60 @@ def _size(n: int) -> str:
     return f"{n / (1024 * 1024):.1f} MiB"
 
 
-# --- process groups -------------------------------------------------------------------------
-
-_subreaper = False
+# --- stopping -------------------------------------------------------------------------------
 
 
-def _become_subreaper() -> None:
-    """Linux: orphans of our commands are re-parented to this process (and reaped here)."""
-    global _subreaper
-    if _subreaper or not sys.platform.startswith("linux"):
-        return
-    _subreaper = True
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass
+def stop_command(tracker: CommandTracker, grace: float = TERM_GRACE_S) -> None:
+    """SIGTERM every process of the command, SIGKILL what is left after `grace` s."""
+    tracker.stop(grace)
 
 
-def _group_alive(pgid: int) -> bool:
-    """Whether any process of group `pgid` is still running (zombies don't count).
-
-    Zombies of ours in the group (orphans re-parented to us) are reaped on the way.
-    """
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    me = os.getpid()
-    alive = False
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) < 3 or int(fields[2]) != pgid:
-            continue
-        if fields[0] != b"Z":
-            alive = True
-        elif int(fields[1]) == me and int(entry) != pgid:
-            with contextlib.suppress(ChildProcessError, OSError):
-                os.waitpid(int(entry), os.WNOHANG)
-    return alive
-
-
-def _wait_group_gone(pgid: int, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while True:
-        if not _group_alive(pgid):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.03)
-
-
-def terminate_group(pgid: int, grace: float = TERM_GRACE_S) -> None:
-    """SIGTERM the group, SIGKILL what is left after `grace` s; every wait bounded."""
-    if not _group_alive(pgid):
-        return
-    signal_group(pgid, signal.SIGTERM)
-    if _wait_group_gone(pgid, grace):
-        return
-    signal_group(pgid, signal.SIGKILL)
-    _wait_group_gone(pgid, KILL_WAIT_S)
-
-
-async def terminate_group_async(pgid: int, grace: float = TERM_GRACE_S) -> None:
-    await anyio.to_thread.run_sync(terminate_group, pgid, grace)
+async def stop_command_async(tracker: CommandTracker, grace: float = TERM_GRACE_S) -> None:
+    await anyio.to_thread.run_sync(stop_command, tracker, grace)
 
 
 # --- background jobs ------------------------------------------------------------------------
 
 
 class Job:
-    """A background command: its output goes straight to a file; a thread reaps it."""
+    """A background command: its output goes straight to a file; a thread reaps it (and
+    stops it if the file grows past `max_output_bytes`)."""
 
     def __init__(self, job_id: str, command: str, proc: subprocess.Popen[bytes],
-                 output_path: Path) -> None:
+                 tracker: CommandTracker, output_path: Path, max_output_bytes: int) -> None:
         self.job_id = job_id
         self.command = command
         self.proc = proc
+        self.tracker = tracker
         self.pgid = proc.pid
         self.output_path = output_path
+        self.max_output_bytes = max_output_bytes
         self.read_offset = 0
         self.started = time.monotonic()
         self.killed = False
+        self.over_limit = False
         self.finished = threading.Event()
-        """Set once the shell has exited and its group is gone."""
+        """Set once the shell has exited and every process of the command is gone."""
         self._reaper = threading.Thread(target=self._reap, name=f"mcpkit-{job_id}", daemon=True)
         self._reaper.start()
 
     def _reap(self) -> None:
-        self.proc.wait()
-        terminate_group(self.pgid)  # whatever the shell left behind
+        while True:
+            try:
+                self.proc.wait(OUTPUT_CHECK_S)
+                break
+            except subprocess.TimeoutExpired:
+                if self._output_size() > self.max_output_bytes:
+                    self.over_limit = self.killed = True
+                    stop_command(self.tracker)
+        stop_command(self.tracker)  # whatever the shell left behind
         self.finished.set()
+
+    def _output_size(self) -> int:
+        try:
+            return self.output_path.stat().st_size
+        except OSError:
+            return 0
 
     @property
     def running(self) -> bool:
@@ -350,25 +335,29 @@ class Job:
         if self.finished.is_set():
             return
         self.killed = True
-        signal_group(self.pgid, signal.SIGKILL)
+        stop_command(self.tracker, 0)
         self.finished.wait(1.0)
 
     async def kill(self) -> None:
         if self.finished.is_set():
             return
         self.killed = True
-        await terminate_group_async(self.pgid)
+        await stop_command_async(self.tracker)
         await anyio.to_thread.run_sync(self.finished.wait, KILL_WAIT_S)
 
 
-def _add_job(scope: TaskScope, job: Job) -> None:
+def _running_jobs(scope: TaskScope) -> int:
+    return sum(1 for job in scope.jobs.values() if isinstance(job, Job) and job.running)
+
+
+def _add_job(scope: TaskScope, job: Job, limit: int) -> None:
+    """Keep the job; forget the oldest finished ones past `limit` (their files stay)."""
     scope.jobs[job.job_id] = job
-    if len(scope.jobs) > MAX_JOBS_PER_TASK:
-        for old_id, old in list(scope.jobs.items()):
-            if len(scope.jobs) <= MAX_JOBS_PER_TASK:
-                break
-            if isinstance(old, Job) and not old.running:
-                del scope.jobs[old_id]
+    for old_id, old in list(scope.jobs.items()):
+        if len(scope.jobs) <= limit:
+            break
+        if isinstance(old, Job) and not old.running:
+            del scope.jobs[old_id]
 
 
 def _read_new(job: Job) -> tuple[str, bool, int]:
@@ -392,6 +381,9 @@ def _read_new(job: Job) -> tuple[str, bool, int]:
 BASH_OUTPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
+        "output": {"type": "string",
+                   "description": "the command's output (stdout and stderr merged, ANSI "
+                                  "stripped; head and tail when long, as in the text)"},
         "exit_code": {"type": ["integer", "null"],
                       "description": "the command's exit code (124 on timeout; null while a "
                                      "background job runs)"},
@@ -403,31 +395,37 @@ BASH_OUTPUT_SCHEMA: dict[str, Any] = {
                                                     "and bash_kill"},
         "pid": {"type": "integer", "description": "background jobs: the process group id"},
     },
-    "required": ["exit_code", "timed_out", "truncated", "output_path"],
+    "required": ["output", "exit_code", "timed_out", "truncated", "output_path"],
 }
 
 JOB_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "job_id": {"type": "string"},
+        "output": {"type": "string", "description": "output since the last read (head and "
+                                                    "tail when long, as in the text)"},
         "running": {"type": "boolean"},
         "exit_code": {"type": ["integer", "null"]},
         "killed": {"type": "boolean"},
+        "over_limit": {"type": "boolean", "description": "stopped because its output "
+                                                         "outgrew the output cap"},
         "truncated": {"type": "boolean"},
         "new_bytes": {"type": "integer", "description": "output bytes since the last read"},
         "output_path": {"type": "string"},
     },
-    "required": ["job_id", "running", "exit_code", "truncated", "output_path"],
+    "required": ["job_id", "output", "running", "exit_code", "truncated", "output_path"],
 }
 
 BASH_DESCRIPTION = (
     "Run a shell command (bash -c) in the workspace, in its own process group, with stdin "
     "from /dev/null and stdout+stderr merged. `timeout` is in milliseconds (default 120000, "
-    "max 600000); on timeout the whole process group is killed and the exit code is 124. "
+    "max 600000); on timeout the command and every process it started are killed and the "
+    "exit code is 124. "
     "Long output shows its head and tail; the whole is saved to the file in `output_path`. "
     "Processes the command leaves running are stopped when it exits: for servers and other "
     "long-running commands use `run_in_background`, then `bash_output` and `bash_kill`. "
-    "Environment variables that look like secrets are not passed on."
+    "The environment holds only harmless variables (PATH, HOME, locale, …) and those the "
+    "operator passed on."
 )
 
 
@@ -459,70 +457,93 @@ def register(server: Server, env: CodingEnv) -> None:
             return _error(f"timeout {timeout} ms is over the maximum of {MAX_TIMEOUT_MS} ms")
         if timeout <= 0:
             return _error("timeout must be a positive number of milliseconds")
+        size = len(command.encode("utf-8", "surrogatepass"))
+        if size > MAX_COMMAND_BYTES:
+            return _error(f"the command is {size} bytes, over the maximum of "
+                          f"{MAX_COMMAND_BYTES}; write a script file and run that")
         try:
             cwd = env.workspace.resolve(workdir)
         except WorkspaceError as exc:
             return _error(str(exc))
         if not cwd.is_dir():
             return _error(f"workdir {workdir} is not a directory")
-        _become_subreaper()
         scope = env.scopes.current()
         if run_in_background:
             return _start_job(scope, command, cwd)
-        return await _run(ctx, scope, command, cwd, timeout / 1000)
+        scope.commands += 1  # a task with a command running is never dropped for another
+        try:
+            return await _run(ctx, scope, command, cwd, timeout / 1000)
+        finally:
+            scope.commands -= 1
 
     def _start_job(scope: TaskScope, command: str, cwd: Path) -> ToolResult:
+        if _running_jobs(scope) >= env.max_jobs_per_task:
+            return _error(f"this task already has {env.max_jobs_per_task} background jobs "
+                          f"running (the maximum); stop one with bash_kill first")
         job_id = f"job{next(_ids)}"
         path = _output_path(scope, job_id)
+        tracker = env.processes.new()
         try:
-            with open(path, "wb") as out:
+            with open(path, "wb") as out, spawning() as register:
                 proc = subprocess.Popen(
-                    shell_argv(command), stdin=subprocess.DEVNULL, stdout=out,
-                    stderr=subprocess.STDOUT, cwd=cwd, env=scrubbed_env(),
+                    tracker.wrap(shell_argv(command)), stdin=subprocess.DEVNULL, stdout=out,
+                    stderr=subprocess.STDOUT, cwd=cwd, env=tracker.environ(command_env(env)),
                     start_new_session=True)
+                register(proc.pid)
         except OSError as exc:
+            tracker.stop(0)
             return _error(f"could not start the command: {exc}")
-        job = Job(job_id, command, proc, path)
-        _add_job(scope, job)
+        tracker.attach(proc.pid)
+        job = Job(job_id, command, proc, tracker, path, env.max_output_bytes)
+        _add_job(scope, job, env.max_jobs_per_task)
         text = (f"Started background job {job_id} (pid {proc.pid}); its output goes to {path}. "
                 f"Read it with bash_output(job_id={job_id!r}); stop it with bash_kill.")
         return ToolResult(
             content=[{"type": "text", "text": text}],
-            structured_content={"exit_code": None, "timed_out": False, "truncated": False,
-                                "output_path": str(path), "job_id": job_id, "pid": proc.pid})
+            structured_content={"output": "", "exit_code": None, "timed_out": False,
+                                "truncated": False, "output_path": str(path),
+                                "job_id": job_id, "pid": proc.pid})
 
     async def _run(ctx: Context, scope: TaskScope, command: str, cwd: Path,
                    seconds: float) -> ToolResult:
         path = _output_path(scope, f"bash{next(_ids)}")
+        tracker = env.processes.new()
         try:
-            proc = await open_in_group(shell_argv(command), cwd=cwd, env=scrubbed_env(),
+            proc = await open_in_group(tracker.wrap(shell_argv(command)), cwd=cwd,
+                                       env=tracker.environ(command_env(env)),
                                        stderr=subprocess.STDOUT)
         except OSError as exc:
+            tracker.stop(0)
             return _error(f"could not start the command: {exc}")
+        tracker.attach(proc.pid)
         started = anyio.current_time()
         with _open_output(path) as out:
-            sink = OutputSink(out)
+            sink = OutputSink(out, env.max_output_bytes)
             try:
                 with anyio.move_on_after(seconds) as deadline:
                     await _collect(ctx, proc, sink, started)
             finally:
                 with anyio.CancelScope(shield=True):
-                    await _finish(proc, sink)
-        timed_out = deadline.cancelled_caught
+                    await _finish(proc, tracker, sink)
+        timed_out = deadline.cancelled_caught and not sink.over_limit
         code = 124 if timed_out else _exit_code(proc.returncode)
         text, truncated = sink.render(str(path))
+        output = text
         if not text:
             text = "(no output)\n"
         elif not text.endswith("\n"):
             text += "\n"
-        if timed_out:
-            text += (f"[timed out after {_seconds(seconds)}; the process group was killed; "
-                     f"exit code 124]")
+        if sink.over_limit:
+            text += (f"[stopped: the output passed {_size(env.max_output_bytes)}; the "
+                     f"command and everything it started were killed; exit code {code}]")
+        elif timed_out:
+            text += (f"[timed out after {_seconds(seconds)}; the command and everything it "
+                     f"started were killed; exit code 124]")
         else:
             text += f"[exit code {code}]"
         return ToolResult(
             content=[{"type": "text", "text": text}],
-            structured_content={"exit_code": code, "timed_out": timed_out,
+            structured_content={"output": output, "exit_code": code, "timed_out": timed_out,
                                 "truncated": truncated, "output_path": str(path)})
 
     async def bash_output(job_id: Annotated[str, "the id `bash` returned"]) -> ToolResult:
@@ -552,7 +573,8 @@ def register(server: Server, env: CodingEnv) -> None:
                      "openWorldHint": False})
     server.add_tool(
         bash_kill, name="bash_kill", title="Stop a background job",
-        description="Stop a background job: SIGTERM to its process group, SIGKILL after 2 s. "
+        description="Stop a background job: SIGTERM to every process it started, SIGKILL "
+                    "after 2 s. "
                     "Returns its final state and unread output.",
         output_schema=JOB_SCHEMA,
         annotations={"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True,
@@ -568,7 +590,7 @@ async def _collect(ctx: Context, proc: Process, sink: OutputSink, started: float
     async def pump() -> None:
         with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError,
                                  anyio.BrokenResourceError):
-            while True:
+            while not sink.over_limit:
                 sink.feed(await stdout.receive(READ_CHUNK))
         eof.set()
 
@@ -585,15 +607,27 @@ async def _collect(ctx: Context, proc: Process, sink: OutputSink, started: float
     async with anyio.create_task_group() as tg:
         tg.start_soon(pump)
         tg.start_soon(progress)
-        await proc.wait()
-        with anyio.move_on_after(DRAIN_GRACE_S):
-            await eof.wait()
+        async with anyio.create_task_group() as waiters:  # the shell's exit, or output cap
+            async def shell_exit() -> None:
+                await proc.wait()
+                with anyio.move_on_after(DRAIN_GRACE_S):
+                    await eof.wait()
+                waiters.cancel_scope.cancel()
+
+            async def stopped_early() -> None:
+                await eof.wait()
+                if sink.over_limit:
+                    waiters.cancel_scope.cancel()
+
+            waiters.start_soon(shell_exit)
+            waiters.start_soon(stopped_early)
         tg.cancel_scope.cancel()
 
 
-async def _finish(proc: Process, sink: OutputSink) -> None:
-    """Stop what is left of the group, reap the shell, close the output (shielded, bounded)."""
-    await terminate_group_async(proc.pid)
+async def _finish(proc: Process, tracker: CommandTracker, sink: OutputSink) -> None:
+    """Stop every process the command left, reap the shell, close the output (shielded,
+    bounded)."""
+    await stop_command_async(tracker)
     if proc.returncode is None:
         with anyio.move_on_after(KILL_WAIT_S):
             await proc.wait()
@@ -614,14 +648,17 @@ async def _job_report(job: Job) -> ToolResult:
         status = f"job {job.job_id}: running ({int(time.monotonic() - job.started)} s)"
     else:
         how = "killed" if job.killed else "exited"
+        if job.over_limit:
+            how = f"killed (its output passed {_size(job.max_output_bytes)})"
         status = f"job {job.job_id}: {how}, exit code {exit_code}"
     body = text if new_bytes else "(no new output)\n"
     if not body.endswith("\n"):
         body += "\n"
     return ToolResult(
         content=[{"type": "text", "text": body + f"[{status}]"}],
-        structured_content={"job_id": job.job_id, "running": running,
-                            "exit_code": exit_code, "killed": job.killed,
+        structured_content={"job_id": job.job_id, "output": text if new_bytes else "",
+                            "running": running, "exit_code": exit_code,
+                            "killed": job.killed, "over_limit": job.over_limit,
                             "truncated": truncated, "new_bytes": new_bytes,
                             "output_path": str(job.output_path)})
 

@@ -60,6 +60,14 @@ def add_serve_command(commands: Subcommands) -> None:
     serve.add_argument("--allowed-origin", dest="allowed_origins", action="append",
                        default=None, metavar="ORIGIN",
                        help="a browser Origin /mcp accepts (repeat for more)")
+    serve.add_argument("--max-connections", type=int, default=None, metavar="N",
+                       help="open connections at once (default 1000, fitted to the file "
+                       "descriptor limit); past it the longest-waiting idle or slow one is "
+                       "closed, else 503")
+    serve.add_argument("--header-timeout", dest="header_timeout_s", type=float, default=None,
+                       metavar="S", help="seconds a request's headers may take (default 10)")
+    serve.add_argument("--body-timeout", dest="body_timeout_s", type=float, default=None,
+                       metavar="S", help="seconds a request's body may take (default 30)")
     serve.add_argument("--log-level", default=None,
                        choices=("critical", "error", "warning", "info", "debug"))
     serve.set_defaults(run=run)
@@ -105,6 +113,7 @@ async def _serve(settings: HubSettings) -> int:
     from mcpkit.hub.router import McpEndpoint
     from mcpkit.hub.shared import SharedStateUnavailable, open_redis
     from mcpkit.hub.store import Store, StoreError
+    from mcpkit.transports.http.connections import ConnectionLimits
     from mcpkit.transports.http.serve import uvicorn_config
 
     try:
@@ -131,6 +140,8 @@ async def _serve(settings: HubSettings) -> int:
             port=settings.port,
             log_level=settings.log_level,
             timeout_graceful_shutdown=int(settings.shutdown_grace_s),
+            limits=ConnectionLimits(settings.max_connections, settings.header_timeout_s,
+                                    settings.body_timeout_s),
         )
         server = graceful_server_class()(config)
         print(f"mcpkit hub on http://{_authority(settings)} (MCP /mcp, API /api/v1, "

@@ -17,6 +17,10 @@ Environment (each also a `mcpkit hub serve` option where it makes sense):
     MCPKIT_HUB_ALLOWED_HOSTS          --allowed-host        (comma-separated in the environment;
     MCPKIT_HUB_ALLOWED_ORIGINS        --allowed-origin       the option repeats) what /mcp takes
                                                             besides loopback (DNS rebinding guard)
+    MCPKIT_HUB_MAX_CONNECTIONS        --max-connections     (1000, fitted to the fd limit)
+    MCPKIT_HUB_HEADER_TIMEOUT / _BODY_TIMEOUT   --header-timeout / --body-timeout (10 / 30 s)
+    MCPKIT_HUB_MAX_SESSIONS / _MAX_SESSIONS_PER_USER   legacy /mcp sessions (1000 / 100)
+    MCPKIT_HUB_AUTH_FAILURE_BURST / _AUTH_FAILURE_RATE  wrong tokens per address (20, 30/min)
     MCPKIT_HUB_PAGE_SIZE, _MAX_PAGE_SIZE, _MAX_BODY_BYTES, _HEALTH_INTERVAL,
     MCPKIT_HUB_RATE_LIMIT, _RATE_BURST, _DNS_TIMEOUT, _MAX_REFRESHES, _SHUTDOWN_GRACE
 
@@ -95,6 +99,23 @@ class HubSettings:
     None: one process. `redis://`, `rediss://` (TLS) or `unix://`."""
     shutdown_grace_s: float = 30.0
     """How long a graceful shutdown waits for requests in flight."""
+    max_connections: int = 1000
+    """Open client connections at once (lowered to fit the file descriptor limit); past it
+    the longest-waiting idle or slow one is closed, else 503 (transports/http/connections.py)."""
+    header_timeout_s: float = 10.0
+    """How long a request's line and headers may take to arrive (408 and closed past it)."""
+    body_timeout_s: float = 30.0
+    """How long a request's body may take to arrive after its headers."""
+    max_sessions: int = 1000
+    """Legacy (pre-2026) /mcp sessions held by this process in all."""
+    max_sessions_per_user: int = 100
+    """Legacy /mcp sessions per user; at the cap the user's least recently used idle one is
+    closed, and when all are busy `initialize` is 429."""
+    auth_failure_burst: int = 20
+    """Wrong API tokens a client address may send at once (REST API and /mcp alike) before
+    429 (transports/http/auth_failures.py)."""
+    auth_failures_per_minute: int = 30
+    """The steady rate of wrong tokens an address may send after the burst."""
     allowed_hosts: tuple[str, ...] = ()
     """`Host` values `/mcp` accepts besides loopback ones (`hub.example.com`, with or without
     a port): the names the hub is reached by behind a proxy. Anything else is 403, which
@@ -107,7 +128,9 @@ class HubSettings:
     def __post_init__(self) -> None:
         _check_port(self.port, "port")
         for name in ("page_size", "max_page_size", "max_body_bytes", "max_concurrent_refreshes",
-                     "rate_limit_per_minute", "rate_limit_burst"):
+                     "rate_limit_per_minute", "rate_limit_burst", "max_connections",
+                     "max_sessions", "max_sessions_per_user", "auth_failure_burst",
+                     "auth_failures_per_minute"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SettingsError(f"{name}: must be a whole number above 0, not {value!r}")
@@ -115,7 +138,8 @@ class HubSettings:
             raise SettingsError("page_size: must not be above max_page_size")
         if self.max_page_size > 500:
             raise SettingsError("max_page_size: at most 500")
-        for name in ("dns_timeout_s", "health_interval_s", "shutdown_grace_s"):
+        for name in ("dns_timeout_s", "health_interval_s", "shutdown_grace_s",
+                     "header_timeout_s", "body_timeout_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or \
                     not math.isfinite(value) or value <= 0:
@@ -203,6 +227,9 @@ _ENV_NAMES = {
     "rate_limit_per_minute": "RATE_LIMIT",
     "rate_limit_burst": "RATE_BURST",
     "shutdown_grace_s": "SHUTDOWN_GRACE",
+    "header_timeout_s": "HEADER_TIMEOUT",
+    "body_timeout_s": "BODY_TIMEOUT",
+    "auth_failures_per_minute": "AUTH_FAILURE_RATE",
 }
 
 
@@ -219,6 +246,13 @@ def _parse(name: str, text: str, variable: str) -> Any:
         "dns_timeout_s": float,
         "health_interval_s": float,
         "shutdown_grace_s": float,
+        "max_connections": int,
+        "max_sessions": int,
+        "max_sessions_per_user": int,
+        "auth_failure_burst": int,
+        "auth_failures_per_minute": int,
+        "header_timeout_s": float,
+        "body_timeout_s": float,
         "allow_private_upstreams": _flag,
         "allow_stdio": _flag,
         "log_level": str.lower,

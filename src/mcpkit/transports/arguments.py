@@ -16,6 +16,9 @@ def add_transport_arguments(
     parser.add_argument("--transport", choices=("http", "stdio"), default=default_transport)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=default_port)
+    from mcpkit.transports.http.serve import add_limit_arguments
+
+    add_limit_arguments(parser)
 
 
 def serve(server: Server, args: argparse.Namespace) -> None:
@@ -23,4 +26,7 @@ def serve(server: Server, args: argparse.Namespace) -> None:
     if args.transport == "stdio":
         server.run_stdio()
     else:
-        server.run_http(host=args.host, port=args.port, log_level="warning")
+        from mcpkit.transports.http.serve import limit_options
+
+        server.run_http(host=args.host, port=args.port, log_level="warning",
+                        **limit_options(args))

@@ -41,6 +41,9 @@ def router_hub(database_url: str, *, box: SecretBox | None = None, seed: bool = 
     box = box or SecretBox([generate_key()])
     token = seed_admin(database_url, box) if seed else admin_token
     settings.setdefault("allow_private_upstreams", True)
+    # These hubs answer many tokenless and wrong-token requests from 127.0.0.1 on purpose;
+    # the per-address limit on those has its own tests (test_hub_limits.py).
+    settings.setdefault("auth_failure_burst", 1_000_000)
     hub_settings = HubSettings(database_url=database_url, **settings)
     with serve_app(hub_app(hub_settings, box)) as url:
         yield Hub(url, token, database_url, hub_settings, box)

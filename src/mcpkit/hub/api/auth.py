@@ -5,19 +5,22 @@
     user: UserRecord = Depends(admin_user)       403 for a valid non-admin token
 
 The token is never logged, echoed or put in an error message; only its holder's id reaches
-the logs.
+the logs. Wrong tokens are counted per client address (`context.auth_failures`, shared with
+/mcp): an address past its budget gets 429 with `Retry-After`, before its token is looked at.
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends
+from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from mcpkit.hub.api.context import HubContext, hub_context
 from mcpkit.hub.api.errors import BEARER_CHALLENGE, ApiError
+from mcpkit.hub.ratelimit import retry_after
 from mcpkit.hub.store import UserRecord
+from mcpkit.transports.http.peers import peer_key
 
 # auto_error=False: a missing or malformed header is ours to answer, in the API's error shape
 bearer_scheme = HTTPBearer(
@@ -28,14 +31,24 @@ bearer_scheme = HTTPBearer(
 
 
 async def current_user(
+    request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)],
     context: Annotated[HubContext, Depends(hub_context)],
 ) -> UserRecord:
+    peer = peer_key(request.scope)
+    wait = context.auth_failures.blocked(peer)
+    if wait is not None:
+        seconds = retry_after(wait)
+        raise ApiError(429, f"too many requests with a missing or wrong API token from this "
+                       f"address: try again in {seconds} s", code="rate_limited",
+                       headers={"Retry-After": str(seconds)})
     if credentials is None or not credentials.credentials:
+        context.auth_failures.failed(peer)
         raise ApiError(401, "an API token is required: Authorization: Bearer <token>",
                        headers={"WWW-Authenticate": BEARER_CHALLENGE})
     user = await context.store.tokens.verify(credentials.credentials)
     if user is None:
+        context.auth_failures.failed(peer)
         raise ApiError(
             401,
             "the API token is not valid (unknown, revoked or expired, or its user is disabled)",

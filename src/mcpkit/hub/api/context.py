@@ -9,6 +9,8 @@ and the operations pieces:
     metrics              HubMetrics: the app's Prometheus registry (metrics.py)
     limiter              RateLimiter: `await limiter.acquire(f"user:{user_id}")` -> None or
                          seconds to wait; in memory, or in Redis once `use_redis` ran
+    auth_failures        AuthFailures: wrong tokens per client address (REST API and /mcp
+                         share it; per process)
     redis                the Redis client replicas share (shared.py), None for one process
     catalog_listeners    `async (user_id, upstream_id)` callbacks the health checker calls
                          when a check changed that upstream's stored catalog (the router
@@ -35,6 +37,7 @@ from mcpkit.hub.metrics import HubMetrics
 from mcpkit.hub.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store import Catalog, Credentials, Store, UpstreamRecord
+from mcpkit.transports.http.auth_failures import AuthFailures
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -66,8 +69,14 @@ class HubContext:
     limiter: RateLimiter = field(init=False)
     """Per-user budgets (settings.rate_limit_per_minute, rate_limit_burst); refusals are
     counted in `metrics`."""
+    auth_failures: AuthFailures = field(init=False)
+    """Wrong API tokens per client address (settings.auth_failure_burst,
+    auth_failures_per_minute): checked before a token is, on the REST API and /mcp."""
 
     def __post_init__(self) -> None:
+        self.auth_failures = AuthFailures(
+            burst=self.settings.auth_failure_burst,
+            per_minute=self.settings.auth_failures_per_minute)
         if self.refresh_slots is None:
             self.refresh_slots = anyio.Semaphore(self.settings.max_concurrent_refreshes)
         self.limiter = MemoryRateLimiter(

@@ -5,6 +5,8 @@
    the MCP app's principal: handlers see only that user's upstreams, and a legacy session
    opened by one user is "not found" for every other. The token itself goes no further:
    nothing of it reaches an upstream or a log.
+   Before the token is looked at, the client address's budget of wrong tokens
+   (`AuthFailures`, shared with the REST API) → 429 with `Retry-After` once it is spent.
 2. The user's rate limit (`context.limiter`, shared through Redis by replicas) → 429 with
    `Retry-After`.
 3. A sealed session id that was ended at another replica is refused (404) before the app
@@ -29,6 +31,8 @@ from mcpkit.hub.store import Store, UserRecord
 from mcpkit.protocol import errors, jsonrpc
 from mcpkit.transports.http import asgi
 from mcpkit.transports.http.app import PRINCIPAL_KEY
+from mcpkit.transports.http.auth_failures import AuthFailures
+from mcpkit.transports.http.peers import peer_key
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +72,11 @@ class McpGate:
         *,
         limiter: Limiter | None = None,
         revoked: RevocationCheck | None = None,
+        auth_failures: AuthFailures | None = None,
     ) -> None:
         self.app = app
         self.tokens = tokens
+        self.auth_failures = auth_failures if auth_failures is not None else AuthFailures()
         self.limiter = limiter
         self.revoked = revoked
 
@@ -79,9 +85,17 @@ class McpGate:
             await self.app(scope, receive, send)
             return
         headers = asgi.header_map(scope)
+        peer = peer_key(scope)
+        wait = self.auth_failures.blocked(peer)
+        if wait is not None:
+            await _refuse(send, 429, "too many requests with a missing or wrong API token "
+                          "from this address; retry later",
+                          {"retry-after": str(max(1, math.ceil(wait)))})
+            return
         token = _bearer(headers.get("authorization", ""))
         user = await self.tokens.user(token) if token else None
         if user is None:
+            self.auth_failures.failed(peer)
             await _refuse(send, 401, "an API token is required: Authorization: Bearer <token>"
                           if not token else "the API token is not valid", {
                               "www-authenticate": 'Bearer realm="mcpkit-hub"'

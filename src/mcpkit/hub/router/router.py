@@ -100,12 +100,15 @@ class HubRouter:
             allowed_hosts=[*LOOPBACK_HOSTS, *settings.allowed_hosts]
             if settings.allowed_hosts else None,
             allowed_origins=list(settings.allowed_origins) or None,
+            max_sessions=settings.max_sessions,
+            max_sessions_per_principal=settings.max_sessions_per_user,
         )
         self.mcp.stray_responses = self._stray_response
         # REST changes and the health checker's findings reach the user's sessions.
         context.catalog_listeners.append(self._catalog_listener)
         self.gate = McpGate(self.mcp, TokenCache(self.store), limiter=context.limiter.acquire,
-                            revoked=self._revoked if self.redis is not None else None)
+                            revoked=self._revoked if self.redis is not None else None,
+                            auth_failures=context.auth_failures)
 
     # --- serving ------------------------------------------------------------------------------
 

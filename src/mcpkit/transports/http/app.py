@@ -18,6 +18,9 @@ Before anything: Host and Origin must be acceptable (403), the body at most
 Who is calling: an authenticating middleware in front of the app may put the caller's
 identity in `scope[PRINCIPAL_KEY]` (a string). It reaches the handlers as `Call.principal`,
 and a legacy session belongs to the principal that opened it (404 for anyone else).
+Legacy sessions are capped per principal - per client address when there is none - and in
+all (`sessions.py`): past a cap `initialize` gets 429 (this caller's sessions are all busy)
+or 503 (every session is busy), with `Retry-After` and a JSON-RPC error.
 """
 
 from __future__ import annotations
@@ -40,9 +43,14 @@ from mcpkit.transports.http import asgi
 from mcpkit.transports.http.asgi import Receive, Scope, Send
 from mcpkit.transports.http.late_start import LateStart
 from mcpkit.transports.http.legacy_sse import LegacySseTransport
+from mcpkit.transports.http.peers import host_key
 from mcpkit.transports.http.replay import ReplayBudget, ReplayLimits
 from mcpkit.transports.http.security import HostGuard
 from mcpkit.transports.http.sessions import (
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
+    DEFAULT_SESSION_IDLE_S,
+    SESSION_RETRY_AFTER_S,
     HttpSession,
     SessionCodec,
     SessionLimitReached,
@@ -56,6 +64,10 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 PRINCIPAL_KEY = "mcpkit.principal"
 """The ASGI scope key where an authenticating middleware puts the caller's identity."""
+CLIENT_HEADER = " mcpkit-client"
+"""Where `_http` puts the address of a POST's caller without a principal (whose session
+quota it is, `_legacy_session`) in the request's header map: a name no real header can have
+(it starts with a space)."""
 WATCH_AFTER_S = 0.05
 """A call still running after this long gets a task that watches for the client going away
 (started by one ticker for all calls, `late_start.py`: a task or a timer per request cost
@@ -96,8 +108,9 @@ class McpAsgiApp:
         allowed_hosts: list[str] | None = None,
         allowed_origins: list[str] | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-        max_sessions: int = 1000,
-        session_idle_s: float = 1800.0,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+        max_sessions_per_principal: int = DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
+        session_idle_s: float = DEFAULT_SESSION_IDLE_S,
         keepalive_s: float = 15.0,
         sse_path: str = "/sse",
         messages_path: str = "/messages",
@@ -117,6 +130,7 @@ class McpAsgiApp:
         """Bytes of request bodies being received, over all requests (503 past it)."""
         self.sessions = SessionManager(
             max_sessions=max_sessions,
+            max_sessions_per_principal=max_sessions_per_principal,
             idle_s=session_idle_s,
             codec=session_codec,
             replay=ReplayBudget(replay_limits),
@@ -187,6 +201,9 @@ class McpAsgiApp:
         method = scope["method"]
         principal = str(scope.get(PRINCIPAL_KEY, ""))
         if method == "POST":
+            if not principal:  # the client's address is whose session quota it is
+                client = scope.get("client")
+                hdrs = {**hdrs, CLIENT_HEADER: str(client[0]) if client else ""}
             await self._post(hdrs, receive, send, principal)
         elif method == "GET":
             await self._get(hdrs, receive, send, principal)
@@ -286,9 +303,14 @@ class McpAsgiApp:
                 send, 400, errors.invalid_request("JSON-RPC batches need a 2025-03-26 session")
             )
             return
-        reply = await answer_batch(
-            self.engine, body, session.connection, session.standalone, principal=principal
-        )
+        session.open_streams += 1  # busy: not evicted while the batch runs
+        try:
+            reply = await answer_batch(
+                self.engine, body, session.connection, session.standalone, principal=principal
+            )
+        finally:
+            session.open_streams -= 1
+            session.touch()
         if reply is None:
             await asgi.respond(send, 202)
         else:
@@ -376,7 +398,8 @@ class McpAsgiApp:
         session, problem = self._legacy_session(request, hdrs, principal)
         if problem is not None:
             status, error = problem
-            await self._error(send, status, error, request.id)
+            retry = {"retry-after": str(SESSION_RETRY_AFTER_S)} if status in (429, 503) else None
+            await self._error(send, status, error, request.id, headers=retry)
             return
         assert session is not None
         extra = {"mcp-session-id": session.id}
@@ -415,13 +438,12 @@ class McpAsgiApp:
     ) -> tuple[HttpSession | None, tuple[int, errors.McpError] | None]:
         """The session a legacy request belongs to, or (status, error) to refuse it with."""
         if request.method == "initialize":
+            client = hdrs.get(CLIENT_HEADER)  # only there without a principal
+            owner = principal if client is None else f"peer:{host_key(client)}"
             try:
-                return self.sessions.create(principal, self._negotiated(request)), None
-            except SessionLimitReached:
-                return None, (
-                    503,
-                    errors.McpError(errors.INTERNAL_ERROR, "too many sessions; try again later"),
-                )
+                return self.sessions.create(principal, self._negotiated(request), owner=owner), None
+            except SessionLimitReached as refused:
+                return None, (refused.status, refused)
         session_id = hdrs.get("mcp-session-id")
         if session_id is None:
             return None, (
@@ -492,10 +514,20 @@ class McpAsgiApp:
                 watcher.cancel()
 
     async def _error(
-        self, send: Send, status: int, error: errors.McpError, request_id: Any = None
+        self,
+        send: Send,
+        status: int,
+        error: errors.McpError,
+        request_id: Any = None,
+        *,
+        headers: dict[str, str] | None = None,
     ) -> None:
         await asgi.respond(
-            send, status, jsonrpc.encode_error(request_id, error), content_type="application/json"
+            send,
+            status,
+            jsonrpc.encode_error(request_id, error),
+            content_type="application/json",
+            headers=headers,
         )
 
     # --- GET -------------------------------------------------------------------------------------

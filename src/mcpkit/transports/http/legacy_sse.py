@@ -9,7 +9,10 @@ POST /messages?session_id=<id>     one JSON-RPC message (or batch) → 202 Accep
 
 Each session is one `Connection` whose outbound channel is its stream. Requests run in the
 GET's task group, so the session ending (the GET disconnecting, or server shutdown) cancels
-what runs for it. Host/Origin checks (403) and the body limit (413) are the main app's.
+what runs for it. Host/Origin checks (403) and the body limit (413) are the main app's, and
+so are the session limits: at most the app's `max_sessions` streams in all (503) and its
+per-principal cap per caller - principal, else client address (429). These sessions are
+never idle (each is an open stream), so none is evicted.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from mcpkit.protocol import errors, jsonrpc, sse
 from mcpkit.server.connection import Connection
 from mcpkit.transports.http import asgi
 from mcpkit.transports.http.asgi import Receive, Scope, Send
+from mcpkit.transports.http.peers import peer_key
 from mcpkit.transports.http.streams import SSE_HEADERS
 from mcpkit.transports.routing import route
 
@@ -75,6 +79,8 @@ class LegacySseTransport:
         self.sse_path = sse_path
         self.messages_path = messages_path
         self.sessions: dict[str, SseSession] = {}
+        self.per_owner: dict[str, int] = {}
+        """Open sessions per principal (else client address)."""
 
     def close_all(self) -> None:
         for session in list(self.sessions.values()):
@@ -104,6 +110,23 @@ class LegacySseTransport:
         if len(self.sessions) >= self.app.sessions.max_sessions:
             await _error(send, 503, errors.McpError(errors.INTERNAL_ERROR, "too many sessions"))
             return
+        # "mcpkit.principal" is app.PRINCIPAL_KEY (app.py imports this module)
+        owner = str(scope.get("mcpkit.principal", "")) or f"peer:{peer_key(scope)}"
+        cap = self.app.sessions.max_per_principal
+        if self.per_owner.get(owner, 0) >= cap:
+            await _error(send, 429, errors.McpError(
+                errors.INTERNAL_ERROR, f"too many sessions: this client already has {cap} "
+                "open streams; close one first"))
+            return
+        self.per_owner[owner] = self.per_owner.get(owner, 0) + 1
+        try:
+            await self._serve_session(scope, receive, send)
+        finally:
+            left = self.per_owner.pop(owner) - 1
+            if left:
+                self.per_owner[owner] = left
+
+    async def _serve_session(self, scope: Scope, receive: Receive, send: Send) -> None:
         session_id = secrets.token_hex(16)
         endpoint = f"{scope.get('root_path', '')}{self.messages_path}?session_id={session_id}"
         sender, receiver = anyio.create_memory_object_stream[bytes](_QUEUE_SIZE)

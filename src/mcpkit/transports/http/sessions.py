@@ -2,8 +2,19 @@
 limits and idle expiry.
 
 A session id is 192 random bits (visible ASCII). Sessions idle longer than `idle_s` (no
-request, no open stream) expire and answer 404 from then on; at most `max_sessions` exist
-at once (the oldest idle ones are swept first).
+request, no open stream) expire and answer 404 from then on.
+
+Limits, so that one client cannot starve the others (each session costs memory for as
+long as it lives, and only expiry would free it):
+
+- `max_sessions_per_principal` (default `DEFAULT_MAX_SESSIONS_PER_PRINCIPAL`, well below the
+  global `max_sessions`): a principal - the authenticated caller, or the client's address
+  when there is none (`owner`) - at its cap gets a new session in place of its *own* least
+  recently used idle one; when all of its sessions are busy (a request in flight, an open
+  stream) `initialize` is refused (`PrincipalSessionLimit`, 429).
+- `max_sessions` in all: when the pool is full, the least recently used idle session of the
+  principal holding the most sessions makes room (a newcomer is never locked out by another
+  principal's idle sessions); when no session is idle, `SessionPoolFull` (503).
 
 Replicas: with a `SessionCodec`, the id instead *is* the session - its principal and what
 `initialize` negotiated, sealed by the codec - so any process holding the codec's key can
@@ -19,13 +30,21 @@ import itertools
 import json
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from mcpkit.protocol import errors
 from mcpkit.server.connection import Connection, LegacySession
 from mcpkit.transports.http.replay import EventLog, ReplayBudget, SessionReplay
 
 MAX_LOGS_PER_SESSION = 256
+DEFAULT_MAX_SESSIONS = 1000
+DEFAULT_MAX_SESSIONS_PER_PRINCIPAL = 100
+"""A tenth of the pool: ten principals at their cap still leave nothing idle to evict only
+when all of them are busy."""
+DEFAULT_SESSION_IDLE_S = 1800.0
+SESSION_RETRY_AFTER_S = 5
 STANDALONE_STREAM = "0"
 
 
@@ -65,10 +84,16 @@ class StandaloneStream:
 
 class HttpSession:
     def __init__(
-        self, session_id: str, principal: str = "", replay: ReplayBudget | None = None
+        self,
+        session_id: str,
+        principal: str = "",
+        owner: str = "",
+        replay: ReplayBudget | None = None,
     ) -> None:
         self.id = session_id
         self.principal = principal  # who opened it: nobody else may use it
+        self.owner = owner or principal
+        """Whose quota it counts against: the principal, else the client's address."""
         self.replay = (replay or ReplayBudget()).session()
         """The session's stream logs, bounded in bytes (`replay.py`)."""
         self.standalone = StandaloneStream(self.replay)
@@ -110,9 +135,34 @@ class HttpSession:
     def idle_for(self, now: float) -> float:
         return 0.0 if self.open_streams else now - self.last_active
 
+    @property
+    def busy(self) -> bool:
+        """A request in flight or a stream open: never evicted to make room."""
+        return self.open_streams > 0
 
-class SessionLimitReached(Exception):
-    pass
+
+class SessionLimitReached(errors.McpError):
+    """`initialize` refused for want of room; `status` is the HTTP status to answer with."""
+
+    status = 503
+
+    def __init__(self, message: str) -> None:
+        super().__init__(errors.INTERNAL_ERROR, message)
+
+
+class PrincipalSessionLimit(SessionLimitReached):
+    status = 429
+
+    def __init__(self, cap: int) -> None:
+        super().__init__(
+            f"too many sessions: this client already has {cap} sessions, all busy (close one "
+            "with DELETE, or try again later)"
+        )
+
+
+class SessionPoolFull(SessionLimitReached):
+    def __init__(self, cap: int) -> None:
+        super().__init__(f"too many sessions: all {cap} are busy; try again later")
 
 
 class SessionCodec(Protocol):
@@ -160,51 +210,62 @@ class SessionManager:
     def __init__(
         self,
         *,
-        max_sessions: int = 1000,
-        idle_s: float = 1800.0,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+        max_sessions_per_principal: int = DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
+        idle_s: float = DEFAULT_SESSION_IDLE_S,
         codec: SessionCodec | None = None,
         replay: ReplayBudget | None = None,
     ) -> None:
+        if max_sessions < 1 or max_sessions_per_principal < 1:
+            raise errors.LocalError(
+                errors.INVALID_PARAMS, "session limits must be whole numbers above 0"
+            )
         self.max_sessions = max_sessions
+        self.max_per_principal = min(max_sessions_per_principal, max_sessions)
         self.replay = replay or ReplayBudget()
         """The byte budget of every session's stream logs."""
         self.idle_s = idle_s
         self.codec = codec
         self.sessions: dict[str, HttpSession] = {}
+        self.by_owner: dict[str, OrderedDict[str, HttpSession]] = {}
+        """Each owner's sessions, least recently used first (`get` moves one to the end)."""
         self.on_restore: Callable[[HttpSession], None] | None = None
         """Called with each session rebuilt from a sealed id (the app registers it for
         notifications)."""
 
-    def create(self, principal: str = "", legacy: LegacySession | None = None) -> HttpSession:
-        """A new session. With a codec, `legacy` (what `initialize` will negotiate) is
-        sealed into its id."""
-        self.sweep()
-        if len(self.sessions) >= self.max_sessions:
-            raise SessionLimitReached
+    def create(
+        self, principal: str = "", legacy: LegacySession | None = None, *, owner: str = ""
+    ) -> HttpSession:
+        """A new session for `principal`, counted against `owner` (default: the principal;
+        the app passes the client's address when there is no principal). With a codec,
+        `legacy` (what `initialize` will negotiate) is sealed into its id.
+        `SessionLimitReached` when there is no room (see the module docstring)."""
+        owner = owner or principal
+        self.make_room(owner)
         if self.codec is not None and legacy is not None:
             session_id = self.codec.seal(session_state(principal, legacy))
         else:
             session_id = secrets.token_urlsafe(24)
-        session = HttpSession(session_id, principal, self.replay)
-        self.sessions[session.id] = session
-        return session
+        return self._add(HttpSession(session_id, principal, owner, self.replay))
 
-    def get(self, session_id: str, principal: str = "") -> HttpSession | None:
+    def get(self, session_id: str, principal: str = "", owner: str = "") -> HttpSession | None:
         """The live session `session_id` opened by `principal` (another principal's session
         is None, exactly like a missing one); with a codec, rebuilt from a sealed id."""
         session = self.sessions.get(session_id)
         if session is None:
-            session = self.restore(session_id, principal)
+            session = self.restore(session_id, principal, owner)
         if session is None or session.principal != principal:
             return None
         if session.idle_for(time.monotonic()) > self.idle_s:
             self.forget(session_id)
             return None
         session.touch()
+        self.by_owner[session.owner].move_to_end(session_id)
         return session
 
-    def restore(self, session_id: str, principal: str) -> HttpSession | None:
-        """Rebuild a session sealed by another process (or before this one restarted)."""
+    def restore(self, session_id: str, principal: str, owner: str = "") -> HttpSession | None:
+        """Rebuild a session sealed by another process (or before this one restarted); None
+        when there is no room for it here either."""
         if self.codec is None or not session_id:
             return None
         state = self.codec.open(session_id)
@@ -213,15 +274,47 @@ class SessionManager:
         legacy = restored_legacy(state)
         if legacy is None:
             return None
-        self.sweep()
-        if len(self.sessions) >= self.max_sessions:
+        owner = owner or principal
+        try:
+            self.make_room(owner)
+        except SessionLimitReached:
             return None
-        session = HttpSession(session_id, principal, self.replay)
+        session = self._add(HttpSession(session_id, principal, owner, self.replay))
         session.connection.legacy = legacy
-        self.sessions[session_id] = session
         if self.on_restore is not None:
             self.on_restore(session)
         return session
+
+    def make_room(self, owner: str) -> None:
+        """Room for one more session of `owner`: evict its own least recently used idle
+        session at its cap; at the global cap, the biggest holder's. Else
+        `SessionLimitReached`."""
+        self.sweep()
+        own = self.by_owner.get(owner)
+        if own is not None and len(own) >= self.max_per_principal:
+            if not self._evict_idle(own):
+                raise PrincipalSessionLimit(self.max_per_principal)
+        if len(self.sessions) >= self.max_sessions:
+            holders = sorted(self.by_owner.values(), key=len, reverse=True)
+            if not any(self._evict_idle(held) for held in holders):
+                raise SessionPoolFull(self.max_sessions)
+
+    def _evict_idle(self, held: OrderedDict[str, HttpSession]) -> bool:
+        """Forget the least recently used idle session of `held`; False if all are busy."""
+        for session_id, session in held.items():
+            if not session.busy:
+                self.forget(session_id)
+                return True
+        return False
+
+    def _add(self, session: HttpSession) -> HttpSession:
+        self.sessions[session.id] = session
+        self.by_owner.setdefault(session.owner, OrderedDict())[session.id] = session
+        return session
+
+    def count(self, owner: str) -> int:
+        """How many sessions `owner` holds here."""
+        return len(self.by_owner.get(owner, ()))
 
     def close(self, session_id: str) -> bool:
         """End the session for good (DELETE, a failed initialize)."""
@@ -230,10 +323,15 @@ class SessionManager:
         return self.forget(session_id)
 
     def forget(self, session_id: str) -> bool:
-        """Drop this process's copy (idle, shutdown); a sealed id can come back."""
+        """Drop this process's copy (idle, evicted, shutdown); a sealed id can come back."""
         session = self.sessions.pop(session_id, None)
         if session is None:
             return False
+        held = self.by_owner.get(session.owner)
+        if held is not None:
+            held.pop(session_id, None)
+            if not held:
+                del self.by_owner[session.owner]
         session.connection.close()
         session.standalone.log.finish()
         session.replay.close()
