@@ -21,6 +21,9 @@ Environment (each also a `mcpkit hub serve` option where it makes sense):
     MCPKIT_HUB_HEADER_TIMEOUT / _BODY_TIMEOUT   --header-timeout / --body-timeout (10 / 30 s)
     MCPKIT_HUB_MAX_SESSIONS / _MAX_SESSIONS_PER_USER   legacy /mcp sessions (1000 / 100)
     MCPKIT_HUB_AUTH_FAILURE_BURST / _AUTH_FAILURE_RATE  wrong tokens per address (20, 30/min)
+    MCPKIT_HUB_MAX_REPLAY_BYTES       /mcp SSE replay buffers in all (256 MiB; per stream and
+                                                            per session: 4 and 16 MiB)
+    MCPKIT_HUB_MAX_BODIES_IN_FLIGHT_BYTES   /mcp request bodies being received at once (64 MiB)
     MCPKIT_HUB_PAGE_SIZE, _MAX_PAGE_SIZE, _MAX_BODY_BYTES, _HEALTH_INTERVAL,
     MCPKIT_HUB_RATE_LIMIT, _RATE_BURST, _DNS_TIMEOUT, _MAX_REFRESHES, _SHUTDOWN_GRACE
 
@@ -42,6 +45,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+
+from mcpkit.transports.http.asgi import DEFAULT_MAX_BODIES_IN_FLIGHT_BYTES
+from mcpkit.transports.http.replay import DEFAULT_MAX_TOTAL_REPLAY_BYTES
 
 ENV_PREFIX = "MCPKIT_HUB_"
 DEFAULT_HOST = "127.0.0.1"
@@ -116,6 +122,11 @@ class HubSettings:
     429 (transports/http/auth_failures.py)."""
     auth_failures_per_minute: int = 30
     """The steady rate of wrong tokens an address may send after the burst."""
+    max_replay_bytes: int = DEFAULT_MAX_TOTAL_REPLAY_BYTES
+    """Bytes of SSE events /mcp keeps for `Last-Event-ID` replay over all legacy sessions
+    (transports/http/replay.py; per stream and per session the library defaults apply)."""
+    max_bodies_in_flight_bytes: int = DEFAULT_MAX_BODIES_IN_FLIGHT_BYTES
+    """Bytes of /mcp request bodies being received at once; past it 503 with Retry-After."""
     allowed_hosts: tuple[str, ...] = ()
     """`Host` values `/mcp` accepts besides loopback ones (`hub.example.com`, with or without
     a port): the names the hub is reached by behind a proxy. Anything else is 403, which
@@ -130,7 +141,8 @@ class HubSettings:
         for name in ("page_size", "max_page_size", "max_body_bytes", "max_concurrent_refreshes",
                      "rate_limit_per_minute", "rate_limit_burst", "max_connections",
                      "max_sessions", "max_sessions_per_user", "auth_failure_burst",
-                     "auth_failures_per_minute"):
+                     "auth_failures_per_minute", "max_replay_bytes",
+                     "max_bodies_in_flight_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SettingsError(f"{name}: must be a whole number above 0, not {value!r}")
@@ -251,6 +263,8 @@ def _parse(name: str, text: str, variable: str) -> Any:
         "max_sessions_per_user": int,
         "auth_failure_burst": int,
         "auth_failures_per_minute": int,
+        "max_replay_bytes": int,
+        "max_bodies_in_flight_bytes": int,
         "header_timeout_s": float,
         "body_timeout_s": float,
         "allow_private_upstreams": _flag,

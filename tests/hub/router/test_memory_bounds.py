@@ -36,7 +36,9 @@ from tests.memory_bounds import (
 from tests.procs import free_port, stop_process, wait_for_port
 
 from mcpkit.hub.crypto import SecretBox, generate_key
-from mcpkit.hub.settings import HubSettings
+from mcpkit.hub.settings import HubSettings, SettingsError
+from mcpkit.transports.http.asgi import DEFAULT_MAX_BODIES_IN_FLIGHT_BYTES
+from mcpkit.transports.http.replay import DEFAULT_MAX_TOTAL_REPLAY_BYTES
 
 pytestmark = pytest.mark.anyio
 
@@ -150,3 +152,14 @@ async def test_a_relayed_logging_flood_leaves_no_replay_buffers_in_the_hub(
             _, response = await session.call_tool("fl__echo", text="still here")
             assert response["result"]["content"][0]["text"] == "still here"
             await session.close()
+
+
+def test_the_byte_budgets_of_mcp_are_hub_settings() -> None:
+    defaults = HubSettings.from_env({})
+    assert defaults.max_replay_bytes == DEFAULT_MAX_TOTAL_REPLAY_BYTES
+    assert defaults.max_bodies_in_flight_bytes == DEFAULT_MAX_BODIES_IN_FLIGHT_BYTES
+    chosen = HubSettings.from_env({"MCPKIT_HUB_MAX_REPLAY_BYTES": "1000000",
+                                   "MCPKIT_HUB_MAX_BODIES_IN_FLIGHT_BYTES": "2000000"})
+    assert (chosen.max_replay_bytes, chosen.max_bodies_in_flight_bytes) == (1000000, 2000000)
+    with pytest.raises(SettingsError, match="max_replay_bytes"):
+        HubSettings.from_env({"MCPKIT_HUB_MAX_REPLAY_BYTES": "0"})

@@ -45,6 +45,7 @@ from mcpkit.server.call import Call
 from mcpkit.server.server import Server
 from mcpkit.transports.http import asgi
 from mcpkit.transports.http.app import McpAsgiApp
+from mcpkit.transports.http.replay import ReplayLimits
 from mcpkit.transports.http.security import LOOPBACK_HOSTS
 from mcpkit.transports.http.sessions import HttpSession
 
@@ -102,6 +103,8 @@ class HubRouter:
             allowed_origins=list(settings.allowed_origins) or None,
             max_sessions=settings.max_sessions,
             max_sessions_per_principal=settings.max_sessions_per_user,
+            replay_limits=ReplayLimits(total=settings.max_replay_bytes),
+            max_bodies_in_flight_bytes=settings.max_bodies_in_flight_bytes,
         )
         self.mcp.stray_responses = self._stray_response
         # REST changes and the health checker's findings reach the user's sessions.
