@@ -242,11 +242,13 @@ def flood_server_stdio() -> Iterator[subprocess.Popen[bytes]]:
     try:
         yield proc
     finally:
+        # Stopped first: a client thread blocked writing to a server that does not read
+        # holds the pipe's lock, and closing the pipe would wait for it.
+        stop_process(proc)
         for pipe in (proc.stdin, proc.stdout):
             if pipe is not None:
                 with contextlib.suppress(OSError):
                     pipe.close()
-        stop_process(proc)
 
 
 def _line(message: dict[str, Any]) -> bytes:
@@ -296,3 +298,35 @@ def test_a_stdio_client_that_stops_reading_stalls_the_server_not_its_memory() ->
         writer.join(10)
         assert not failures
         assert answered == set(range(1, STDIO_REQUESTS + 1))
+
+
+def test_a_stdio_client_that_closes_the_output_it_stopped_reading_lets_the_server_stop() -> None:
+    """Backed-up output pauses reading; if the client then closes the server's stdout and its
+    stdin, the server must still see the EOF and exit (not wait for a drain that never
+    comes)."""
+    with flood_server_stdio() as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(_line({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "memory-test", "version": "1"}}}))
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 0
+        requests = b"".join(
+            _line({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                   "params": {"name": "blob", "arguments": {"size": STDIO_REPLY_BYTES}}})
+            for n in range(1, 2_001))
+
+        def write_all() -> None:  # blocks once the server stops reading
+            assert proc.stdin is not None
+            with contextlib.suppress(OSError):
+                proc.stdin.write(requests)
+                proc.stdin.flush()
+
+        writer = threading.Thread(target=write_all, daemon=True)
+        writer.start()
+        settled_rss(proc.pid)  # the output is backed up and the server stopped reading
+        proc.stdout.close()
+        writer.join(20)
+        assert not writer.is_alive()
+        proc.stdin.close()
+        assert proc.wait(timeout=15) is not None

@@ -115,6 +115,12 @@ class _OutProtocol(asyncio.Protocol):
         if self.writer:
             self.writer.resume()
 
+    def connection_lost(self, exc: Exception | None) -> None:
+        # The client closed our output: wake every writer (their writes are dropped from now
+        # on) and reading, so stdin's EOF is still seen and the server stops.
+        if self.writer:
+            self.writer.resume()
+
 
 class StdioServerConnection:
     """Reads messages from a byte stream and answers them through a `Server`."""
