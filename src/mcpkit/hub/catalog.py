@@ -9,11 +9,9 @@ A failing upstream raises `UpstreamUnavailable` with a one-line reason, after
 `refresh_catalog` recorded it as the upstream's `last_error` (status "unhealthy"); the stored
 catalog is then left as it was, so a flapping upstream keeps its last good list.
 
-SSRF: unless the operator allows private upstreams, an IP-literal host is checked here (no
-resolver sees it) and a name is resolved by `netguard.GuardedResolver`, which refuses the
-connection if any address is not public - at connect time, so DNS rebinding after
-registration does not get through. Nothing of the caller (its API token) is sent upstream:
-only the upstream's own stored headers and bearer.
+The connection is `upstream_client.upstream_client`'s, the very client the router's calls
+use (capabilities, client info, SSRF checks, headers, timeouts): an upstream that lists some
+tools only to capable clients lists them here too, so every stored tool can be called.
 """
 
 from __future__ import annotations
@@ -21,15 +19,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import anyio
 import msgspec
 
 from mcpkit.client import Client, ServerError
 from mcpkit.hub.store.records import Catalog, Credentials, UpstreamRecord
-from mcpkit.netguard import GuardedResolver, host_problem
+from mcpkit.hub.upstream_client import UpstreamUnavailable, reason, upstream_client
 from mcpkit.protocol.errors import METHOD_NOT_FOUND
+
+__all__ = ["Fetcher", "UpstreamUnavailable", "fetch_catalog", "reason", "refresh_catalog"]
 
 if TYPE_CHECKING:
     from mcpkit.hub.settings import HubSettings
@@ -37,19 +36,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CLIENT_KINDS = {"http": "http", "sse": "sse", "ws": "websocket", "stdio": "stdio"}
-"""The store's transport names → `mcpkit.Client`'s."""
-MAX_REASON = 500
-"""An upstream's error, as shown and stored, is cut to this many characters."""
-PROBE_TIMEOUT_S = 3.0
-
-
 Fetcher = Callable[[UpstreamRecord, Credentials, "HubSettings"], Awaitable[Catalog]]
 """What `fetch_catalog` is: the seam where tests (and other transports) plug in."""
-
-
-class UpstreamUnavailable(Exception):
-    """The upstream could not be reached or listed; `str()` is the reason (no secrets)."""
 
 
 async def fetch_catalog(
@@ -71,28 +59,6 @@ async def fetch_catalog(
             f"{upstream.name}: no catalog within {limit:g} s (connect + list)") from None
     except Exception as error:  # anything a foreign server or the network can do
         raise UpstreamUnavailable(f"{upstream.name}: {reason(error)}") from error
-
-
-def upstream_client(
-    upstream: UpstreamRecord, credentials: Credentials, settings: HubSettings, **options: Any
-) -> Client:
-    """A (not yet connected) `Client` for `upstream`: its own stored headers and bearer, the
-    SSRF checks, and its timeouts - a call may take `call_timeout_s` in all. `options` go to
-    `Client` (the router's relay handlers). `UpstreamUnavailable` for a target the operator
-    does not allow."""
-    return Client(
-        _target(upstream, settings),
-        transport=CLIENT_KINDS[upstream.transport],
-        headers=dict(credentials.headers),
-        bearer_token=credentials.bearer,
-        resolver=GuardedResolver(allow_private=settings.allow_private_upstreams),
-        connect_timeout=upstream.connect_timeout_s,
-        probe_timeout=min(PROBE_TIMEOUT_S, upstream.connect_timeout_s),
-        timeout=upstream.call_timeout_s,
-        max_timeout=upstream.call_timeout_s,
-        validate_output=False,
-        **options,
-    )
 
 
 async def refresh_catalog(
@@ -124,29 +90,6 @@ async def refresh_catalog(
     )
     await store.upstreams.set_health(upstream.user_id, upstream.id, "healthy")
     return catalog
-
-
-def reason(error: BaseException) -> str:
-    """One line for an upstream failure: the message, else the exception's type name."""
-    text = " ".join(str(error).split()) or type(error).__name__
-    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
-
-
-def _target(upstream: UpstreamRecord, settings: HubSettings) -> str | list[str]:
-    if upstream.transport == "stdio":
-        if not settings.allow_stdio:
-            raise UpstreamUnavailable(f"{upstream.name}: stdio upstreams are disabled")
-        if not upstream.command:
-            raise UpstreamUnavailable(f"{upstream.name}: no command")
-        return list(upstream.command)
-    if not upstream.url:
-        raise UpstreamUnavailable(f"{upstream.name}: no URL")
-    if not settings.allow_private_upstreams:
-        host = urlsplit(upstream.url).hostname or ""
-        problem = host_problem(host)
-        if problem is not None:
-            raise UpstreamUnavailable(f"{upstream.name}: refused to connect to {host}: {problem}")
-    return upstream.url
 
 
 async def _list_everything(client: Client) -> Catalog:

@@ -29,10 +29,10 @@ import anyio
 
 from mcpkit.client import Client, ClientError, ConnectionClosed, ServerError, TransportError
 from mcpkit.client.origin import request_origin
-from mcpkit.hub.catalog import UpstreamUnavailable, reason
 from mcpkit.hub.router.pool import UpstreamPool
 from mcpkit.hub.router.relay import CallerRelay
 from mcpkit.hub.store import UpstreamRecord
+from mcpkit.hub.upstream_client import UpstreamUnavailable, reason
 from mcpkit.protocol import errors
 from mcpkit.protocol.versions import Era
 from mcpkit.server import inputs

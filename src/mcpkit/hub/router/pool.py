@@ -7,11 +7,11 @@ A connection belongs to one upstream record *version*: editing the upstream (URL
 credentials) makes the next use connect anew and closes the old client. Connections idle
 for `idle_s` are closed by `sweep()`; `close()` closes all (shutdown).
 
-Every client is made like the catalog fetcher's (`catalog.upstream_client`): the upstream's
-own stored headers and bearer - never the caller's token - and `GuardedResolver`, so DNS is
-checked again at each connect. Its sampling and elicitation handlers and log messages go
-through `relay.py` to the caller whose request is in flight; its list_changed goes to
-`on_list_changed(upstream)`.
+Every client is `upstream_client.upstream_client`'s, the one the catalog fetch uses too: the
+upstream's own stored headers and bearer - never the caller's token - `GuardedResolver`, so
+DNS is checked again at each connect, and sampling, elicitation and log messages relayed
+(`relay.py`) to the caller whose request is in flight. What only the pool adds is what it
+does with the upstream's notifications: list_changed goes to `on_list_changed(upstream)`.
 """
 
 from __future__ import annotations
@@ -24,15 +24,12 @@ from dataclasses import dataclass
 import anyio
 
 from mcpkit.client import Client
-from mcpkit.hub.catalog import upstream_client
-from mcpkit.hub.router import relay
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store import Store, UpstreamRecord
+from mcpkit.hub.upstream_client import UpstreamEvents, upstream_client
 
 log = logging.getLogger(__name__)
 
-FORWARDED_LOG_LEVEL = "info"
-"""What upstreams are asked to log (each caller's own level filters further)."""
 ListChanged = Callable[[UpstreamRecord, str], Awaitable[None]]
 """(upstream, kind) after an upstream said its list of `kind` changed."""
 ResourceUpdated = Callable[[UpstreamRecord, str], Awaitable[None]]
@@ -98,12 +95,8 @@ class UpstreamPool:
 
         client = upstream_client(
             upstream, credentials, self._settings,
-            sampling=relay.relay_sampling,
-            elicitation=relay.relay_elicitation,
-            on_log=relay.relay_log,
-            log_level=FORWARDED_LOG_LEVEL,
-            on_list_changed=list_changed,
-            on_resource_updated=resource_updated,
+            events=UpstreamEvents(on_list_changed=list_changed,
+                                  on_resource_updated=resource_updated),
         )
         await client.connect()
         try:
