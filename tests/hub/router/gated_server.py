@@ -4,10 +4,12 @@ that declared what they need, run as a real process:
     python tests/hub/router/gated_server.py [--legacy-only] PORT
 
 Tools: `needs_sampling` (listed only to a client that declared sampling; asks the caller's
-model), `needs_elicitation` (only with elicitation; asks the user), and `seen`, which answers
-what the server saw of its clients - for `tools/list` and for `tools/call`, the capabilities,
-client info and protocol version of each request, and the credential headers of every HTTP
-request - so a test can hold the hub's catalog fetch and its calls to the same client.
+model), `needs_elicitation` (only with elicitation; asks the user), `regional` (its argument
+annotated `x-mcp-header`: a modern call must mirror it in `Mcp-Param-Region`), and `seen`,
+which answers what the server saw of its clients - for `tools/list` and for `tools/call`, the
+capabilities, client info and protocol version of each request, and the credential headers of
+every HTTP request - so a test can hold the hub's catalog fetch and its calls to the same
+client.
 
 The capabilities come from the request (`Call.client_capabilities`): in a legacy session
 those `initialize` declared, in the modern era the request's `_meta` clientCapabilities. A
@@ -76,6 +78,14 @@ def build(legacy_only: bool) -> Server:
         answer = await ctx.elicit("Your name?", {
             "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]})
         return f"user said: {answer.get('content', {}).get('name')} ({answer.get('action')})"
+
+    async def regional(region: str) -> str:
+        """Mirrors its region into the Mcp-Param-Region header (2026-07-28)."""
+        return f"region {region}"
+
+    server.add_tool(regional, input_schema={
+        "type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
+        "required": ["region"]})
 
     @server.tool("seen")
     async def seen_by_server() -> str:

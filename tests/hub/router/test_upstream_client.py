@@ -5,7 +5,8 @@ processes that list some tools only to clients that declared what they need:
 - gated_server.py (ours): `needs_sampling` / `needs_elicitation` listed only with the
   capability, in a legacy session (from `initialize`) and in the modern era (from each
   request's `_meta`); it also reports what it saw of every tools/list and tools/call, so the
-  two paths are held to the same capabilities, client info, protocol version and headers;
+  two paths are held to the same capabilities, client info, protocol version and headers,
+  and has a tool with an `x-mcp-header` argument (per-call headers the call path must send);
 - the reference "everything" server (Node, over stdio), whose sampling and elicitation tools
   are registered only for a client that declared them.
 
@@ -141,6 +142,22 @@ async def test_tools_gated_on_capabilities_are_cataloged_listed_and_callable(
             assert text(sampled) == "model said: an answer to life", sampled
             elicited = await client.call_tool("gated__needs_elicitation", {})
             assert text(elicited) == "user said: Ada (accept)", elicited
+
+
+@pytest.mark.parametrize("caller", ERAS)
+@pytest.mark.parametrize("up", ERAS)
+async def test_x_mcp_header_arguments_go_with_calls_through_the_hub(
+        hub: Hub, gated: dict[str, str], up: str, caller: str) -> None:
+    """The catalog fetch learns a tool's `x-mcp-header` annotations, the pooled call client
+    lists nothing: it must still mirror the argument into `Mcp-Param-Region` (a modern
+    upstream refuses the call with -32020 otherwise)."""
+    _user, api = await fresh_user(hub)
+    await register_gated(api, gated[up])
+    with anyio.fail_after(LIMIT_S):
+        async with hub_client(hub, api, era=caller) as client:
+            for region in ("eu-west", "zürich"):  # plain, and base64-encoded in the header
+                result = await client.call_tool("gated__regional", {"region": region})
+                assert text(result) == f"region {region}", result
 
 
 @pytest.mark.parametrize("up", ERAS)

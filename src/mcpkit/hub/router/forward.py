@@ -56,15 +56,19 @@ async def forward(
     ctx: Context,
     method: str,
     params: dict[str, Any],
+    *,
+    tool: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Send `method` with `params` (already renamed for the upstream) for the caller `ctx`."""
+    """Send `method` with `params` (already renamed for the upstream) for the caller `ctx`.
+    `tool`: the called tool's object from the stored catalog, whose `x-mcp-header`
+    arguments the upstream's client must mirror into headers (it listed nothing itself)."""
     relay = CallerRelay(ctx, upstream.name)
     body = _outgoing(params, ctx)
     state = ctx.state if isinstance(ctx.state, dict) else None
     if state is not None and isinstance(state.get("upstream_state"), str):
         body["requestState"] = state["upstream_state"]  # a modern caller's retry
     for _round in range(MAX_INPUT_ROUNDS):
-        result = await _send(pool, upstream, relay, method, body)
+        result = await _send(pool, upstream, relay, method, body, tool)
         if relay.needed:  # a legacy upstream asked a modern caller something
             raise inputs.InputRequired(dict(relay.needed))
         if result.get("resultType") != "input_required":
@@ -80,9 +84,12 @@ async def _send(
     relay: CallerRelay,
     method: str,
     body: dict[str, Any],
+    tool: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     try:
         client = await pool.client(upstream)
+        if tool is not None:
+            client.know_tool(tool)
         if relay.ctx.progress_token is None and client.can_exchange:
             # A modern upstream asks its questions in an `input_required` result, and
             # without progress to relay nothing else needs the full request machinery.
