@@ -19,6 +19,8 @@ Environment (each also a `mcpkit hub serve` option where it makes sense):
                                                             besides loopback (DNS rebinding guard)
     MCPKIT_HUB_PAGE_SIZE, _MAX_PAGE_SIZE, _MAX_BODY_BYTES, _HEALTH_INTERVAL,
     MCPKIT_HUB_RATE_LIMIT, _RATE_BURST, _DNS_TIMEOUT, _MAX_REFRESHES, _SHUTDOWN_GRACE
+    MCPKIT_HUB_MAX_CATALOG_ITEMS, _MAX_CATALOG_BYTES, _MAX_CATALOG_ITEM_BYTES  (an upstream's
+                                                            catalog: catalog_limits.py)
 
 The secret key is not a setting: it is read by `mcpkit.hub.crypto.load_secret_box`
 ($MCPKIT_HUB_SECRET_KEY, else the key file in the data directory), so it never sits in an
@@ -103,11 +105,22 @@ class HubSettings:
     """Browser `Origin`s `/mcp` accepts besides loopback and the allowed hosts' own
     (`https://app.example.com`); requests without an Origin are not browsers' and pass."""
     log_level: str = "info"
+    max_catalog_items: int = 2000
+    """Items of one list (tools, prompts, resources, templates) the hub takes from one
+    upstream; past it the catalog fetch fails and says so (catalog_limits.py)."""
+    max_catalog_bytes: int = 8 * 1024 * 1024
+    """The largest catalog (all its lists, as JSON) the hub takes from one upstream."""
+    max_catalog_item_bytes: int = 256 * 1024
+    """The largest single tool, prompt, resource or template (as JSON) the hub takes."""
 
     def __post_init__(self) -> None:
         _check_port(self.port, "port")
         for name in ("page_size", "max_page_size", "max_body_bytes", "max_concurrent_refreshes",
                      "rate_limit_per_minute", "rate_limit_burst"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SettingsError(f"{name}: must be a whole number above 0, not {value!r}")
+        for name in ("max_catalog_items", "max_catalog_bytes", "max_catalog_item_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SettingsError(f"{name}: must be a whole number above 0, not {value!r}")
@@ -219,6 +232,9 @@ def _parse(name: str, text: str, variable: str) -> Any:
         "dns_timeout_s": float,
         "health_interval_s": float,
         "shutdown_grace_s": float,
+        "max_catalog_items": int,
+        "max_catalog_bytes": int,
+        "max_catalog_item_bytes": int,
         "allow_private_upstreams": _flag,
         "allow_stdio": _flag,
         "log_level": str.lower,
