@@ -5,7 +5,8 @@ that declared what they need, run as a real process:
 
 Tools: `needs_sampling` (listed only to a client that declared sampling; asks the caller's
 model), `needs_elicitation` (only with elicitation; asks the user), `regional` (its argument
-annotated `x-mcp-header`: a modern call must mirror it in `Mcp-Param-Region`), and `seen`,
+annotated `x-mcp-header`: a modern call must mirror it in `Mcp-Param-Region`),
+`spam_list_changed` (a burst of tools list_changed notifications), and `seen`,
 which answers what the server saw of its clients - for `tools/list` and for `tools/call`, the
 capabilities, client info and protocol version of each request, and the credential headers of
 every HTTP request - so a test can hold the hub's catalog fetch and its calls to the same
@@ -86,6 +87,13 @@ def build(legacy_only: bool) -> Server:
     server.add_tool(regional, input_schema={
         "type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
         "required": ["region"]})
+
+    @server.tool()
+    async def spam_list_changed(count: int) -> str:
+        """Say `count` times that the tool list changed (a hostile burst)."""
+        for _ in range(count):
+            await server.notify_list_changed("tools")
+        return f"sent {count}"
 
     @server.tool("seen")
     async def seen_by_server() -> str:

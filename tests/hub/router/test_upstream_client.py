@@ -269,3 +269,36 @@ async def test_a_caller_without_the_capability_is_refused_not_answered_by_the_hu
             assert text(await client.call_tool("gated__seen", {}))  # the connection lives on
     assert refused.value.code == MISSING_REQUIRED_CLIENT_CAPABILITY
     assert refused.value.data == {"requiredCapabilities": {"sampling": {}}}
+
+
+BURST = 2000
+"""list_changed notifications an upstream sends at once (a hostile burst)."""
+REFRESHES_AFTER_BURST = 4
+"""Catalog fetches a burst may cost: one round in flight and one to follow (the catalog
+fetch's tools/list), with room for a health check or a slow round's tail."""
+
+
+@pytest.mark.parametrize("up", ERAS)
+async def test_a_burst_of_list_changed_costs_a_round_or_two_not_one_refresh_each(
+        hub: Hub, up: str) -> None:
+    """Each list_changed from an upstream makes the hub refresh its catalog; refreshes share
+    slots with every user's. A burst of BURST of them is coalesced: a couple of refreshes,
+    and another user's refresh is answered meanwhile. (An upstream of its own: the burst
+    reaches every session of the upstream, and only this user's may have one.)"""
+    _user, api = await fresh_user(hub)
+    _other, other_api = await fresh_user(hub)
+    with gated_upstream(up) as own, anyio.fail_after(LIMIT_S):
+        upstream_id = await register_gated(api, own.url)
+        other_id = await register_gated(other_api, own.url)
+        await catalog_names(api, upstream_id)
+        async with hub_client(hub, api) as client:
+            before = json.loads(text(await client.call_tool("gated__seen", {})))
+            sent = await client.call_tool("gated__spam_list_changed", {"count": BURST})
+            assert text(sent) == f"sent {BURST}"
+            with anyio.fail_after(10.0):  # liveness, not timing
+                assert GATED_TOOLS <= await catalog_names(other_api, other_id)
+            await anyio.sleep(2.5)  # rounds are LIST_CHANGED_SPACING_S (1 s) apart
+            after = json.loads(text(await client.call_tool("gated__seen", {})))
+    refreshes = len(after["tools/list"]) - len(before["tools/list"]) - 1  # the other's
+    print(f"{BURST} list_changed -> {refreshes} catalog refreshes")
+    assert 1 <= refreshes <= REFRESHES_AFTER_BURST
