@@ -83,6 +83,7 @@ async def refresh_catalog(
     credentials = await store.upstreams.credentials(upstream.user_id, upstream.id)
     try:
         catalog = await (fetch or fetch_catalog)(upstream, credentials, settings)
+        await _check_user_total(store, upstream, catalog, settings)
     except UpstreamUnavailable as error:
         log.info("upstream %s of user %s is unavailable: %s", upstream.id, upstream.user_id,
                  error)
@@ -99,6 +100,30 @@ async def refresh_catalog(
     )
     await store.upstreams.set_health(upstream.user_id, upstream.id, "healthy")
     return catalog
+
+
+async def _check_user_total(
+    store: Store, upstream: UpstreamRecord, catalog: Catalog, settings: HubSettings
+) -> None:
+    """`CatalogTooLarge` when `catalog`, with the stored catalogs of the user's other
+    upstreams (disabled ones too: they may be enabled without a refresh), passes
+    `settings.max_user_catalog_bytes` - what one user's /mcp lists can hold. Checked at every
+    refresh, so reading the others costs at most that bound."""
+    limit = settings.max_user_catalog_bytes
+    total = catalog_bytes(catalog)
+    for other, stored in await store.catalog.all(upstream.user_id, enabled_only=False):
+        if other.id != upstream.id:
+            total += catalog_bytes(stored)
+        if total > limit:
+            raise CatalogTooLarge(
+                f"{upstream.name}: catalog too large: with the user's other upstreams it passes "
+                f"{limit:,} bytes (MCPKIT_HUB_MAX_USER_CATALOG_BYTES)")
+
+
+def catalog_bytes(catalog: Catalog) -> int:
+    """A catalog's size as JSON (its four lists)."""
+    return sum(len(msgspec.json.encode(items)) for items in (
+        catalog.tools, catalog.prompts, catalog.resources, catalog.resource_templates))
 
 
 @dataclass(frozen=True, slots=True)

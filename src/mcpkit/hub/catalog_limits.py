@@ -16,6 +16,10 @@ The bounds (defaults; the first three are settings, `MCPKIT_HUB_MAX_CATALOG_*`):
   template - 2048;
 - `max_pages`: pages of one list - 100 (an endless cursor chain).
 
+And one user's upstreams together: `MCPKIT_HUB_MAX_USER_CATALOG_BYTES` (32 MiB), checked
+when a refresh would store a catalog (`catalog.refresh_catalog`): what one user's /mcp lists
+hold, however many upstreams they register.
+
 Time is bounded apart from these: the whole fetch by the upstream's connect + call timeouts
 (`catalog.fetch_catalog`), and one page by the client's message limit (16 MiB).
 

@@ -20,7 +20,7 @@ Environment (each also a `mcpkit hub serve` option where it makes sense):
     MCPKIT_HUB_PAGE_SIZE, _MAX_PAGE_SIZE, _MAX_BODY_BYTES, _HEALTH_INTERVAL,
     MCPKIT_HUB_RATE_LIMIT, _RATE_BURST, _DNS_TIMEOUT, _MAX_REFRESHES, _SHUTDOWN_GRACE
     MCPKIT_HUB_MAX_CATALOG_ITEMS, _MAX_CATALOG_BYTES, _MAX_CATALOG_ITEM_BYTES  (an upstream's
-                                                            catalog: catalog_limits.py)
+    MCPKIT_HUB_MAX_USER_CATALOG_BYTES                        catalog, a user's: catalog_limits.py)
 
 The secret key is not a setting: it is read by `mcpkit.hub.crypto.load_secret_box`
 ($MCPKIT_HUB_SECRET_KEY, else the key file in the data directory), so it never sits in an
@@ -112,6 +112,9 @@ class HubSettings:
     """The largest catalog (all its lists, as JSON) the hub takes from one upstream."""
     max_catalog_item_bytes: int = 256 * 1024
     """The largest single tool, prompt, resource or template (as JSON) the hub takes."""
+    max_user_catalog_bytes: int = 32 * 1024 * 1024
+    """The catalogs of all of one user's upstreams together (as JSON): what one user's /mcp
+    lists can hold. A refresh that would pass it fails and says so."""
 
     def __post_init__(self) -> None:
         _check_port(self.port, "port")
@@ -120,7 +123,8 @@ class HubSettings:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SettingsError(f"{name}: must be a whole number above 0, not {value!r}")
-        for name in ("max_catalog_items", "max_catalog_bytes", "max_catalog_item_bytes"):
+        for name in ("max_catalog_items", "max_catalog_bytes", "max_catalog_item_bytes",
+                     "max_user_catalog_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SettingsError(f"{name}: must be a whole number above 0, not {value!r}")
@@ -235,6 +239,7 @@ def _parse(name: str, text: str, variable: str) -> Any:
         "max_catalog_items": int,
         "max_catalog_bytes": int,
         "max_catalog_item_bytes": int,
+        "max_user_catalog_bytes": int,
         "allow_private_upstreams": _flag,
         "allow_stdio": _flag,
         "log_level": str.lower,

@@ -129,6 +129,41 @@ async def test_the_catalog_byte_bound_is_a_setting(small_hub: Hub) -> None:
             in refused.error["message"])
 
 
+USER_CATALOG_BYTES = 600 * 1024
+
+
+@pytest.fixture
+def hub_with_user_bound(tmp_path: Path) -> Iterator[Hub]:
+    with router_hub(f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}",
+                    max_user_catalog_bytes=USER_CATALOG_BYTES) as running:
+        yield running
+
+
+async def test_a_users_upstreams_together_are_bounded(hub_with_user_bound: Hub) -> None:
+    """Many upstreams, each within its own bounds (60 tools of 4 KiB: ~250 KB): the third one
+    of a user passes the user's bound and is refused; another user is not affected; the
+    user's /mcp list holds what fits."""
+    hub = hub_with_user_bound
+    _user, api = await fresh_user(hub)
+    _other, other_api = await fresh_user(hub)
+    with hostile("flood", "--size", "60", "--pages", "1") as upstream, \
+            anyio.fail_after(LIMIT_S):
+        outcomes = []
+        for index in range(3):
+            created = await api.create_upstream(name=f"h{index}", url=upstream.url,
+                                                transport="http")
+            outcomes.append(await refresh(api, str(created["id"])))
+        theirs = await register(other_api, upstream.url)
+        assert (await refresh(other_api, theirs)).status == 200
+        async with hub_client(hub, api) as client:
+            listed = await client.list_tools()
+    assert [reply.status for reply in outcomes] == [200, 200, 502]
+    assert (f"h2: catalog too large: with the user's other upstreams it passes "
+            f"{USER_CATALOG_BYTES:,} bytes (MCPKIT_HUB_MAX_USER_CATALOG_BYTES)"
+            in outcomes[2].error["message"])
+    assert len(listed) == 120
+
+
 async def test_a_dripping_upstream_costs_its_timeout_and_nobody_else_waits(hub: Hub) -> None:
     """tools/list answered one byte every 0.2 s, never ending: the refresh gives up after the
     upstream's call timeout (1 s), and other requests are answered meanwhile."""
