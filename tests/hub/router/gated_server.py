@@ -6,7 +6,8 @@ that declared what they need, run as a real process:
 Tools: `needs_sampling` (listed only to a client that declared sampling; asks the caller's
 model), `needs_elicitation` (only with elicitation; asks the user), `regional` (its argument
 annotated `x-mcp-header`: a modern call must mirror it in `Mcp-Param-Region`),
-`spam_list_changed` (a burst of tools list_changed notifications), and `seen`,
+`spam_list_changed` (a burst of tools list_changed notifications), `ask_many` (that many
+questions at once), and `seen`,
 which answers what the server saw of its clients - for `tools/list` and for `tools/call`, the
 capabilities, client info and protocol version of each request, and the credential headers of
 every HTTP request - so a test can hold the hub's catalog fetch and its calls to the same
@@ -94,6 +95,16 @@ def build(legacy_only: bool) -> Server:
         for _ in range(count):
             await server.notify_list_changed("tools")
         return f"sent {count}"
+
+    @server.tool()
+    async def ask_many(ctx: Context, count: int) -> str:
+        """Ask `count` questions at once (a hostile flood of input requests)."""
+        form = {"type": "object", "properties": {"n": {"type": "string"}}}
+        answers = await ctx.ask_many({
+            f"q{i}": ("elicitation/create", {"mode": "form", "message": f"question {i}",
+                                             "requestedSchema": form})
+            for i in range(count)})
+        return f"{len(answers)} answers"
 
     @server.tool("seen")
     async def seen_by_server() -> str:

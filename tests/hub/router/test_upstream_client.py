@@ -42,6 +42,7 @@ from mcpkit.client import ServerError
 from mcpkit.hub.catalog import fetch_catalog
 from mcpkit.hub.health import HealthChecker
 from mcpkit.hub.metrics import HubMetrics
+from mcpkit.hub.router.forward import MAX_INPUT_REQUESTS
 from mcpkit.hub.upstream_client import HUB_CLIENT_INFO
 from mcpkit.protocol.errors import MISSING_REQUIRED_CLIENT_CAPABILITY
 
@@ -302,3 +303,31 @@ async def test_a_burst_of_list_changed_costs_a_round_or_two_not_one_refresh_each
     refreshes = len(after["tools/list"]) - len(before["tools/list"]) - 1  # the other's
     print(f"{BURST} list_changed -> {refreshes} catalog refreshes")
     assert 1 <= refreshes <= REFRESHES_AFTER_BURST
+
+
+@pytest.mark.parametrize("caller", ERAS)
+async def test_an_upstream_asks_at_most_so_many_questions_at_once(
+        hub: Hub, gated: dict[str, str], caller: str) -> None:
+    """A modern upstream's `input_required` with 2000 questions: refused before any reaches
+    the caller (a legacy caller would have been asked all of them concurrently: on main its
+    call timed out after 30 s); MAX_INPUT_REQUESTS of them are relayed."""
+    _user, api = await fresh_user(hub)
+    await register_gated(api, gated["modern"])
+    asked: list[str] = []
+
+    async def answer(params: Any) -> dict[str, Any]:
+        asked.append(params.message)
+        return {"action": "accept", "content": {"n": "x"}}
+
+    with anyio.fail_after(LIMIT_S):
+        async with hub_client(hub, api, era=caller, elicitation=answer) as client:
+            most = await client.call_tool("gated__ask_many", {"count": MAX_INPUT_REQUESTS})
+            assert text(most) == f"{MAX_INPUT_REQUESTS} answers"
+            assert len(asked) == MAX_INPUT_REQUESTS
+            with pytest.raises(ServerError) as refused:
+                await client.call_tool("gated__ask_many", {"count": 2000})
+            assert text(await client.call_tool("gated__seen", {}))  # the connection lives on
+    assert refused.value.message == (
+        f"upstream gated asked 2000 questions at once; the hub relays at most "
+        f"{MAX_INPUT_REQUESTS}")
+    assert len(asked) == MAX_INPUT_REQUESTS

@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 
 PROTOCOL_META = "io.modelcontextprotocol/"
 MAX_INPUT_ROUNDS = 10
+MAX_INPUT_REQUESTS = 32
+"""Questions one `input_required` result of an upstream may ask at once: more is refused
+(a legacy caller would be asked them all concurrently)."""
 _BOOKKEEPING = ("resultType", "ttlMs", "cacheScope")
 _MODERN_ONLY = ("inputResponses", "requestState")
 
@@ -58,6 +61,7 @@ async def forward(
     params: dict[str, Any],
     *,
     tool: dict[str, Any] | None = None,
+    max_input_requests: int = MAX_INPUT_REQUESTS,
 ) -> dict[str, Any]:
     """Send `method` with `params` (already renamed for the upstream) for the caller `ctx`.
     `tool`: the called tool's object from the stored catalog, whose `x-mcp-header`
@@ -73,7 +77,7 @@ async def forward(
             raise inputs.InputRequired(dict(relay.needed))
         if result.get("resultType") != "input_required":
             return clean(result)
-        body = await _next_round(ctx, body, result)
+        body = await _next_round(ctx, body, result, upstream.name, max_input_requests)
     raise errors.internal_error(
         f"upstream {upstream.name} still wants input after {MAX_INPUT_ROUNDS} rounds")
 
@@ -140,15 +144,21 @@ def _is_transport_failure(error: Exception) -> bool:
 
 
 async def _next_round(
-    ctx: Context, body: dict[str, Any], result: dict[str, Any]
+    ctx: Context, body: dict[str, Any], result: dict[str, Any], upstream_name: str,
+    max_input_requests: int,
 ) -> dict[str, Any]:
     """After the upstream's `input_required`: a modern caller gets the questions (raises
     `InputRequired`, with the upstream's state kept in the hub's); a legacy caller is asked
-    here and the upstream retried with the answers."""
+    here and the upstream retried with the answers. More than `max_input_requests` questions
+    at once: an error."""
     asked = result.get("inputRequests")
     upstream_state = result.get("requestState")
     if not isinstance(asked, dict):
         asked = {}
+    if len(asked) > max_input_requests:
+        raise errors.internal_error(
+            f"upstream {upstream_name} asked {len(asked)} questions at once; the hub relays "
+            f"at most {max_input_requests}")
     if ctx.modern:
         ctx.state = {"upstream_state": upstream_state} if isinstance(upstream_state, str) else {}
         raise inputs.InputRequired(asked)
