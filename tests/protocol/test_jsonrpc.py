@@ -86,7 +86,7 @@ def test_decodes_request_notification_and_responses() -> None:
     )
     assert isinstance(request, jsonrpc.Request)
     assert request.id == "r1" and request.method == "ping"
-    assert jsonrpc.decode_value(request.params) == {"a": 1}
+    assert request.params == {"a": 1}
 
     note = jsonrpc.decode_message('{"jsonrpc":"2.0","method":"notifications/initialized"}')
     assert note == jsonrpc.Notification("notifications/initialized", None)
@@ -110,7 +110,7 @@ def test_zero_and_negative_ids_are_valid() -> None:
 def test_whitespace_before_object_params() -> None:
     message = jsonrpc.decode_message(b'{"jsonrpc":"2.0","id":1,"method":"m","params":  {}}')
     assert isinstance(message, jsonrpc.Request)
-    assert jsonrpc.decode_value(message.params) == {}
+    assert message.params == {}
 
 
 def test_batch_decoding() -> None:

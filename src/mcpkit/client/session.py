@@ -466,7 +466,8 @@ class ClientSession:
             self._progress(params)
             return
         if message.method == "notifications/cancelled":
-            scope = self._inbound.get(params.get("requestId"))  # type: ignore[arg-type]
+            request_id = params.get("requestId")
+            scope = self._inbound.get(request_id) if jsonrpc.is_request_id(request_id) else None
             if scope is not None:
                 scope.cancel()
             # Modern servers also cancel listen streams this way: the client handles that.
@@ -572,14 +573,9 @@ def _progress_token(params: Mapping[str, Any] | None) -> RequestId | None:
     return None
 
 
-def _params_of(raw: Any) -> dict[str, Any]:
-    if raw is None:
-        return {}
-    try:
-        value = jsonrpc.decode_value(raw)
-    except Exception:
-        return {}
-    return value if isinstance(value, dict) else {}
+def _params_of(params: jsonrpc.Params | None) -> dict[str, Any]:
+    # The codec decoded the params and checked they are an object (`jsonrpc.decode_message`).
+    return params if params is not None else {}
 
 
 def _answer_of(method: str, data: bytes) -> Any:

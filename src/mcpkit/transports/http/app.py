@@ -355,7 +355,8 @@ class McpAsgiApp:
     ) -> None:
         if method != "tools/call":
             return
-        tool = self.server.tools.get(params.get("name", ""))
+        name = params.get("name")
+        tool = self.server.tools.get(name) if isinstance(name, str) else None
         if tool is not None and tool.header_params:
             headers.check_param_headers(hdrs, tool.header_params, params.get("arguments"))
 
