@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from types import EllipsisType
 from typing import Any
 
 from hypothesis import strategies as st
@@ -105,9 +106,12 @@ LIST = _modern_headers("tools/list")
 CALL = _modern_headers("tools/call", "test_simple_text")
 
 
-def _case(label: str, payload: bytes, streamed: Expect | None, http: Expect | None = ...,  # type: ignore[assignment]
+def _case(label: str, payload: bytes, streamed: Expect | None,
+          http: Expect | None | EllipsisType = ...,
           headers: tuple[tuple[str, str], ...] = ()) -> Case:
-    return Case(label, payload, streamed, streamed if http is ... else http, headers)
+    """A case answered alike on every transport unless `http` says otherwise."""
+    return Case(label, payload, streamed, streamed if isinstance(http, EllipsisType) else http,
+                headers)
 
 
 def _undecodable(label: str, id: int, value: bytes, code: int, *, readable_id: bool = True
@@ -117,6 +121,8 @@ def _undecodable(label: str, id: int, value: bytes, code: int, *, readable_id: b
     return _case(label, modern_raw("tools/list", id, x=value), expect, headers=LIST)
 
 
+TASKS_META = json.dumps({**META, "io.modelcontextprotocol/clientCapabilities": {
+    "extensions": {"io.modelcontextprotocol/tasks": {}}}}).encode()
 NOTIFICATION_NOT_DECODED_HTTP = Expect(INVALID_PARAMS)  # 400 with id null (nothing to answer)
 
 CORPUS: list[Case] = [
@@ -187,9 +193,8 @@ CORPUS: list[Case] = [
     _case("resource uri is an object", modern_raw("resources/read", 126, uri=b'{"u":1}'),
           Expect(INVALID_PARAMS, 126), Expect(HEADER_MISMATCH, 126),
           headers=_modern_headers("resources/read", "x")),
-    _case("task id is an array", raw_message("tasks/get", raw_object({"taskId": b"[[]]", "_meta": json.dumps({
-              **META, "io.modelcontextprotocol/clientCapabilities": {
-                  "extensions": {"io.modelcontextprotocol/tasks": {}}}}).encode()}), 127),
+    _case("task id is an array",
+          raw_message("tasks/get", raw_object({"taskId": b"[[]]", "_meta": TASKS_META}), 127),
           Expect(INVALID_PARAMS, 127), Expect(HEADER_MISMATCH, 127),
           headers=_modern_headers("tasks/get")),
     _case("integer past 64 bits is an ordinary value",
