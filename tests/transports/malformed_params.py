@@ -107,7 +107,7 @@ CALL = _modern_headers("tools/call", "test_simple_text")
 
 
 def _case(label: str, payload: bytes, streamed: Expect | None,
-          http: Expect | None | EllipsisType = ...,
+          http: Expect | EllipsisType | None = ...,
           headers: tuple[tuple[str, str], ...] = ()) -> Case:
     """A case answered alike on every transport unless `http` says otherwise."""
     return Case(label, payload, streamed, streamed if isinstance(http, EllipsisType) else http,
