@@ -64,21 +64,32 @@ class DecodeFailure(Exception):
     `notification` is set when the envelope was a well-formed notification (a method, no
     id) whose params could not be decoded: JSON-RPC answers no notification, so a
     transport that streams messages drops it (HTTP refuses the POST with its status).
+    `response` is set when it was a response (a result or an error, no method): it is
+    answered like any malformed message, and the request it answers (`id`) can be failed
+    with `error` at once instead of waiting for its timeout.
     """
 
     def __init__(
         self, error: errors.ProtocolError, id: RequestId | None = None, *,
-        notification: bool = False,
+        notification: bool = False, response: bool = False,
     ) -> None:
         super().__init__(error.message)
         self.error = error
         self.id = id
         self.notification = notification
+        self.response = response
 
     @property
     def answerable(self) -> bool:
         """Whether a JSON-RPC error message may be sent for it (not for a notification)."""
         return not self.notification
+
+    def as_error_response(self) -> ErrorResponse | None:
+        """For a response that did not decode: an error response settling the request it
+        answers (None when its id could not be read)."""
+        if not self.response or self.id is None:
+            return None
+        return ErrorResponse(self.id, self.error.code, self.error.message)
 
 
 class _Envelope(msgspec.Struct):
@@ -89,7 +100,7 @@ class _Envelope(msgspec.Struct):
     method: Any = msgspec.UNSET
     params: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
     result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-    error: Any = msgspec.UNSET
+    error: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
 
 
 _envelope_decoder = msgspec.json.Decoder(_Envelope)
@@ -155,11 +166,19 @@ def _decode_params(raw: msgspec.Raw, id: RequestId | None, notification: bool) -
 def _response(env: _Envelope, readable_id: RequestId | None) -> Message:
     if env.result is not msgspec.UNSET:
         if readable_id is None or env.error is not msgspec.UNSET:
-            raise DecodeFailure(errors.invalid_request("malformed response"), readable_id)
+            raise DecodeFailure(
+                errors.invalid_request("malformed response"), readable_id, response=True)
         return Response(readable_id, env.result)
-    err = env.error
+    assert not isinstance(env.error, msgspec.UnsetType)
+    try:
+        # `error` was only skipped over, like `params`: its `data` may hold anything.
+        err = _any_decoder.decode(env.error)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
+        failure = errors.parse_error(f"undecodable error response: {exc}")
+        raise DecodeFailure(failure, readable_id, response=True) from None
     if not isinstance(err, dict) or not isinstance(err.get("code"), int):
-        raise DecodeFailure(errors.invalid_request("malformed error response"), readable_id)
+        raise DecodeFailure(
+            errors.invalid_request("malformed error response"), readable_id, response=True)
     message = err.get("message")
     return ErrorResponse(
         readable_id, err["code"], message if isinstance(message, str) else "", err.get("data")

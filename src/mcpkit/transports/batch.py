@@ -34,6 +34,8 @@ async def answer_batch(
         if isinstance(member, jsonrpc.DecodeFailure):
             if member.answerable:
                 replies.append(jsonrpc.encode_error(member.id, member.error))
+            if (settled := member.as_error_response()) is not None:
+                engine.handle_response(settled, connection)
         elif isinstance(member, jsonrpc.Request) and member.method == "initialize":
             replies.append(jsonrpc.encode_error(member.id, _INITIALIZE_IN_BATCH))
         elif isinstance(member, jsonrpc.Request):
