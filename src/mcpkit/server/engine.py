@@ -98,11 +98,6 @@ class Engine:
             call = self.make_call(request, params, connection, channel, principal)
         except errors.McpError as exc:
             return jsonrpc.encode_error(request.id, exc)
-        except Exception:
-            # Params of an unexpected shape reached code that assumed another: a bug to
-            # fix, but it costs this one request an error, never the connection.
-            log.exception("internal error checking %s", request.method)
-            return jsonrpc.encode_error(request.id, errors.internal_error())
         body, _ = await self.answer(call)
         return body
 
@@ -135,7 +130,26 @@ class Engine:
         channel: Channel,
         principal: str = "",
     ) -> Call:
-        """Decide the request's era and check what that era requires of it."""
+        """Decide the request's era and check what that era requires of it; raises only
+        `McpError` (what to answer), whatever the params hold."""
+        try:
+            return self._make_call(request, params, connection, channel, principal)
+        except errors.McpError:
+            raise
+        except Exception:
+            # Params of an unexpected shape reached code that assumed another: a bug to
+            # fix, but it costs this one request an error, never the connection.
+            log.exception("internal error checking %s", request.method)
+            raise errors.internal_error() from None
+
+    def _make_call(
+        self,
+        request: jsonrpc.Request,
+        params: dict[str, Any],
+        connection: Connection,
+        channel: Channel,
+        principal: str,
+    ) -> Call:
         meta_value = params.get("_meta")
         if meta.has_modern_meta(meta_value):
             return self._modern_call(request, params, meta_value, connection, channel, principal)
