@@ -125,3 +125,13 @@ async def test_user_info_origin_is_refused_on_every_endpoint() -> None:
     assert statuses[("mcp", "http://localhost:8080")] != 403
     assert statuses[("sse", "http://localhost:8080")] == 200
     assert refused.value.status == 403
+
+
+def test_remembered_verdicts_stay_right_and_bounded() -> None:
+    guard = HostGuard()
+    for i in range(600):  # more distinct values than the guard remembers
+        assert guard.host_ok(f"localhost:{i + 1}")
+        assert not guard.host_ok(f"localhost:{i + 1}@evil.example")
+        assert not guard.origin_ok(f"http://localhost:{i + 1}@evil.example")
+    assert guard.host_ok("localhost:1") and not guard.origin_ok(EVIL)
+    assert len(guard._host_verdicts) <= 256 and len(guard._origin_verdicts) <= 256

@@ -62,6 +62,17 @@ def parse_origin(value: str) -> tuple[str, str, int | None] | None:
     return match["scheme"], authority[0], authority[1]
 
 
+_REMEMBERED_VERDICTS = 256
+"""How many header values' verdicts a guard keeps (per header; forgotten all at once when
+full, so a client sending a new value each time costs a parse, never memory)."""
+
+
+def _remember(verdicts: dict[str, bool], value: str, verdict: bool) -> None:
+    if len(verdicts) >= _REMEMBERED_VERDICTS:
+        verdicts.clear()
+    verdicts[value] = verdict
+
+
 def _authority_text(host: str, port: int | None) -> str:
     return host if port is None else f"{host}:{port}"
 
@@ -78,18 +89,33 @@ class HostGuard:
         )
         self.any_origin = allowed_origins is not None and "*" in allowed_origins
         self.origins = {o.strip().lower().rstrip("/") for o in allowed_origins or ()}
+        # Verdicts on the header values seen lately: every request carries a Host, and
+        # clients send the same few values again and again.
+        self._host_verdicts: dict[str, bool] = {}
+        self._origin_verdicts: dict[str, bool] = {}
 
     def host_ok(self, host: str | None) -> bool:
         if self.any_host:
             return True
         if not host:
             return False
-        parsed = parse_authority(host)
-        return parsed is not None and self._allowed_host(*parsed)
+        verdict = self._host_verdicts.get(host)
+        if verdict is None:
+            parsed = parse_authority(host)
+            verdict = parsed is not None and self._allowed_host(*parsed)
+            _remember(self._host_verdicts, host, verdict)
+        return verdict
 
     def origin_ok(self, origin: str | None) -> bool:
         if origin is None or self.any_origin:
             return True
+        verdict = self._origin_verdicts.get(origin)
+        if verdict is None:
+            verdict = self._judge_origin(origin)
+            _remember(self._origin_verdicts, origin, verdict)
+        return verdict
+
+    def _judge_origin(self, origin: str) -> bool:
         if origin.strip().lower() in self.origins:
             return True
         parsed = parse_origin(origin)
