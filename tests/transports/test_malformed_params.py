@@ -440,3 +440,66 @@ def test_corpus_size() -> None:
         assert word in labels, word
     assert len(CORPUS) >= 30
     assert sum(c.streamed is None for c in CORPUS) >= 6  # notifications
+
+
+# --- a malformed answer to the server's own request ---------------------------------------------
+
+ELICITING_INIT = json.dumps({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+    **INITIALIZE_PARAMS, "capabilities": {"elicitation": {}}}}).encode()
+ELICIT_CALL = json.dumps({"jsonrpc": "2.0", "id": "ask", "method": "tools/call", "params": {
+    "name": "test_elicitation", "arguments": {"message": "who?"}}}).encode()
+
+
+def undecodable_answer(request_id: Any) -> bytes:
+    """An error response whose data cannot be decoded (1e400)."""
+    return (b'{"jsonrpc":"2.0","id":' + json.dumps(request_id).encode()
+            + b',"error":{"code":-1,"message":"x","data":[1e400]}}')
+
+
+def check_failed_at_once(answer: dict[str, Any]) -> None:
+    """The call whose elicitation got an undecodable answer ends now (not after the 300 s a
+    server request waits), with an error that says so."""
+    assert answer["id"] == "ask", answer
+    text = json.dumps(answer)
+    assert "error" in answer or answer["result"].get("isError") is True, answer
+    assert "undecodable" in text, answer
+
+
+def test_stdio_undecodable_answer_fails_the_servers_request(stdio_peer: Any) -> None:
+    peer = stdio_peer()
+    peer.write(ELICITING_INIT + b"\n")
+    assert peer.response("init")["result"]
+    peer.write(INITIALIZED + b"\n" + ELICIT_CALL + b"\n")
+    elicit = peer.read(limit_s=10)
+    assert elicit["method"] == "elicitation/create", elicit
+    peer.write(undecodable_answer(elicit["id"]) + b"\n")
+    check_failed_at_once(peer.response("ask", limit_s=10))
+
+
+@pytest.mark.anyio
+async def test_http_undecodable_answer_fails_the_servers_request(http_server: Any) -> None:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+        async with http.post(http_server.url, data=ELICITING_INIT, headers=BASE_HEADERS) as r:
+            await r.read()
+            session = {**BASE_HEADERS, "mcp-session-id": r.headers["mcp-session-id"],
+                       "mcp-protocol-version": LEGACY_VERSION}
+        async with http.post(http_server.url, data=INITIALIZED, headers=session) as r:
+            assert r.status == 202
+        async with http.post(http_server.url, data=ELICIT_CALL, headers=session) as call:
+            parser, pending = EventParser(), []
+
+            async def next_message() -> dict[str, Any]:
+                with anyio.fail_after(10):
+                    while not (events := [e for e in pending if e.data]):
+                        pending.extend(parser.feed(await call.content.readany()))
+                    pending.remove(events[0])
+                    message: dict[str, Any] = json.loads(events[0].data)
+                    return message
+
+            elicit = await next_message()
+            assert elicit["method"] == "elicitation/create", elicit
+            async with http.post(http_server.url, data=undecodable_answer(elicit["id"]),
+                                 headers=session) as refused:
+                assert refused.status == 400
+                assert (await refused.json())["error"]["code"] == -32700
+            check_failed_at_once(await next_message())
