@@ -253,6 +253,14 @@ class Engine:
         except Exception:
             log.exception("internal error handling %s", note.method)
 
+    def handle_undecodable(self, failure: jsonrpc.DecodeFailure, connection: Connection) -> None:
+        """A message of the client's that did not decode: when it was an answer to a
+        server→client request, that request fails now with the decode error (it would
+        otherwise wait for its timeout). Answering the failure is the transport's part."""
+        settled = failure.as_error_response()
+        if settled is not None:
+            self.handle_response(settled, connection)
+
     def handle_response(
         self, response: jsonrpc.Response | jsonrpc.ErrorResponse, connection: Connection
     ) -> bool:

@@ -32,10 +32,9 @@ async def answer_batch(
     requests = []
     for member in members:
         if isinstance(member, jsonrpc.DecodeFailure):
+            engine.handle_undecodable(member, connection)
             if member.answerable:
                 replies.append(jsonrpc.encode_error(member.id, member.error))
-            if (settled := member.as_error_response()) is not None:
-                engine.handle_response(settled, connection)
         elif isinstance(member, jsonrpc.Request) and member.method == "initialize":
             replies.append(jsonrpc.encode_error(member.id, _INITIALIZE_IN_BATCH))
         elif isinstance(member, jsonrpc.Request):

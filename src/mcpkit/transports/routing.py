@@ -44,9 +44,7 @@ def route(
     try:
         message = jsonrpc.decode_message(data)
     except jsonrpc.DecodeFailure as failure:
-        settled = failure.as_error_response()
-        if settled is not None:  # a malformed answer fails the server's request it answers
-            engine.handle_response(settled, connection)
+        engine.handle_undecodable(failure, connection)
         return failure
     if isinstance(message, jsonrpc.Request):
         spawn(_isolated(_answer_request), engine, message, connection, channel, reply)

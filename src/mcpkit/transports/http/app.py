@@ -253,13 +253,12 @@ class McpAsgiApp:
     ) -> None:
         """A client's answer to a server→client request that did not decode fails that
         request at once (it would otherwise wait for its timeout)."""
-        settled = failure.as_error_response()
         session_id = hdrs.get("mcp-session-id")
-        if settled is None or session_id is None:
+        if not failure.response or session_id is None:
             return
         session = self.sessions.get(session_id, principal)
         if session is not None:
-            self.engine.handle_response(settled, session.connection)
+            self.engine.handle_undecodable(failure, session.connection)
 
     async def _post_other(
         self, message: jsonrpc.Message, hdrs: Mapping[str, str], send: Send, principal: str
