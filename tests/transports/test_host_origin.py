@@ -108,7 +108,7 @@ async def test_user_info_origin_is_refused_on_every_endpoint() -> None:
     headers = {"content-type": "application/json", "accept": "application/json"}
     async with inprocess_uvicorn() as base, aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=20)) as http:
-        statuses: dict[str, Any] = {}
+        statuses: dict[tuple[str, str], int] = {}
         for origin in (EVIL, "http://localhost:8080"):
             sent = {**headers, "origin": origin}
             async with http.post(f"{base}/prefix/mcp", data=body, headers=sent) as response:

@@ -46,9 +46,13 @@ SLOW_CALL_S = 1.0
 """A call kept in flight on WebSocket and HTTP+SSE while the hostile messages arrive."""
 
 
-def draw_examples(count: int, *, utf8_only: bool = False) -> list[tuple[bytes, bool]]:
+Examples = list[tuple[bytes, bool]]
+
+
+def draw_examples(count: int, *, utf8_only: bool = False) -> Examples:
     """`count` hostile messages from hypothesis (collected, then sent by the caller over one
-    connection: a server per example would cost seconds each)."""
+    connection: a server per example would cost seconds each). Drawn before the connection
+    opens: drawing takes a while, and an idle keep-alive connection may be closed."""
     samples: list[tuple[bytes, bool]] = []
 
     @settings(max_examples=count, deadline=None, database=None,
@@ -191,8 +195,8 @@ class HttpPeer:
         assert status == 200
         check_batch_replies(first[0], second[0])
 
-    async def fuzz(self, count: int) -> None:
-        for i, (message, is_request) in enumerate(draw_examples(count)):
+    async def fuzz(self, examples: Examples) -> None:
+        for i, (message, is_request) in enumerate(examples):
             payload = with_id(message, f"f{i}")
             headers = {k: v for k, v in http_headers_for(payload).items()
                        if k.startswith("mcp-")}
@@ -218,12 +222,13 @@ async def http_peer(url: str, auth: dict[str, str] | None = None) -> AsyncIterat
 
 @pytest.mark.anyio
 async def test_http_corpus_batches_and_fuzz(http_server: Any) -> None:
+    examples = draw_examples(FUZZ_EXAMPLES["http"])
     async with http_peer(http_server.url) as peer:
         with anyio.fail_after(120):
             for case in CORPUS:
                 await peer.case(case)
             await peer.batches()
-            await peer.fuzz(FUZZ_EXAMPLES["http"])
+            await peer.fuzz(examples)
             await peer.assert_alive()
 
 
@@ -284,14 +289,14 @@ class StreamPeer:
         await self.send(INITIALIZED)
         await self.send(slow_call("slow"))
 
-    async def run_all(self, fuzz_count: int, *, utf8_only: bool) -> None:
+    async def run_all(self, examples: Examples, *, utf8_only: bool) -> None:
         for case in CORPUS:
             if utf8_only and not case.utf8:
                 continue
             self.check_case(case, await self.exchange(case.payload))
         check_batch_replies(await self.batch(INITIALIZE_IN_BATCH),
                             await self.batch(BAD_MEMBER_BATCH))
-        for i, (message, is_request) in enumerate(draw_examples(fuzz_count, utf8_only=utf8_only)):
+        for i, (message, is_request) in enumerate(examples):
             payload = with_id(message, f"f{i}")
             got = await self.exchange(payload)
             check_fuzz_answer(payload, is_request, f"f{i}", got, refusal=self.take_refusal())
@@ -373,6 +378,7 @@ class SsePeer(StreamPeer):
 async def test_websocket_one_connection_survives_everything() -> None:
     """Invalid UTF-8 cannot travel in a WebSocket text frame (the protocol forbids it), so
     those cases are left out here; everything else goes over one socket."""
+    examples = draw_examples(FUZZ_EXAMPLES["websocket"], utf8_only=True)
     async with inprocess_uvicorn() as base:
         ws_url = base.replace("http://", "ws://") + "/prefix/mcp"
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as http, \
@@ -380,20 +386,21 @@ async def test_websocket_one_connection_survives_everything() -> None:
             peer = WebSocketPeer(ws)
             with anyio.fail_after(120):
                 await peer.start()
-                await peer.run_all(FUZZ_EXAMPLES["websocket"], utf8_only=True)
+                await peer.run_all(examples, utf8_only=True)
                 await peer.finish()
             assert not ws.closed
 
 
 @pytest.mark.anyio
 async def test_http_sse_one_session_survives_everything() -> None:
+    examples = draw_examples(FUZZ_EXAMPLES["sse"])
     async with inprocess_uvicorn() as base:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as http, \
                 open_session(http, base, "/prefix/sse") as (stream, endpoint):
             peer = SsePeer(http, stream, base + endpoint)
             with anyio.fail_after(120):
                 await peer.start()
-                await peer.run_all(FUZZ_EXAMPLES["sse"], utf8_only=False)
+                await peer.run_all(examples, utf8_only=False)
                 await peer.finish()
             # an undecodable message is refused on its POST (400), never by ending the session
             assert 400 in peer.statuses
@@ -422,13 +429,14 @@ HUB_CASES = [c for c in CORPUS if c.http is None or (c.http.code in (-32700, -32
 async def test_hub_mcp_corpus_batches_and_fuzz(hub: Any) -> None:
     from tests.hub.hub_helpers import fresh_user
 
+    examples = draw_examples(FUZZ_EXAMPLES["hub"])
     _user, api = await fresh_user(hub)
     async with http_peer(f"{hub.url}/mcp", {"authorization": f"Bearer {api.token}"}) as peer:
         with anyio.fail_after(120):
             for case in HUB_CASES:
                 await peer.case(case)
             await peer.batches()
-            await peer.fuzz(FUZZ_EXAMPLES["hub"])
+            await peer.fuzz(examples)
             await peer.assert_alive()
 
 
