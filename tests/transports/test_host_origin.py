@@ -8,8 +8,6 @@ Streamable HTTP endpoint, the HTTP+SSE endpoint and the WebSocket handshake all 
 
 from __future__ import annotations
 
-from typing import Any
-
 import aiohttp
 import pytest
 from hypothesis import given
