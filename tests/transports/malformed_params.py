@@ -35,7 +35,8 @@ HEADER_MISMATCH = -32020
 # Every code a request with hostile params may be answered with. Never -32603: that would
 # be a value of the wrong type reaching code that assumed another.
 ACCEPTABLE_CODES = frozenset({PARSE, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS,
-                              HEADER_MISMATCH, -32021, -32022})
+                              HEADER_MISMATCH, -32021, -32022,
+                              -32002})  # resource not found (legacy resources/read)
 
 
 def raw_message(method: str, params: bytes | None, id: Any = ...) -> bytes:
