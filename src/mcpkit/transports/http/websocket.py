@@ -106,7 +106,9 @@ class WebSocketTransport:
             if text is None:
                 await channel.close(CLOSE_UNSUPPORTED_DATA, "binary frames are not supported")
                 return
-            data = text.encode("utf-8")
+            # A text frame is valid UTF-8 by the protocol; should an ASGI server hand over
+            # a lone surrogate anyway, it reaches the codec (-32700), not an exception here.
+            data = text.encode("utf-8", "surrogatepass")
             if len(data) > limit:
                 await channel.close(CLOSE_TOO_BIG, f"message exceeds {limit} bytes")
                 return
