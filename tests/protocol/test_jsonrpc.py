@@ -86,7 +86,7 @@ def test_decodes_request_notification_and_responses() -> None:
     )
     assert isinstance(request, jsonrpc.Request)
     assert request.id == "r1" and request.method == "ping"
-    assert jsonrpc.decode_value(request.params) == {"a": 1}
+    assert request.params == {"a": 1}
 
     note = jsonrpc.decode_message('{"jsonrpc":"2.0","method":"notifications/initialized"}')
     assert note == jsonrpc.Notification("notifications/initialized", None)
@@ -110,7 +110,7 @@ def test_zero_and_negative_ids_are_valid() -> None:
 def test_whitespace_before_object_params() -> None:
     message = jsonrpc.decode_message(b'{"jsonrpc":"2.0","id":1,"method":"m","params":  {}}')
     assert isinstance(message, jsonrpc.Request)
-    assert jsonrpc.decode_value(message.params) == {}
+    assert message.params == {}
 
 
 def test_batch_decoding() -> None:
@@ -173,3 +173,52 @@ def test_error_helpers() -> None:
     }
     assert errors.header_mismatch("x").code == -32020
     assert isinstance(errors.invalid_params("x"), errors.ProtocolError)
+
+
+# --- values inside params and errors: decoded here, failures carry the id -------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "code"),
+    [
+        (b"1e400", errors.INVALID_PARAMS),
+        (b"-1e400", errors.INVALID_PARAMS),
+        (b"1" + b"0" * 5000, errors.INVALID_PARAMS),
+        (b'"\xff"', errors.PARSE_ERROR),
+        (b'"\xc0\xaf"', errors.PARSE_ERROR),
+        (b'{"a":["\xed\xa0\x80"]}', errors.PARSE_ERROR),
+    ],
+)
+def test_undecodable_params_fail_with_the_id(value: bytes, code: int) -> None:
+    data = b'{"jsonrpc":"2.0","id":"r7","method":"tools/list","params":{"x":' + value + b"}}"
+    failure = fail(data)
+    assert (failure.error.code, failure.id, failure.notification) == (code, "r7", False)
+    assert failure.answerable
+    note = fail(data.replace(b'"id":"r7",', b""))
+    assert note.error.code == code and note.notification and not note.answerable
+    [member] = jsonrpc.decode_batch(b"[" + data + b"]")
+    assert isinstance(member, jsonrpc.DecodeFailure) and member.id == "r7"
+
+
+def test_params_are_decoded_values() -> None:
+    message = jsonrpc.decode_message(
+        b'{"jsonrpc":"2.0","id":1,"method":"m","params":{"n":18446744073709551616,"s":"a\\u0000"}}'
+    )
+    assert isinstance(message, jsonrpc.Request)
+    assert message.params == {"n": 2**64, "s": "a\x00"}
+
+
+def test_undecodable_error_response_settles_its_request() -> None:
+    failure = fail(b'{"jsonrpc":"2.0","id":5,"error":{"code":1,"message":"x","data":1e400}}')
+    assert failure.response and failure.id == 5
+    settled = failure.as_error_response()
+    assert settled is not None and settled.id == 5 and settled.code == failure.error.code
+    malformed = fail(b'{"jsonrpc":"2.0","id":6,"result":{},"error":{"code":1}}')
+    assert malformed.response and malformed.answerable  # answered, as any malformed message
+    assert fail(b'{"jsonrpc":"2.0","id":7,"method":"m","params":{"x":1e400}}'
+                ).as_error_response() is None
+
+
+def test_request_ids() -> None:
+    assert all(jsonrpc.is_request_id(v) for v in ("", "a", 0, -1, 2**70))
+    assert not any(jsonrpc.is_request_id(v) for v in (None, True, 1.5, [1], {"a": 1}))

@@ -708,6 +708,20 @@ class Client:
         self._validators.clear()
         return [_typed(tool, types.Tool, "tools/list") for tool in kept.values()]
 
+    def know_tool(self, tool: Mapping[str, Any]) -> None:
+        """Take `tool` (its wire object) as the server's, as `list_tools` would: its
+        `x-mcp-header` arguments then go with its calls as `Mcp-Param-*` headers (modern
+        era). For a relay that lists tools on one connection and calls them on another
+        (the hub: its stored catalog, its pooled connection)."""
+        name = tool.get("name")
+        if not isinstance(name, str):
+            return
+        annotations = _header_annotations(dict(tool))
+        if annotations:
+            self._annotations[name] = annotations
+        else:
+            self._annotations.pop(name, None)
+
     async def call_tool(
         self,
         name: str,

@@ -392,18 +392,18 @@ class ClientSession:
             try:
                 items = jsonrpc.decode_batch(data)
             except jsonrpc.DecodeFailure as failure:
-                self._skip(data, failure)
+                self._undecodable(data, failure)
                 return
             for item in items:
                 if isinstance(item, jsonrpc.DecodeFailure):
-                    self._skip(data, item)
+                    self._undecodable(data, item)
                 else:
                     self._dispatch(item, related)
             return
         try:
             message = jsonrpc.decode_message(data)
         except jsonrpc.DecodeFailure as failure:
-            self._skip(data, failure)
+            self._undecodable(data, failure)
             return
         self._dispatch(message, related)
 
@@ -425,6 +425,28 @@ class ClientSession:
         self.ended.set()
 
     # --- dispatch --------------------------------------------------------------------------
+
+    def _undecodable(self, data: bytes, failure: jsonrpc.DecodeFailure) -> None:
+        """A message from the server that did not decode: an answer to one of our requests
+        fails that request at once; a request of the server's is answered with the error;
+        anything else is logged and skipped."""
+        self._skip(data, failure)
+        pending = (self._pending.get(failure.id)
+                   if failure.response and failure.id is not None else None)
+        if pending is not None:
+            pending.settle(error=errors.ProtocolError(
+                failure.error.code, f"undecodable answer to {pending.method}: "
+                f"{failure.error.message}"))
+        elif (failure.answerable and not failure.response and failure.id is not None
+              and self._closed is None):
+            self._spawn(self._send_quietly, jsonrpc.encode_error(failure.id, failure.error))
+
+    async def _send_quietly(self, data: bytes) -> None:
+        try:
+            with anyio.move_on_after(30.0):
+                await self.transport.send(Outgoing(data))
+        except TransportError as exc:
+            log.warning("could not answer the server's undecodable request: %s", exc)
 
     @staticmethod
     def _skip(data: bytes, failure: jsonrpc.DecodeFailure) -> None:
@@ -466,7 +488,8 @@ class ClientSession:
             self._progress(params)
             return
         if message.method == "notifications/cancelled":
-            scope = self._inbound.get(params.get("requestId"))  # type: ignore[arg-type]
+            request_id = params.get("requestId")
+            scope = self._inbound.get(request_id) if jsonrpc.is_request_id(request_id) else None
             if scope is not None:
                 scope.cancel()
             # Modern servers also cancel listen streams this way: the client handles that.
@@ -572,14 +595,9 @@ def _progress_token(params: Mapping[str, Any] | None) -> RequestId | None:
     return None
 
 
-def _params_of(raw: Any) -> dict[str, Any]:
-    if raw is None:
-        return {}
-    try:
-        value = jsonrpc.decode_value(raw)
-    except Exception:
-        return {}
-    return value if isinstance(value, dict) else {}
+def _params_of(params: jsonrpc.Params | None) -> dict[str, Any]:
+    # The codec decoded the params and checked they are an object (`jsonrpc.decode_message`).
+    return params if params is not None else {}
 
 
 def _answer_of(method: str, data: bytes) -> Any:

@@ -9,27 +9,33 @@ A failing upstream raises `UpstreamUnavailable` with a one-line reason, after
 `refresh_catalog` recorded it as the upstream's `last_error` (status "unhealthy"); the stored
 catalog is then left as it was, so a flapping upstream keeps its last good list.
 
-SSRF: unless the operator allows private upstreams, an IP-literal host is checked here (no
-resolver sees it) and a name is resolved by `netguard.GuardedResolver`, which refuses the
-connection if any address is not public - at connect time, so DNS rebinding after
-registration does not get through. Nothing of the caller (its API token) is sent upstream:
-only the upstream's own stored headers and bearer.
+Bounded: in time by the upstream's timeouts, in count, bytes and nesting by
+`catalog_limits.py` (checked page by page, as the lists arrive). The connection is
+`upstream_client.upstream_client`'s, the very client the router's calls
+use (capabilities, client info, SSRF checks, headers, timeouts): an upstream that lists some
+tools only to capable clients lists them here too, so every stored tool can be called.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import anyio
 import msgspec
 
 from mcpkit.client import Client, ServerError
+from mcpkit.hub.catalog_limits import CatalogBudget, CatalogLimits, CatalogTooLarge
 from mcpkit.hub.store.records import Catalog, Credentials, UpstreamRecord
-from mcpkit.netguard import GuardedResolver, host_problem
+from mcpkit.hub.upstream_client import UpstreamUnavailable, reason, upstream_client
+from mcpkit.protocol import headers, types
 from mcpkit.protocol.errors import METHOD_NOT_FOUND
+from mcpkit.protocol.versions import Era
+
+__all__ = ["CatalogLimits", "CatalogTooLarge", "Fetcher", "UpstreamUnavailable", "fetch_catalog",
+           "reason", "refresh_catalog"]
 
 if TYPE_CHECKING:
     from mcpkit.hub.settings import HubSettings
@@ -37,19 +43,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CLIENT_KINDS = {"http": "http", "sse": "sse", "ws": "websocket", "stdio": "stdio"}
-"""The store's transport names → `mcpkit.Client`'s."""
-MAX_REASON = 500
-"""An upstream's error, as shown and stored, is cut to this many characters."""
-PROBE_TIMEOUT_S = 3.0
-
-
 Fetcher = Callable[[UpstreamRecord, Credentials, "HubSettings"], Awaitable[Catalog]]
 """What `fetch_catalog` is: the seam where tests (and other transports) plug in."""
-
-
-class UpstreamUnavailable(Exception):
-    """The upstream could not be reached or listed; `str()` is the reason (no secrets)."""
 
 
 async def fetch_catalog(
@@ -57,13 +52,15 @@ async def fetch_catalog(
 ) -> Catalog:
     """Connect to `upstream` and list everything it offers (each list only if the server
     declares that capability). Connecting is bounded by the upstream's `connect_timeout_s`,
-    each list request by its `call_timeout_s`, and the whole by their sum."""
+    each list request by its `call_timeout_s`, and the whole by their sum; what is listed by
+    `settings`' catalog limits (`catalog_limits.py`: `CatalogTooLarge` past them)."""
     client = upstream_client(upstream, credentials, settings)
+    budget = CatalogBudget(CatalogLimits.from_settings(settings), upstream.name)
     limit = upstream.connect_timeout_s + upstream.call_timeout_s
     try:
         with anyio.fail_after(limit):
             async with client:
-                return await _list_everything(client)
+                return await _list_everything(client, budget)
     except UpstreamUnavailable:
         raise
     except TimeoutError:
@@ -71,28 +68,6 @@ async def fetch_catalog(
             f"{upstream.name}: no catalog within {limit:g} s (connect + list)") from None
     except Exception as error:  # anything a foreign server or the network can do
         raise UpstreamUnavailable(f"{upstream.name}: {reason(error)}") from error
-
-
-def upstream_client(
-    upstream: UpstreamRecord, credentials: Credentials, settings: HubSettings, **options: Any
-) -> Client:
-    """A (not yet connected) `Client` for `upstream`: its own stored headers and bearer, the
-    SSRF checks, and its timeouts - a call may take `call_timeout_s` in all. `options` go to
-    `Client` (the router's relay handlers). `UpstreamUnavailable` for a target the operator
-    does not allow."""
-    return Client(
-        _target(upstream, settings),
-        transport=CLIENT_KINDS[upstream.transport],
-        headers=dict(credentials.headers),
-        bearer_token=credentials.bearer,
-        resolver=GuardedResolver(allow_private=settings.allow_private_upstreams),
-        connect_timeout=upstream.connect_timeout_s,
-        probe_timeout=min(PROBE_TIMEOUT_S, upstream.connect_timeout_s),
-        timeout=upstream.call_timeout_s,
-        max_timeout=upstream.call_timeout_s,
-        validate_output=False,
-        **options,
-    )
 
 
 async def refresh_catalog(
@@ -108,6 +83,7 @@ async def refresh_catalog(
     credentials = await store.upstreams.credentials(upstream.user_id, upstream.id)
     try:
         catalog = await (fetch or fetch_catalog)(upstream, credentials, settings)
+        await _check_user_total(store, upstream, catalog, settings)
     except UpstreamUnavailable as error:
         log.info("upstream %s of user %s is unavailable: %s", upstream.id, upstream.user_id,
                  error)
@@ -126,50 +102,118 @@ async def refresh_catalog(
     return catalog
 
 
-def reason(error: BaseException) -> str:
-    """One line for an upstream failure: the message, else the exception's type name."""
-    text = " ".join(str(error).split()) or type(error).__name__
-    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
+async def _check_user_total(
+    store: Store, upstream: UpstreamRecord, catalog: Catalog, settings: HubSettings
+) -> None:
+    """`CatalogTooLarge` when `catalog`, with the stored catalogs of the user's other
+    upstreams (disabled ones too: they may be enabled without a refresh), passes
+    `settings.max_user_catalog_bytes` - what one user's /mcp lists can hold. Checked at every
+    refresh, so reading the others costs at most that bound."""
+    limit = settings.max_user_catalog_bytes
+    total = catalog_bytes(catalog)
+    for other, stored in await store.catalog.all(upstream.user_id, enabled_only=False):
+        if other.id != upstream.id:
+            total += catalog_bytes(stored)
+        if total > limit:
+            raise CatalogTooLarge(
+                f"{upstream.name}: catalog too large: with the user's other upstreams it passes "
+                f"{limit:,} bytes (MCPKIT_HUB_MAX_USER_CATALOG_BYTES)")
 
 
-def _target(upstream: UpstreamRecord, settings: HubSettings) -> str | list[str]:
-    if upstream.transport == "stdio":
-        if not settings.allow_stdio:
-            raise UpstreamUnavailable(f"{upstream.name}: stdio upstreams are disabled")
-        if not upstream.command:
-            raise UpstreamUnavailable(f"{upstream.name}: no command")
-        return list(upstream.command)
-    if not upstream.url:
-        raise UpstreamUnavailable(f"{upstream.name}: no URL")
-    if not settings.allow_private_upstreams:
-        host = urlsplit(upstream.url).hostname or ""
-        problem = host_problem(host)
-        if problem is not None:
-            raise UpstreamUnavailable(f"{upstream.name}: refused to connect to {host}: {problem}")
-    return upstream.url
+def catalog_bytes(catalog: Catalog) -> int:
+    """A catalog's size as JSON (its four lists)."""
+    return sum(len(msgspec.json.encode(items)) for items in (
+        catalog.tools, catalog.prompts, catalog.resources, catalog.resource_templates))
 
 
-async def _list_everything(client: Client) -> Catalog:
+@dataclass(frozen=True, slots=True)
+class _List:
+    kind: str
+    method: str
+    key: str
+    type: type[Any]
+
+
+_TOOLS = _List("tools", "tools/list", "tools", types.Tool)
+_PROMPTS = _List("prompts", "prompts/list", "prompts", types.Prompt)
+_RESOURCES = _List("resources", "resources/list", "resources", types.Resource)
+_TEMPLATES = _List("resource_templates", "resources/templates/list", "resourceTemplates",
+                   types.ResourceTemplate)
+
+
+async def _list_everything(client: Client, budget: CatalogBudget) -> Catalog:
     caps = client.server_capabilities
-    tools = await client.list_tools() if "tools" in caps else []
-    prompts = await client.list_prompts() if "prompts" in caps else []
-    resources: Sequence[Any] = []
-    templates: Sequence[Any] = []
+    tools = await _list(client, _TOOLS, budget) if "tools" in caps else ()
+    prompts = await _list(client, _PROMPTS, budget) if "prompts" in caps else ()
+    resources: tuple[dict[str, Any], ...] = ()
+    templates: tuple[dict[str, Any], ...] = ()
     if "resources" in caps:
-        resources = await client.list_resources()
+        resources = await _list(client, _RESOURCES, budget)
         try:
-            templates = await client.list_resource_templates()
+            templates = await _list(client, _TEMPLATES, budget)
         except ServerError as error:  # resources without templates: an empty list
             if error.code != METHOD_NOT_FOUND:
                 raise
-    return Catalog(
-        tools=_wire(tools),
-        prompts=_wire(prompts),
-        resources=_wire(resources),
-        resource_templates=_wire(templates),
-    )
+    return Catalog(tools=tools, prompts=prompts, resources=resources,
+                   resource_templates=templates)
 
 
-def _wire(items: Sequence[Any]) -> tuple[dict[str, Any], ...]:
-    """Typed MCP objects back to their wire form (camelCase, unset fields left out)."""
-    return tuple(msgspec.to_builtins(item) for item in items)
+async def _list(client: Client, spec: _List, budget: CatalogBudget) -> tuple[dict[str, Any], ...]:
+    """Every page of one list, each item checked against the budget as its page arrives and
+    kept in its wire form (camelCase, unknown members dropped, as `Client.list_*` give)."""
+    items: list[dict[str, Any]] = []
+    cursor: str | None = None
+    cursors: set[str] = set()
+    while True:
+        budget.next_page(spec.method)
+        page = await client.request(spec.method, {"cursor": cursor} if cursor else {})
+        batch = page.get(spec.key) if isinstance(page, dict) else None
+        if not isinstance(batch, list):
+            raise UpstreamUnavailable(f"{budget.upstream_name}: {spec.method} answered without "
+                                      f"a {spec.key!r} list")
+        for raw in batch:
+            if not isinstance(raw, dict):
+                raise UpstreamUnavailable(f"{budget.upstream_name}: {spec.method} lists "
+                                          "something that is not an object")
+            budget.admit(spec.kind, raw)  # before anything walks it
+            item = _item(client, spec, raw, budget.upstream_name)
+            if item is not None:
+                items.append(item)
+        cursor = page.get("nextCursor")
+        if not isinstance(cursor, str) or not cursor:
+            return tuple(items)
+        if cursor in cursors:
+            raise UpstreamUnavailable(f"{budget.upstream_name}: {spec.method} repeated the "
+                                      f"cursor {cursor[:40]!r}")
+        cursors.add(cursor)
+
+
+def _item(client: Client, spec: _List, raw: dict[str, Any], upstream_name: str
+          ) -> dict[str, Any] | None:
+    """One listed object in its wire form; None for a tool a client must not call (no name,
+    or invalid `x-mcp-header` annotations in the modern era: `Client.list_tools` too)."""
+    if spec is _TOOLS:
+        if not isinstance(raw.get("name"), str):
+            return None
+        if client.era is Era.MODERN and not _annotations_valid(raw):
+            log.warning("upstream %s: leaving out tool %r (invalid x-mcp-header annotations)",
+                        upstream_name, raw["name"][:100])
+            return None
+    try:
+        typed = msgspec.convert(raw, spec.type)
+    except msgspec.ValidationError as error:
+        raise UpstreamUnavailable(f"{upstream_name}: an invalid {spec.method} result: "
+                                  f"{error}") from None
+    wire: dict[str, Any] = msgspec.to_builtins(typed)
+    return wire
+
+
+def _annotations_valid(tool: dict[str, Any]) -> bool:
+    schema = tool.get("inputSchema")
+    if not isinstance(schema, dict):
+        return True
+    try:
+        headers.header_params(schema)
+    except ValueError:
+        return False
+    return True

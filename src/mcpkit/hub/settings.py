@@ -26,6 +26,8 @@ Environment (each also a `mcpkit hub serve` option where it makes sense):
     MCPKIT_HUB_MAX_BODIES_IN_FLIGHT_BYTES   /mcp request bodies being received at once (64 MiB)
     MCPKIT_HUB_PAGE_SIZE, _MAX_PAGE_SIZE, _MAX_BODY_BYTES, _HEALTH_INTERVAL,
     MCPKIT_HUB_RATE_LIMIT, _RATE_BURST, _DNS_TIMEOUT, _MAX_REFRESHES, _SHUTDOWN_GRACE
+    MCPKIT_HUB_MAX_CATALOG_ITEMS, _MAX_CATALOG_BYTES, _MAX_CATALOG_ITEM_BYTES  (an upstream's
+    MCPKIT_HUB_MAX_USER_CATALOG_BYTES                        catalog, a user's: catalog_limits.py)
 
 The secret key is not a setting: it is read by `mcpkit.hub.crypto.load_secret_box`
 ($MCPKIT_HUB_SECRET_KEY, else the key file in the data directory), so it never sits in an
@@ -135,6 +137,16 @@ class HubSettings:
     """Browser `Origin`s `/mcp` accepts besides loopback and the allowed hosts' own
     (`https://app.example.com`); requests without an Origin are not browsers' and pass."""
     log_level: str = "info"
+    max_catalog_items: int = 2000
+    """Items of one list (tools, prompts, resources, templates) the hub takes from one
+    upstream; past it the catalog fetch fails and says so (catalog_limits.py)."""
+    max_catalog_bytes: int = 8 * 1024 * 1024
+    """The largest catalog (all its lists, as JSON) the hub takes from one upstream."""
+    max_catalog_item_bytes: int = 256 * 1024
+    """The largest single tool, prompt, resource or template (as JSON) the hub takes."""
+    max_user_catalog_bytes: int = 32 * 1024 * 1024
+    """The catalogs of all of one user's upstreams together (as JSON): what one user's /mcp
+    lists can hold. A refresh that would pass it fails and says so."""
 
     def __post_init__(self) -> None:
         _check_port(self.port, "port")
@@ -143,6 +155,11 @@ class HubSettings:
                      "max_sessions", "max_sessions_per_user", "auth_failure_burst",
                      "auth_failures_per_minute", "max_replay_bytes",
                      "max_bodies_in_flight_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SettingsError(f"{name}: must be a whole number above 0, not {value!r}")
+        for name in ("max_catalog_items", "max_catalog_bytes", "max_catalog_item_bytes",
+                     "max_user_catalog_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SettingsError(f"{name}: must be a whole number above 0, not {value!r}")
@@ -267,6 +284,10 @@ def _parse(name: str, text: str, variable: str) -> Any:
         "max_bodies_in_flight_bytes": int,
         "header_timeout_s": float,
         "body_timeout_s": float,
+        "max_catalog_items": int,
+        "max_catalog_bytes": int,
+        "max_catalog_item_bytes": int,
+        "max_user_catalog_bytes": int,
         "allow_private_upstreams": _flag,
         "allow_stdio": _flag,
         "log_level": str.lower,

@@ -1,37 +1,44 @@
 """The JSON-RPC 2.0 envelope and codec.
 
 Decoding is two-step (a JSON-RPC message is not one tagged union: responses have no
-`method`): the envelope is decoded first with `params`/`result` kept as `msgspec.Raw`, and
-the params are decoded later by method, into the method's typed struct — or passed on
-untouched by a gateway.
+`method`): the envelope is decoded first with `params`/`result` kept as `msgspec.Raw`, so
+that a failure inside them still knows the message's id and kind; then a request's or
+notification's params are decoded here, at once, into plain Python values. A response's
+`result` stays raw until the request it answers decodes it.
 
-`decode_message` never raises anything but `DecodeFailure`, which carries the JSON-RPC
-error to answer with and, when it could be read, the offending request's id.
+`decode_message` is the one guard every transport's input passes (stdio lines, WebSocket
+frames, HTTP bodies, batch members): it never raises anything but `DecodeFailure`, which
+carries the JSON-RPC error to answer with and, when it could be read, the offending
+message's id. Anything it returns has a well-formed envelope and, for requests and
+notifications, params that are a decoded JSON object (no number out of range, no invalid
+UTF-8, no lone surrogate, no nesting deeper than msgspec follows).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeGuard
 
 import msgspec
 
 from mcpkit.protocol import errors
 
 RequestId: TypeAlias = str | int
+Params: TypeAlias = dict[str, Any]
+"""A request's or notification's params, decoded (MCP params are always a JSON object)."""
 
 
 @dataclass(slots=True, frozen=True)
 class Request:
     id: RequestId
     method: str
-    params: msgspec.Raw | None = None
+    params: Params | None = None
 
 
 @dataclass(slots=True, frozen=True)
 class Notification:
     method: str
-    params: msgspec.Raw | None = None
+    params: Params | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -52,12 +59,37 @@ Message: TypeAlias = Request | Notification | Response | ErrorResponse
 
 
 class DecodeFailure(Exception):
-    """A message could not be decoded; `error` is what to answer, `id` the request's id."""
+    """A message could not be decoded; `error` is what to answer, `id` the request's id.
 
-    def __init__(self, error: errors.ProtocolError, id: RequestId | None = None) -> None:
+    `notification` is set when the envelope was a well-formed notification (a method, no
+    id) whose params could not be decoded: JSON-RPC answers no notification, so a
+    transport that streams messages drops it (HTTP refuses the POST with its status).
+    `response` is set when it was a response (a result or an error, no method): it is
+    answered like any malformed message, and the request it answers (`id`) can be failed
+    with `error` at once instead of waiting for its timeout.
+    """
+
+    def __init__(
+        self, error: errors.ProtocolError, id: RequestId | None = None, *,
+        notification: bool = False, response: bool = False,
+    ) -> None:
         super().__init__(error.message)
         self.error = error
         self.id = id
+        self.notification = notification
+        self.response = response
+
+    @property
+    def answerable(self) -> bool:
+        """Whether a JSON-RPC error message may be sent for it (not for a notification)."""
+        return not self.notification
+
+    def as_error_response(self) -> ErrorResponse | None:
+        """For a response that did not decode: an error response settling the request it
+        answers (None when its id could not be read)."""
+        if not self.response or self.id is None:
+            return None
+        return ErrorResponse(self.id, self.error.code, self.error.message)
 
 
 class _Envelope(msgspec.Struct):
@@ -68,7 +100,7 @@ class _Envelope(msgspec.Struct):
     method: Any = msgspec.UNSET
     params: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
     result: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
-    error: Any = msgspec.UNSET
+    error: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
 
 
 _envelope_decoder = msgspec.json.Decoder(_Envelope)
@@ -76,18 +108,14 @@ _batch_decoder = msgspec.json.Decoder(list[msgspec.Raw])
 _any_decoder = msgspec.json.Decoder()
 
 
-def _is_valid_id(value: Any) -> bool:
+def is_request_id(value: Any) -> TypeGuard[RequestId]:
+    """Whether `value` can be a request id: a string or an integer (not a bool)."""
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
-
-
-def _raw_is_object(raw: msgspec.Raw) -> bool:
-    view = bytes(raw).lstrip()
-    return view[:1] == b"{"
 
 
 def _from_envelope(env: _Envelope) -> Message:
     raw_id = env.id
-    readable_id: RequestId | None = raw_id if _is_valid_id(raw_id) else None
+    readable_id: RequestId | None = raw_id if is_request_id(raw_id) else None
     if env.jsonrpc != "2.0":
         raise DecodeFailure(errors.invalid_request('"jsonrpc" must be "2.0"'), readable_id)
     if env.method is not msgspec.UNSET:
@@ -102,25 +130,55 @@ def _from_envelope(env: _Envelope) -> Message:
 def _request_or_notification(env: _Envelope, readable_id: RequestId | None) -> Message:
     if not isinstance(env.method, str) or not env.method:
         raise DecodeFailure(errors.invalid_request('"method" must be a string'), readable_id)
-    params = None if env.params is msgspec.UNSET else env.params
-    if params is not None and not _raw_is_object(params):
-        # MCP params are always objects; JSON-RPC's positional arrays are not used.
-        raise DecodeFailure(errors.invalid_request('"params" must be an object'), readable_id)
-    if env.id is msgspec.UNSET:
-        return Notification(env.method, params)
-    if readable_id is None:
+    is_notification = env.id is msgspec.UNSET
+    if not is_notification and readable_id is None:
         raise DecodeFailure(errors.invalid_request('"id" must be a string or an integer'))
+    params = None
+    if env.params is not msgspec.UNSET:
+        params = _decode_params(env.params, readable_id, is_notification)
+    if is_notification:
+        return Notification(env.method, params)
+    assert readable_id is not None
     return Request(readable_id, env.method, params)
+
+
+def _decode_params(raw: msgspec.Raw, id: RequestId | None, notification: bool) -> Params:
+    """A request's or notification's params as Python values, or the `DecodeFailure` to
+    answer: the envelope decoder only skipped over them, checking their JSON syntax but not
+    what the values decode to."""
+    try:
+        value = _any_decoder.decode(raw)
+    except msgspec.ValidationError as exc:
+        # Well-formed JSON whose value cannot be represented: a number beyond a float's
+        # range (1e400) or an integer of thousands of digits.
+        failure = errors.invalid_params(f"undecodable params: {exc}")
+        raise DecodeFailure(failure, id, notification=notification) from None
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
+        # Invalid UTF-8 or a lone surrogate escape inside a string, or nesting too deep.
+        failure = errors.parse_error(f"undecodable params: {exc}")
+        raise DecodeFailure(failure, id, notification=notification) from None
+    if not isinstance(value, dict):
+        # MCP params are always objects; JSON-RPC's positional arrays are not used.
+        raise DecodeFailure(errors.invalid_request('"params" must be an object'), id)
+    return value
 
 
 def _response(env: _Envelope, readable_id: RequestId | None) -> Message:
     if env.result is not msgspec.UNSET:
         if readable_id is None or env.error is not msgspec.UNSET:
-            raise DecodeFailure(errors.invalid_request("malformed response"), readable_id)
+            raise DecodeFailure(
+                errors.invalid_request("malformed response"), readable_id, response=True)
         return Response(readable_id, env.result)
-    err = env.error
+    assert not isinstance(env.error, msgspec.UnsetType)
+    try:
+        # `error` was only skipped over, like `params`: its `data` may hold anything.
+        err = _any_decoder.decode(env.error)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
+        failure = errors.parse_error(f"undecodable error response: {exc}")
+        raise DecodeFailure(failure, readable_id, response=True) from None
     if not isinstance(err, dict) or not isinstance(err.get("code"), int):
-        raise DecodeFailure(errors.invalid_request("malformed error response"), readable_id)
+        raise DecodeFailure(
+            errors.invalid_request("malformed error response"), readable_id, response=True)
     message = err.get("message")
     return ErrorResponse(
         readable_id, err["code"], message if isinstance(message, str) else "", err.get("data")
@@ -131,14 +189,22 @@ def decode_message(data: bytes | str) -> Message:
     """Decode one JSON-RPC message (not a batch)."""
     try:
         env = _envelope_decoder.decode(data)
-    except msgspec.ValidationError:
-        # Valid JSON, but not an object (an array, a number…).
-        raise DecodeFailure(errors.invalid_request("a message must be a JSON object")) from None
+    except msgspec.ValidationError as exc:
+        # Valid JSON, but not an object (an array, a number…), or an envelope member whose
+        # value cannot be represented (an `id` of 1e400).
+        raise DecodeFailure(errors.invalid_request(_not_a_message(data, exc))) from None
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
         # msgspec raises UnicodeDecodeError for invalid UTF-8 inside a JSON string, and
         # RecursionError for nesting deeper than it can follow.
         raise DecodeFailure(errors.parse_error(str(exc))) from None
     return _from_envelope(env)
+
+
+def _not_a_message(data: bytes | str, exc: msgspec.ValidationError) -> str:
+    head = data.lstrip()[:1]
+    if head in (b"{", "{"):
+        return f"undecodable message: {exc}"
+    return "a message must be a JSON object"
 
 
 def is_batch(data: bytes | str) -> bool:

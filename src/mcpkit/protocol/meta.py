@@ -70,7 +70,7 @@ def parse_request_meta(meta: Any) -> RequestMeta:
     if info is not None and not isinstance(info, dict):
         raise errors.invalid_params(f"_meta {CLIENT_INFO} must be an object")
     level = meta.get(LOG_LEVEL)
-    if level is not None and level not in _LOG_RANK:
+    if level is not None and (not isinstance(level, str) or level not in _LOG_RANK):
         raise errors.invalid_params(f"_meta {LOG_LEVEL} must be one of {', '.join(LOG_LEVELS)}")
     return RequestMeta(version, caps, info, level, progress_token_of(meta))
 

@@ -69,8 +69,9 @@ CACHEABLE = frozenset(
 
 
 def decode_params(request: jsonrpc.Request) -> dict[str, Any]:
-    """The request's params as a dict (the codec already checked they are an object)."""
-    return jsonrpc.decode_value(request.params) if request.params is not None else {}
+    """The request's params as a dict (the codec decoded them, and checked they are an
+    object, in `jsonrpc.decode_message`)."""
+    return request.params if request.params is not None else {}
 
 
 class RequestCancelled(Exception):
@@ -111,9 +112,15 @@ class Engine:
         except Exception:
             log.exception("internal error answering %s", call.method)
             return jsonrpc.encode_error(call.request_id, errors.internal_error()), -32603
-        if call.modern:
-            self.decorate_modern(call, result)
-        return jsonrpc.encode_result(call.request_id, result), None
+        try:
+            if call.modern:
+                self.decorate_modern(call, result)
+            return jsonrpc.encode_result(call.request_id, result), None
+        except Exception:
+            # A result JSON cannot carry (a lone surrogate in a string, an integer of
+            # thousands of digits, an object of an unknown type): the client gets an error.
+            log.exception("could not encode the result of %s", call.method)
+            return jsonrpc.encode_error(call.request_id, errors.internal_error()), -32603
 
     def make_call(
         self,
@@ -123,7 +130,26 @@ class Engine:
         channel: Channel,
         principal: str = "",
     ) -> Call:
-        """Decide the request's era and check what that era requires of it."""
+        """Decide the request's era and check what that era requires of it; raises only
+        `McpError` (what to answer), whatever the params hold."""
+        try:
+            return self._make_call(request, params, connection, channel, principal)
+        except errors.McpError:
+            raise
+        except Exception:
+            # Params of an unexpected shape reached code that assumed another: a bug to
+            # fix, but it costs this one request an error, never the connection.
+            log.exception("internal error checking %s", request.method)
+            raise errors.internal_error() from None
+
+    def _make_call(
+        self,
+        request: jsonrpc.Request,
+        params: dict[str, Any],
+        connection: Connection,
+        channel: Channel,
+        principal: str,
+    ) -> Call:
         meta_value = params.get("_meta")
         if meta.has_modern_meta(meta_value):
             return self._modern_call(request, params, meta_value, connection, channel, principal)
@@ -208,14 +234,32 @@ class Engine:
         result_meta.setdefault(meta.SERVER_INFO, self.server.info())
 
     async def handle_notification(self, note: jsonrpc.Notification, connection: Connection) -> None:
-        params = jsonrpc.decode_value(note.params) if note.params is not None else {}
-        if note.method == "notifications/initialized" and connection.legacy is not None:
-            connection.legacy.initialized = True
-        elif note.method == "notifications/cancelled":
-            connection.cancel(params.get("requestId"))
-        elif note.method == "notifications/roots/list_changed":
-            await self.server.on_roots_changed(connection)
-        # Other notifications (progress from the client…) need no action.
+        """Act on a client notification. Nothing is answered, and nothing escapes: a
+        notification whose params make no sense is logged and dropped."""
+        params = note.params if note.params is not None else {}
+        try:
+            if note.method == "notifications/initialized" and connection.legacy is not None:
+                connection.legacy.initialized = True
+            elif note.method == "notifications/cancelled":
+                request_id = params.get("requestId")
+                if jsonrpc.is_request_id(request_id):
+                    connection.cancel(request_id)
+                else:
+                    log.debug("notifications/cancelled without a usable requestId: %.80r",
+                              request_id)
+            elif note.method == "notifications/roots/list_changed":
+                await self.server.on_roots_changed(connection)
+            # Other notifications (progress from the client…) need no action.
+        except Exception:
+            log.exception("internal error handling %s", note.method)
+
+    def handle_undecodable(self, failure: jsonrpc.DecodeFailure, connection: Connection) -> None:
+        """A message of the client's that did not decode: when it was an answer to a
+        server→client request, that request fails now with the decode error (it would
+        otherwise wait for its timeout). Answering the failure is the transport's part."""
+        settled = failure.as_error_response()
+        if settled is not None:
+            self.handle_response(settled, connection)
 
     def handle_response(
         self, response: jsonrpc.Response | jsonrpc.ErrorResponse, connection: Connection

@@ -1,4 +1,10 @@
-"""JSON-RPC batches (2025-03-26 sessions only): answer each member, reply with one array."""
+"""JSON-RPC batches (2025-03-26 sessions only): answer each member, reply with one array.
+
+`initialize` is never a batch member (2025-03-26 lifecycle: "The initialize request MUST NOT
+be part of a JSON-RPC batch, as other requests and notifications are not possible until
+initialization is complete"): such a member is answered -32600 and the session it would
+have re-negotiated stays as it is. The other members are answered as usual.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +32,11 @@ async def answer_batch(
     requests = []
     for member in members:
         if isinstance(member, jsonrpc.DecodeFailure):
-            replies.append(jsonrpc.encode_error(member.id, member.error))
+            engine.handle_undecodable(member, connection)
+            if member.answerable:
+                replies.append(jsonrpc.encode_error(member.id, member.error))
+        elif isinstance(member, jsonrpc.Request) and member.method == "initialize":
+            replies.append(jsonrpc.encode_error(member.id, _INITIALIZE_IN_BATCH))
         elif isinstance(member, jsonrpc.Request):
             requests.append(engine.handle_request(member, connection, channel, principal=principal))
         elif isinstance(member, jsonrpc.Notification):
@@ -39,6 +49,9 @@ async def answer_batch(
     return b"[" + b",".join(replies) + b"]"
 
 
+_INITIALIZE_IN_BATCH = errors.invalid_request("initialize must not be part of a JSON-RPC batch")
+
+
 def _batch_allowed(version: str | None, members: list[Any]) -> bool:
-    # Only sessions negotiated at 2025-03-26 may batch; `initialize` itself never may.
+    # Only sessions negotiated at 2025-03-26 may batch (so a batch can never open one).
     return version is not None and versions.allows_batches(version)

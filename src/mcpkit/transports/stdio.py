@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, cast
 from mcpkit.protocol import errors, jsonrpc
 from mcpkit.protocol.framing import DEFAULT_MAX_LINE_BYTES, LineFramer
 from mcpkit.server.connection import Connection
-from mcpkit.transports.routing import route
+from mcpkit.transports.routing import error_reply, route
 
 if TYPE_CHECKING:
     from mcpkit.server.server import Server
@@ -144,8 +144,8 @@ class StdioServerConnection:
 
     def on_line(self, line: bytes) -> None:
         failure = route(self.engine, line, self.connection, self.writer, self._spawn, self._reply)
-        if failure is not None:
-            self._reply_error(failure.id, failure.error)
+        if failure is not None and (reply := error_reply(failure)) is not None:
+            self._write(reply)
 
     def _spawn(self, fn: Callable[..., Coroutine[Any, Any, None]], *args: Any) -> None:
         task = asyncio.get_running_loop().create_task(fn(*args))

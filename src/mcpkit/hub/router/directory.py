@@ -45,6 +45,9 @@ class Route:
 
     upstream: UpstreamRecord
     name: str
+    definition: dict[str, Any] | None = None
+    """A tool's object as the upstream listed it (its call needs the `x-mcp-header`
+    annotations: `forward.py`)."""
 
 
 @dataclass(slots=True)
@@ -105,7 +108,7 @@ def build_view(entries: Sequence[tuple[UpstreamRecord, Catalog]]) -> View:
                 if exposed in view._tools:  # listed twice by the upstream
                     continue
                 view.tools.append({**tool, "name": exposed})
-                view._tools[exposed] = Route(upstream, original)
+                view._tools[exposed] = Route(upstream, original, tool)
         for prompt in catalog.prompts:
             original = prompt.get("name")
             if isinstance(original, str):

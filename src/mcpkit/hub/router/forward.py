@@ -29,10 +29,10 @@ import anyio
 
 from mcpkit.client import Client, ClientError, ConnectionClosed, ServerError, TransportError
 from mcpkit.client.origin import request_origin
-from mcpkit.hub.catalog import UpstreamUnavailable, reason
 from mcpkit.hub.router.pool import UpstreamPool
 from mcpkit.hub.router.relay import CallerRelay
 from mcpkit.hub.store import UpstreamRecord
+from mcpkit.hub.upstream_client import UpstreamUnavailable, reason
 from mcpkit.protocol import errors
 from mcpkit.protocol.versions import Era
 from mcpkit.server import inputs
@@ -42,6 +42,9 @@ log = logging.getLogger(__name__)
 
 PROTOCOL_META = "io.modelcontextprotocol/"
 MAX_INPUT_ROUNDS = 10
+MAX_INPUT_REQUESTS = 32
+"""Questions one `input_required` result of an upstream may ask at once: more is refused
+(a legacy caller would be asked them all concurrently)."""
 _BOOKKEEPING = ("resultType", "ttlMs", "cacheScope")
 _MODERN_ONLY = ("inputResponses", "requestState")
 
@@ -56,20 +59,25 @@ async def forward(
     ctx: Context,
     method: str,
     params: dict[str, Any],
+    *,
+    tool: dict[str, Any] | None = None,
+    max_input_requests: int = MAX_INPUT_REQUESTS,
 ) -> dict[str, Any]:
-    """Send `method` with `params` (already renamed for the upstream) for the caller `ctx`."""
+    """Send `method` with `params` (already renamed for the upstream) for the caller `ctx`.
+    `tool`: the called tool's object from the stored catalog, whose `x-mcp-header`
+    arguments the upstream's client must mirror into headers (it listed nothing itself)."""
     relay = CallerRelay(ctx, upstream.name)
     body = _outgoing(params, ctx)
     state = ctx.state if isinstance(ctx.state, dict) else None
     if state is not None and isinstance(state.get("upstream_state"), str):
         body["requestState"] = state["upstream_state"]  # a modern caller's retry
     for _round in range(MAX_INPUT_ROUNDS):
-        result = await _send(pool, upstream, relay, method, body)
+        result = await _send(pool, upstream, relay, method, body, tool)
         if relay.needed:  # a legacy upstream asked a modern caller something
             raise inputs.InputRequired(dict(relay.needed))
         if result.get("resultType") != "input_required":
             return clean(result)
-        body = await _next_round(ctx, body, result)
+        body = await _next_round(ctx, body, result, upstream.name, max_input_requests)
     raise errors.internal_error(
         f"upstream {upstream.name} still wants input after {MAX_INPUT_ROUNDS} rounds")
 
@@ -80,9 +88,12 @@ async def _send(
     relay: CallerRelay,
     method: str,
     body: dict[str, Any],
+    tool: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     try:
         client = await pool.client(upstream)
+        if tool is not None:
+            client.know_tool(tool)
         if relay.ctx.progress_token is None and client.can_exchange:
             # A modern upstream asks its questions in an `input_required` result, and
             # without progress to relay nothing else needs the full request machinery.
@@ -130,15 +141,21 @@ def _is_transport_failure(error: Exception) -> bool:
 
 
 async def _next_round(
-    ctx: Context, body: dict[str, Any], result: dict[str, Any]
+    ctx: Context, body: dict[str, Any], result: dict[str, Any], upstream_name: str,
+    max_input_requests: int,
 ) -> dict[str, Any]:
     """After the upstream's `input_required`: a modern caller gets the questions (raises
     `InputRequired`, with the upstream's state kept in the hub's); a legacy caller is asked
-    here and the upstream retried with the answers."""
+    here and the upstream retried with the answers. More than `max_input_requests` questions
+    at once: an error."""
     asked = result.get("inputRequests")
     upstream_state = result.get("requestState")
     if not isinstance(asked, dict):
         asked = {}
+    if len(asked) > max_input_requests:
+        raise errors.internal_error(
+            f"upstream {upstream_name} asked {len(asked)} questions at once; the hub relays "
+            f"at most {max_input_requests}")
     if ctx.modern:
         ctx.state = {"upstream_state": upstream_state} if isinstance(upstream_state, str) else {}
         raise inputs.InputRequired(asked)

@@ -188,7 +188,8 @@ async def _forward(
     `input_required` result (with the hub's sealed state)."""
     ctx = server.make_context(call)
     try:
-        return await forward(_router(server).pool, route.upstream, ctx, method, params)
+        return await forward(_router(server).pool, route.upstream, ctx, method, params,
+                             tool=route.definition)
     except inputs.InputRequired as need:
         return server.input_required_result(call, ctx, need)
 

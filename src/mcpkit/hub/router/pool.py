@@ -7,11 +7,12 @@ A connection belongs to one upstream record *version*: editing the upstream (URL
 credentials) makes the next use connect anew and closes the old client. Connections idle
 for `idle_s` are closed by `sweep()`; `close()` closes all (shutdown).
 
-Every client is made like the catalog fetcher's (`catalog.upstream_client`): the upstream's
-own stored headers and bearer - never the caller's token - and `GuardedResolver`, so DNS is
-checked again at each connect. Its sampling and elicitation handlers and log messages go
-through `relay.py` to the caller whose request is in flight; its list_changed goes to
-`on_list_changed(upstream)`.
+Every client is `upstream_client.upstream_client`'s, the one the catalog fetch uses too: the
+upstream's own stored headers and bearer - never the caller's token - `GuardedResolver`, so
+DNS is checked again at each connect, and sampling, elicitation and log messages relayed
+(`relay.py`) to the caller whose request is in flight. What only the pool adds is what it
+does with the upstream's notifications: list_changed goes to `on_list_changed(upstream)`,
+coalesced (`Coalesced`: one round per `LIST_CHANGED_SPACING_S`, however many arrive).
 """
 
 from __future__ import annotations
@@ -24,15 +25,16 @@ from dataclasses import dataclass
 import anyio
 
 from mcpkit.client import Client
-from mcpkit.hub.catalog import upstream_client
-from mcpkit.hub.router import relay
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store import Store, UpstreamRecord
+from mcpkit.hub.upstream_client import UpstreamEvents, upstream_client
 
 log = logging.getLogger(__name__)
 
-FORWARDED_LOG_LEVEL = "info"
-"""What upstreams are asked to log (each caller's own level filters further)."""
+LIST_CHANGED_SPACING_S = 1.0
+"""One upstream's list_changed notifications start at most one round of catalog refreshes
+this often: a burst - or a hostile endless stream - of them costs one round in flight and
+one to follow, not one refresh each (refreshes share slots with every user's)."""
 ListChanged = Callable[[UpstreamRecord, str], Awaitable[None]]
 """(upstream, kind) after an upstream said its list of `kind` changed."""
 ResourceUpdated = Callable[[UpstreamRecord, str], Awaitable[None]]
@@ -54,12 +56,14 @@ class UpstreamPool:
         on_list_changed: ListChanged | None = None,
         on_resource_updated: ResourceUpdated | None = None,
         idle_s: float = 300.0,
+        list_changed_spacing_s: float = LIST_CHANGED_SPACING_S,
     ) -> None:
         self._store = store
         self._settings = settings
         self._on_list_changed = on_list_changed
         self._on_resource_updated = on_resource_updated
         self._idle_s = idle_s
+        self._list_changed_spacing_s = list_changed_spacing_s
         self._entries: dict[str, _Entry] = {}
         self._locks: dict[str, anyio.Lock] = {}
         self._closed = False
@@ -88,9 +92,11 @@ class UpstreamPool:
     async def _connect(self, upstream: UpstreamRecord) -> Client:
         credentials = await self._store.upstreams.credentials(upstream.user_id, upstream.id)
 
-        async def list_changed(kind: str) -> None:
+        async def one_list_changed(kind: str) -> None:
             if self._on_list_changed is not None:
                 await self._on_list_changed(upstream, kind)
+
+        list_changed = Coalesced(one_list_changed, self._list_changed_spacing_s)
 
         async def resource_updated(uri: str) -> None:
             if self._on_resource_updated is not None:
@@ -98,12 +104,8 @@ class UpstreamPool:
 
         client = upstream_client(
             upstream, credentials, self._settings,
-            sampling=relay.relay_sampling,
-            elicitation=relay.relay_elicitation,
-            on_log=relay.relay_log,
-            log_level=FORWARDED_LOG_LEVEL,
-            on_list_changed=list_changed,
-            on_resource_updated=resource_updated,
+            events=UpstreamEvents(on_list_changed=list_changed,
+                                  on_resource_updated=resource_updated),
         )
         await client.connect()
         try:
@@ -138,6 +140,36 @@ class UpstreamPool:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+class Coalesced:
+    """`run(kind)` for a stream of calls, at most one round at a time and one round per
+    `spacing_s`: calls that come while a round runs (or during the pause after it) are
+    gathered into the next round, each kind once."""
+
+    def __init__(self, run: Callable[[str], Awaitable[None]], spacing_s: float) -> None:
+        self._run = run
+        self._spacing_s = spacing_s
+        self._pending: set[str] = set()
+        self._busy = False
+
+    async def __call__(self, kind: str) -> None:
+        self._pending.add(kind)
+        if self._busy:
+            return  # the caller running the rounds takes it
+        self._busy = True
+        try:
+            while self._pending:
+                kinds = sorted(self._pending)
+                self._pending.clear()
+                for each in kinds:
+                    try:
+                        await self._run(each)
+                    except Exception:  # one failed round must not stop the next ones
+                        log.exception("handling an upstream's %s list change failed", each)
+                await anyio.sleep(self._spacing_s)
+        finally:
+            self._busy = False
 
 
 def _usable(entry: _Entry | None, upstream: UpstreamRecord) -> bool:

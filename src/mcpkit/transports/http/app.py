@@ -240,6 +240,7 @@ class McpAsgiApp:
         try:
             message = jsonrpc.decode_message(body)
         except jsonrpc.DecodeFailure as failure:
+            self._settle_failed_response(failure, hdrs, principal)
             await self._error(send, 400, failure.error, failure.id)
             return
         if isinstance(message, jsonrpc.Request):
@@ -272,6 +273,18 @@ class McpAsgiApp:
         except ConnectionResetError:
             pass
         return None
+
+    def _settle_failed_response(
+        self, failure: jsonrpc.DecodeFailure, hdrs: Mapping[str, str], principal: str
+    ) -> None:
+        """A client's answer to a server→client request that did not decode fails that
+        request at once (it would otherwise wait for its timeout)."""
+        session_id = hdrs.get("mcp-session-id")
+        if not failure.response or session_id is None:
+            return
+        session = self.sessions.get(session_id, principal)
+        if session is not None:
+            self.engine.handle_undecodable(failure, session.connection)
 
     async def _post_other(
         self, message: jsonrpc.Message, hdrs: Mapping[str, str], send: Send, principal: str
@@ -381,7 +394,8 @@ class McpAsgiApp:
     ) -> None:
         if method != "tools/call":
             return
-        tool = self.server.tools.get(params.get("name", ""))
+        name = params.get("name")
+        tool = self.server.tools.get(name) if isinstance(name, str) else None
         if tool is not None and tool.header_params:
             headers.check_param_headers(hdrs, tool.header_params, params.get("arguments"))
 

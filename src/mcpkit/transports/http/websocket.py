@@ -17,11 +17,10 @@ from typing import TYPE_CHECKING
 import anyio
 from anyio.abc import TaskGroup
 
-from mcpkit.protocol import jsonrpc
 from mcpkit.server.connection import Connection
 from mcpkit.transports.http import asgi
 from mcpkit.transports.http.asgi import Receive, Scope, Send
-from mcpkit.transports.routing import route
+from mcpkit.transports.routing import error_reply, route
 
 if TYPE_CHECKING:
     from mcpkit.transports.http.app import McpAsgiApp
@@ -107,7 +106,9 @@ class WebSocketTransport:
             if text is None:
                 await channel.close(CLOSE_UNSUPPORTED_DATA, "binary frames are not supported")
                 return
-            data = text.encode("utf-8")
+            # A text frame is valid UTF-8 by the protocol; should an ASGI server hand over
+            # a lone surrogate anyway, it reaches the codec (-32700), not an exception here.
+            data = text.encode("utf-8", "surrogatepass")
             if len(data) > limit:
                 await channel.close(CLOSE_TOO_BIG, f"message exceeds {limit} bytes")
                 return
@@ -119,8 +120,8 @@ class WebSocketTransport:
                 tg.start_soon,
                 lambda reply: _reply(channel, reply),
             )
-            if failure is not None:
-                await _reply(channel, jsonrpc.encode_error(failure.id, failure.error))
+            if failure is not None and (reply := error_reply(failure)) is not None:
+                await _reply(channel, reply)
 
 
 async def _reply(channel: WebSocketChannel, reply: bytes) -> None:
