@@ -124,34 +124,20 @@ async def test_a_caller_that_stops_reading_does_not_make_the_hub_hold_the_flood(
 
 async def test_a_relayed_logging_flood_leaves_no_replay_buffers_in_the_hub(
         tmp_path: Path) -> None:
-    key = generate_key()
-    database_url = f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
-    admin = await seed_admin(database_url, SecretBox([key]))
-    with contextlib.ExitStack() as stack:
-        base, proc = stack.enter_context(hub_process(database_url, key, tmp_path / "data"))
-        up = stack.enter_context(flood_server_http())
-        hub = Hub(base, admin, database_url, HubSettings(), SecretBox([key]))
-        _user, api = await fresh_user(hub)
-        await register(api, "fl", up.url)
-        async with aiohttp.ClientSession() as client:
-            session = LegacySession(client, f"{base}/mcp",
-                                    headers={"authorization": f"Bearer {api.token}"})
-            await session.open()
-            await session.call_tool("fl__flood", count=200, size=FLOOD_SIZE)  # warm the heap
-            before = rss_bytes(proc.pid)
-            with anyio.fail_after(180):
-                for _ in range(FLOOD_CALLS):
-                    logs, response = await session.call_tool(
-                        "fl__flood", count=FLOOD_COUNT, size=FLOOD_SIZE)
-                    assert logs == FLOOD_COUNT
-                    assert response["result"]["content"][0]["text"] == f"logged {FLOOD_COUNT}"
-            after = rss_bytes(proc.pid)
-            print(f"\nlogging flood through the hub: RSS {before / MIB:.1f} -> "
-                  f"{after / MIB:.1f} MiB")
-            assert after - before < FLOOD_GROWTH_BOUND
-            _, response = await session.call_tool("fl__echo", text="still here")
-            assert response["result"]["content"][0]["text"] == "still here"
-            await session.close()
+    async with hub_with_flood_upstream(tmp_path) as (_client, session, proc):
+        before = rss_bytes(proc.pid)
+        with anyio.fail_after(180):
+            for _ in range(FLOOD_CALLS):
+                logs, response = await session.call_tool(
+                    "fl__flood", count=FLOOD_COUNT, size=FLOOD_SIZE)
+                assert logs == FLOOD_COUNT
+                assert response["result"]["content"][0]["text"] == f"logged {FLOOD_COUNT}"
+        after = rss_bytes(proc.pid)
+        print(f"\nlogging flood through the hub: RSS {before / MIB:.1f} -> "
+              f"{after / MIB:.1f} MiB")
+        assert after - before < FLOOD_GROWTH_BOUND
+        _, response = await session.call_tool("fl__echo", text="still here")
+        assert response["result"]["content"][0]["text"] == "still here"
 
 
 def test_the_byte_budgets_of_mcp_are_hub_settings() -> None:
