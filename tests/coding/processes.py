@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
+
+from mcpkit import Client
+from mcpkit.coding.env import CodingEnv
+from mcpkit.coding.server import build_server
 
 
 def hanging_tool(tmp_path: Path, name: str, pid_name: str | None = None) -> Path:
@@ -37,3 +43,30 @@ def tree_env(**extra: str) -> dict[str, str]:
     import mcpkit
 
     return {"PYTHONPATH": str(Path(mcpkit.__file__).resolve().parents[1]), **extra}
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie is not: the sandbox's PID 1 may never reap orphans)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2:].split()[0] != b"Z"
+
+
+def kill_jobs(env: CodingEnv) -> None:
+    """Stop every background job a test's tasks left running."""
+    for scope in env.scopes.all():
+        for job in scope.jobs.values():
+            job.kill_now()
+
+
+@contextlib.asynccontextmanager
+async def coding_client(env: CodingEnv) -> AsyncIterator[Client]:
+    """An in-memory client of the coding server over `env`; its jobs are stopped after."""
+    try:
+        async with Client(build_server(env)) as client:
+            yield client
+    finally:
+        kill_jobs(env)

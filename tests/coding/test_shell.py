@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
-from tests.coding.processes import tree_env
+from tests.coding.processes import alive, coding_client, tree_env
 
 from mcpkit import Client
 from mcpkit.coding import shell
@@ -22,16 +22,6 @@ from mcpkit.coding.server import build_server
 from mcpkit.coding.workspace import Workspace
 
 pytestmark = pytest.mark.anyio
-
-
-def alive(pid: int) -> bool:
-    """Running (a zombie is not: the sandbox's PID 1 may never reap orphans)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2:].split()[0] != b"Z"
 
 
 async def wait_gone(pids: list[int], limit_s: float = 5.0) -> list[int]:
@@ -65,11 +55,8 @@ def env(tmp_path: Path) -> CodingEnv:
 
 @pytest.fixture
 async def client(env: CodingEnv) -> AsyncIterator[Client]:
-    async with Client(build_server(env)) as c:
+    async with coding_client(env) as c:
         yield c
-    for scope in env.scopes.all():
-        for job in scope.jobs.values():
-            job.kill_now()
 
 
 async def bash(client: Client, command: str, **args: Any) -> Any:

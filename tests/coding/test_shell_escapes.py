@@ -17,14 +17,13 @@ from typing import Any
 
 import anyio
 import pytest
-from tests.coding.processes import tree_env
+from tests.coding.processes import coding_client, tree_env
 from tests.procs import free_port, stop_process, wait_for_port
 
 from mcpkit import Client
 from mcpkit.coding import tracking
 from mcpkit.coding.env import CodingEnv
 from mcpkit.coding.scope import Scopes
-from mcpkit.coding.server import build_server
 from mcpkit.coding.tracking import Tracking
 from mcpkit.coding.workspace import Workspace
 
@@ -113,11 +112,8 @@ def env(request: pytest.FixtureRequest, tmp_path: Path) -> CodingEnv:
 
 @pytest.fixture
 async def client(env: CodingEnv) -> AsyncIterator[Client]:
-    async with Client(build_server(env)) as c:
+    async with coding_client(env) as c:
         yield c
-    for scope in env.scopes.all():
-        for job in scope.jobs.values():
-            job.kill_now()
     env.processes.close()
 
 

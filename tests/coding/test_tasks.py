@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
+from tests.coding.processes import alive, coding_client, kill_jobs
 from tests.procs import free_port, stop_process, wait_for_port
 
 from mcpkit import Client, McpError
@@ -24,15 +25,6 @@ from mcpkit.coding.workspace import Workspace
 pytestmark = pytest.mark.anyio
 
 
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2:].split()[0] != b"Z"
-
-
 @pytest.fixture
 def env(tmp_path: Path) -> CodingEnv:
     (tmp_path / "ws").mkdir()
@@ -42,11 +34,8 @@ def env(tmp_path: Path) -> CodingEnv:
 
 @pytest.fixture
 async def client(env: CodingEnv) -> AsyncIterator[Client]:
-    async with Client(build_server(env)) as c:
+    async with coding_client(env) as c:
         yield c
-    for scope in env.scopes.all():
-        for job in scope.jobs.values():
-            job.kill_now()
 
 
 async def as_task(client: Client, task: str, tool: str, **arguments: Any) -> Any:
@@ -85,9 +74,7 @@ async def test_full_of_busy_tasks_refuses_a_new_one(tmp_path: Path) -> None:
         assert all(alive(pid) for pid in pids)
         await as_task(c, "a", "bash_kill", job_id=next(iter(env.scopes.get("a").jobs)))
         assert not (await as_task(c, "c", "bash", command="echo hi")).is_error
-    for scope in env.scopes.all():
-        for job in scope.jobs.values():
-            job.kill_now()
+    kill_jobs(env)
 
 
 @pytest.fixture
