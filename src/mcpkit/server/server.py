@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from mcpkit.protocol import capabilities, errors, versions
 from mcpkit.protocol.request_state import RequestStateCodec
-from mcpkit.server import inputs
+from mcpkit.server import admission, inputs
 from mcpkit.server.call import Call
 from mcpkit.server.connection import Connection
 from mcpkit.server.context import Context
@@ -80,6 +80,10 @@ class Server:
         self.modern_versions: tuple[str, ...] = versions.MODERN_VERSIONS
         self.legacy_versions: tuple[str, ...] = versions.LEGACY_VERSIONS
         self.page_size: int | None = None
+        self.max_requests_in_flight = admission.DEFAULT_MAX_REQUESTS_IN_FLIGHT
+        """Requests one connection may have running at once; past it -32000 (admission.py)."""
+        self.max_batch_members = admission.DEFAULT_MAX_BATCH_MEMBERS
+        """Members one JSON-RPC batch may hold; past it -32600 (admission.py)."""
         self.cache_ttl_ms = 0
         self.notifier = Notifier()
         self.tasks = TaskStore()  # the tasks extension: advertise it in `extensions` to use it

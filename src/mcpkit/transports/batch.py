@@ -4,14 +4,21 @@
 be part of a JSON-RPC batch, as other requests and notifications are not possible until
 initialization is complete"): such a member is answered -32600 and the session it would
 have re-negotiated stays as it is. The other members are answered as usual.
+
+Limits (server/admission.py): a batch of more than `Server.max_batch_members` members is
+refused whole (-32600 naming the limit), before any member runs; each request member takes
+a slot of the connection's `max_requests_in_flight` while it runs, and a member for which
+none is left is answered -32000 instead of being started.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from typing import Any
 
 from mcpkit.protocol import errors, jsonrpc, versions
+from mcpkit.server import admission
 from mcpkit.server.connection import Channel, Connection
 
 
@@ -28,8 +35,12 @@ async def answer_batch(
         return jsonrpc.encode_error(
             None, errors.invalid_request("JSON-RPC batches are only allowed in 2025-03-26 sessions")
         )
+    max_members = engine.server.max_batch_members
+    if len(members) > max_members:
+        return jsonrpc.encode_error(None, admission.batch_too_large(len(members), max_members))
+    limit = engine.server.max_requests_in_flight
     replies: list[Any] = []
-    requests = []
+    requests: list[jsonrpc.Request] = []
     for member in members:
         if isinstance(member, jsonrpc.DecodeFailure):
             engine.handle_undecodable(member, connection)
@@ -38,15 +49,32 @@ async def answer_batch(
         elif isinstance(member, jsonrpc.Request) and member.method == "initialize":
             replies.append(jsonrpc.encode_error(member.id, _INITIALIZE_IN_BATCH))
         elif isinstance(member, jsonrpc.Request):
-            requests.append(engine.handle_request(member, connection, channel, principal=principal))
+            requests.append(member)
         elif isinstance(member, jsonrpc.Notification):
             await engine.handle_notification(member, connection)
         else:
             engine.handle_response(member, connection)
-    replies.extend(r for r in await asyncio.gather(*requests) if r is not None)
+    # Slots are taken right before the members start (nothing is awaited in between).
+    answers = []
+    for request in requests:
+        if connection.slots.admit(limit):
+            answers.append(_in_slot(
+                engine.handle_request(request, connection, channel, principal=principal),
+                connection))
+        else:
+            replies.append(jsonrpc.encode_error(request.id, admission.busy_error(limit)))
+    replies.extend(r for r in await asyncio.gather(*answers) if r is not None)
     if not replies:
         return None
     return b"[" + b",".join(replies) + b"]"
+
+
+async def _in_slot(answer: Awaitable[bytes | None], connection: Connection) -> bytes | None:
+    """`answer`, giving back the connection slot its member took once it is done."""
+    try:
+        return await answer
+    finally:
+        connection.slots.release()
 
 
 _INITIALIZE_IN_BATCH = errors.invalid_request("initialize must not be part of a JSON-RPC batch")

@@ -34,6 +34,7 @@ from typing import Any
 import anyio
 
 from mcpkit.protocol import errors, headers, jsonrpc, meta, versions
+from mcpkit.server import admission
 from mcpkit.server.call import Call
 from mcpkit.server.connection import Connection, LegacySession
 from mcpkit.server.engine import decode_params
@@ -434,10 +435,15 @@ class McpAsgiApp:
         except errors.McpError as exc:
             await stream.finish(jsonrpc.encode_error(request.id, exc))
             return
+        limit = self.server.max_requests_in_flight
+        if not session.connection.slots.admit(limit):  # admission.py: the session is full
+            await stream.finish(jsonrpc.encode_error(request.id, admission.busy_error(limit)))
+            return
         session.open_streams += 1
         try:
             body, code = await self._answer(call, stream, receive, cancel_on_disconnect=False)
         finally:
+            session.connection.slots.release()
             session.open_streams -= 1
             session.touch()
         if request.method == "initialize":

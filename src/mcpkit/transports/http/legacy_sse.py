@@ -27,6 +27,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from mcpkit.protocol import errors, jsonrpc, sse
+from mcpkit.server.admission import Refusal
 from mcpkit.server.connection import Connection
 from mcpkit.transports.http import asgi
 from mcpkit.transports.http.asgi import Receive, Scope, Send
@@ -209,7 +210,9 @@ class LegacySseTransport:
             session.tg.start_soon,
             lambda reply: _reply(session, reply),
         )
-        if failure is not None:
+        if isinstance(failure, Refusal):  # the POST was fine: the request gets its error
+            await _reply(session, jsonrpc.encode_error(failure.id, failure.error))
+        elif failure is not None:
             await _error(send, 400, failure.error, failure.id)
             return
         await asgi.respond(send, 202, b"Accepted", content_type="text/plain")
