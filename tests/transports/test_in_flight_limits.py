@@ -211,3 +211,70 @@ async def test_websocket_flood_does_not_starve_another_client(http_server: Any) 
               " MiB")
         await hog.close()
         await other.close()
+
+
+MODERN = "2026-07-28"
+MODERN_META = {"io.modelcontextprotocol/protocolVersion": MODERN,
+               "io.modelcontextprotocol/clientCapabilities": {}}
+PER_CALLER = 40
+
+
+@pytest.fixture
+def http_server_small() -> Any:
+    """The slow server over HTTP with a small per-caller cap (and room for the flood)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(SLOW_SERVER), "--transport", "http", "--port", str(port),
+         "--max-requests-per-client", str(PER_CALLER), "--max-connections", "400"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ}, cwd=ROOT)
+    try:
+        wait_for_port(proc, port)
+        yield proc, f"http://127.0.0.1:{port}/mcp"
+    finally:
+        stop_process(proc)
+
+
+async def _modern_post(http: aiohttp.ClientSession, url: str, principal: str,
+                       body: dict[str, Any], method: str) -> tuple[int, dict[str, Any]]:
+    headers = {"accept": "application/json, text/event-stream",
+               "content-type": "application/json", "mcp-protocol-version": MODERN,
+               "mcp-method": method, "x-test-principal": principal}
+    if method == "tools/call":
+        headers["mcp-name"] = body["params"]["name"]
+    async with http.post(url, json=body, headers=headers) as resp:
+        return resp.status, dict(await resp.json(content_type=None))
+
+
+@pytest.mark.anyio
+async def test_one_caller_cannot_hold_every_http_request(http_server_small: Any) -> None:
+    """Modern requests (each its own HTTP request) of one principal are capped together;
+    another principal is served while the first one's slow calls run."""
+    proc, url = http_server_small
+    flood = 3 * PER_CALLER
+    outcomes: list[tuple[int, dict[str, Any]]] = []
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as hog, \
+            aiohttp.ClientSession() as other:
+
+        async def slow_call(i: int) -> None:
+            call = _call(i, 3.0)
+            call["params"]["_meta"] = MODERN_META
+            outcomes.append(await _modern_post(hog, url, "hog", call, "tools/call"))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(flood):
+                tg.start_soon(slow_call, i)
+            with anyio.fail_after(5):  # the refusals come at once, the admitted calls run
+                while len(outcomes) < flood - PER_CALLER:  # noqa: ASYNC110
+                    await anyio.sleep(0.02)
+            listing = {"jsonrpc": "2.0", "id": "l", "method": "tools/list",
+                       "params": {"_meta": MODERN_META}}
+            with anyio.fail_after(5):
+                status, answer = await _modern_post(other, url, "other", listing, "tools/list")
+            assert status == 200 and answer["result"]["tools"][0]["name"] == "slow"
+    refused = [a for s, a in outcomes if s == 429]
+    done = [a for s, a in outcomes if s == 200 and "result" in a]
+    assert len(done) == PER_CALLER and len(refused) == flood - PER_CALLER
+    assert refused[0]["error"]["code"] == SERVER_BUSY
+    assert refused[0]["error"]["data"] == {"limit": PER_CALLER}
+    assert "over all its connections" in refused[0]["error"]["message"]
+    assert proc.poll() is None

@@ -14,7 +14,6 @@ from typing import Any, Protocol
 import anyio
 
 from mcpkit.protocol import errors, jsonrpc
-from mcpkit.server.admission import InFlight
 
 DEFAULT_CLIENT_REQUEST_TIMEOUT_S = 300.0
 
@@ -54,13 +53,15 @@ class Connection:
         *,
         session_id: str | None = None,
         principal: str = "",
+        caller: str | None = None,
     ) -> None:
         self.session_id = session_id
         self.principal = principal  # who is on the other end (see transports/http/app.py)
         self.outbound = outbound
         self.legacy: LegacySession | None = None
         self.in_flight: dict[jsonrpc.RequestId, anyio.CancelScope] = {}
-        self.slots = InFlight()  # requests admitted and not yet answered (admission.py)
+        self.caller = caller  # whose quota its requests draw on (admission.py); None: its own
+        self.running = 0  # requests admitted and not yet answered (admission.py)
         self._reserved: dict[jsonrpc.RequestId, anyio.CancelScope] = {}
         self._pending: dict[jsonrpc.RequestId, _Slot] = {}
         self._ids = itertools.count(1)

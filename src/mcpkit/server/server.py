@@ -80,10 +80,9 @@ class Server:
         self.modern_versions: tuple[str, ...] = versions.MODERN_VERSIONS
         self.legacy_versions: tuple[str, ...] = versions.LEGACY_VERSIONS
         self.page_size: int | None = None
-        self.max_requests_in_flight = admission.DEFAULT_MAX_REQUESTS_IN_FLIGHT
-        """Requests one connection may have running at once; past it -32000 (admission.py)."""
-        self.max_batch_members = admission.DEFAULT_MAX_BATCH_MEMBERS
-        """Members one JSON-RPC batch may hold; past it -32600 (admission.py)."""
+        self.admission = admission.Admission()
+        """Limits on concurrent requests per connection and per caller, and on batch members
+        (admission.py); set its attributes to change them."""
         self.cache_ttl_ms = 0
         self.notifier = Notifier()
         self.tasks = TaskStore()  # the tasks extension: advertise it in `extensions` to use it

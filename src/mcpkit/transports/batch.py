@@ -5,9 +5,9 @@ be part of a JSON-RPC batch, as other requests and notifications are not possibl
 initialization is complete"): such a member is answered -32600 and the session it would
 have re-negotiated stays as it is. The other members are answered as usual.
 
-Limits (server/admission.py): a batch of more than `Server.max_batch_members` members is
+Limits (server/admission.py): a batch of more than `max_batch_members` members is
 refused whole (-32600 naming the limit), before any member runs; each request member takes
-a slot of the connection's `max_requests_in_flight` while it runs, and a member for which
+a slot of the connection (and its caller) while it runs, and a member for which
 none is left is answered -32000 instead of being started.
 """
 
@@ -35,10 +35,10 @@ async def answer_batch(
         return jsonrpc.encode_error(
             None, errors.invalid_request("JSON-RPC batches are only allowed in 2025-03-26 sessions")
         )
-    max_members = engine.server.max_batch_members
-    if len(members) > max_members:
-        return jsonrpc.encode_error(None, admission.batch_too_large(len(members), max_members))
-    limit = engine.server.max_requests_in_flight
+    limits = engine.server.admission
+    if len(members) > limits.max_batch_members:
+        return jsonrpc.encode_error(
+            None, admission.batch_too_large(len(members), limits.max_batch_members))
     replies: list[Any] = []
     requests: list[jsonrpc.Request] = []
     for member in members:
@@ -57,24 +57,27 @@ async def answer_batch(
     # Slots are taken right before the members start (nothing is awaited in between).
     answers = []
     for request in requests:
-        if connection.slots.admit(limit):
+        refused = limits.admit(connection)
+        if refused is None:
             answers.append(_in_slot(
                 engine.handle_request(request, connection, channel, principal=principal),
-                connection))
+                limits, connection))
         else:
-            replies.append(jsonrpc.encode_error(request.id, admission.busy_error(limit)))
+            replies.append(jsonrpc.encode_error(request.id, refused))
     replies.extend(r for r in await asyncio.gather(*answers) if r is not None)
     if not replies:
         return None
     return b"[" + b",".join(replies) + b"]"
 
 
-async def _in_slot(answer: Awaitable[bytes | None], connection: Connection) -> bytes | None:
-    """`answer`, giving back the connection slot its member took once it is done."""
+async def _in_slot(
+    answer: Awaitable[bytes | None], limits: admission.Admission, connection: Connection
+) -> bytes | None:
+    """`answer`, giving back the slot its member took once it is done."""
     try:
         return await answer
     finally:
-        connection.slots.release()
+        limits.release(connection)
 
 
 _INITIALIZE_IN_BATCH = errors.invalid_request("initialize must not be part of a JSON-RPC batch")

@@ -8,8 +8,8 @@ since each transport answers it its own way (an error message, or HTTP 400);
 `error_reply` is the error message a streaming transport sends for it (none for a
 notification).
 
-Admission (server/admission.py): a request or batch takes one of its connection's
-`max_requests_in_flight` slots for as long as its task runs; when none is left it is not
+Admission (server/admission.py): a request or batch takes a slot of its connection (and of
+its caller) for as long as its task runs; when none is left it is not
 started but handed back as a `Refusal`, which the transport answers like a message that did
 not decode (-32000). `cancelled` and `initialized` notifications are handled at once, with
 no task; a notification whose handling awaits takes a slot too, and is dropped (logged)
@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from mcpkit.protocol import jsonrpc
-from mcpkit.server.admission import Refusal, busy_error
+from mcpkit.server.admission import Admission, Refusal
 from mcpkit.server.connection import Channel, Connection
 from mcpkit.server.engine import Engine
 from mcpkit.transports.batch import answer_batch
@@ -82,10 +82,11 @@ def _start(
     *args: Any,
 ) -> Refusal | None:
     """Spawn `fn(*args)` in a slot of `connection`; the refusal when it has none left."""
-    limit = engine.server.max_requests_in_flight
-    if not connection.slots.admit(limit):
-        return Refusal(busy_error(limit), request_id)
-    spawn(_isolated(fn, connection), *args)
+    admission = engine.server.admission
+    refused = admission.admit(connection)
+    if refused is not None:
+        return Refusal(refused, request_id)
+    spawn(_isolated(fn, admission, connection), *args)
     return None
 
 
@@ -99,7 +100,7 @@ def error_reply(failure: jsonrpc.DecodeFailure | Refusal) -> bytes | None:
 
 
 def _isolated(
-    fn: Callable[..., Coroutine[Any, Any, None]], connection: Connection
+    fn: Callable[..., Coroutine[Any, Any, None]], admission: Admission, connection: Connection
 ) -> Callable[..., Coroutine[Any, Any, None]]:
     """`fn` in a task of its own whose failure is logged instead of raised: the engine
     answers every request with a result or an error, so an exception here is a bug, and it
@@ -112,7 +113,7 @@ def _isolated(
         except Exception:
             log.exception("internal error handling a message")
         finally:
-            connection.slots.release()
+            admission.release(connection)
 
     return run
 

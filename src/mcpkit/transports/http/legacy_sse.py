@@ -31,7 +31,7 @@ from mcpkit.server.admission import Refusal
 from mcpkit.server.connection import Connection
 from mcpkit.transports.http import asgi
 from mcpkit.transports.http.asgi import Receive, Scope, Send
-from mcpkit.transports.http.peers import peer_key
+from mcpkit.transports.http.peers import caller_key, peer_key
 from mcpkit.transports.http.streams import SSE_HEADERS
 from mcpkit.transports.routing import route
 
@@ -58,13 +58,14 @@ class SseChannel:
 
 class SseSession:
     def __init__(
-        self, session_id: str, tg: TaskGroup, queue: MemoryObjectSendStream[bytes]
+        self, session_id: str, tg: TaskGroup, queue: MemoryObjectSendStream[bytes],
+        caller: str | None = None,
     ) -> None:
         self.id = session_id
         self.tg = tg
         self.queue = queue
         self.channel = SseChannel(queue)
-        self.connection = Connection(self.channel, session_id=session_id)
+        self.connection = Connection(self.channel, session_id=session_id, caller=caller)
 
     def close(self) -> None:
         self.connection.close()
@@ -142,7 +143,7 @@ class LegacySseTransport:
         session: SseSession | None = None
         try:
             async with anyio.create_task_group() as tg:
-                session = SseSession(session_id, tg, sender)
+                session = SseSession(session_id, tg, sender, caller_key(scope))
                 self.sessions[session_id] = session
                 notifier.connections.add(session.connection)
                 tg.start_soon(self._until_disconnect, receive, tg)
