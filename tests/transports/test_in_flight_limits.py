@@ -83,7 +83,7 @@ class _StdioPeer:
 
 
 @pytest.fixture
-def stdio_peer() -> Any:
+def slow_peer() -> Any:
     peer = _StdioPeer()
     try:
         yield peer
@@ -94,8 +94,8 @@ def stdio_peer() -> Any:
                 pipe.close()
 
 
-def test_stdio_flood_of_slow_calls_is_refused_past_the_limit(stdio_peer: _StdioPeer) -> None:
-    peer = stdio_peer
+def test_stdio_flood_of_slow_calls_is_refused_past_the_limit(slow_peer: _StdioPeer) -> None:
+    peer = slow_peer
     peer.write(_initialize("2025-06-18"))
     peer.wait_for(0, 15)
     peer.write({"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -119,9 +119,9 @@ def test_stdio_flood_of_slow_calls_is_refused_past_the_limit(stdio_peer: _StdioP
     assert peer.wait_for("after", 5)["result"] == {}
 
 
-def test_stdio_cancel_read_with_its_request_is_kept(stdio_peer: _StdioPeer) -> None:
+def test_stdio_cancel_read_with_its_request_is_kept(slow_peer: _StdioPeer) -> None:
     """The cancellation is handled at once, before the request's task has started."""
-    peer = stdio_peer
+    peer = slow_peer
     peer.write(_initialize("2025-06-18"))
     peer.wait_for(0, 15)
     peer.write(_call(1, 1.0), {"jsonrpc": "2.0", "method": "notifications/cancelled",
@@ -132,8 +132,8 @@ def test_stdio_cancel_read_with_its_request_is_kept(stdio_peer: _StdioPeer) -> N
     assert peer.count() == 2  # initialize and the ping: nothing for the cancelled call
 
 
-def test_stdio_batch_over_the_member_limit_is_refused(stdio_peer: _StdioPeer) -> None:
-    peer = stdio_peer
+def test_stdio_batch_over_the_member_limit_is_refused(slow_peer: _StdioPeer) -> None:
+    peer = slow_peer
     peer.write(_initialize("2025-03-26"))
     peer.wait_for(0, 15)
     assert peer.proc.stdin is not None
@@ -278,3 +278,33 @@ async def test_one_caller_cannot_hold_every_http_request(http_server_small: Any)
     assert refused[0]["error"]["data"] == {"limit": PER_CALLER}
     assert "over all its connections" in refused[0]["error"]["message"]
     assert proc.poll() is None
+
+
+def test_subscriptions_per_session_are_bounded(stdio_peer: Any) -> None:
+    """20,000 `resources/subscribe` of distinct 2,000-character URIs used to keep every one
+    for the session's life (+42 MiB; 10 KB URIs: +194 MiB). Now a session keeps 128."""
+    peer = stdio_peer()
+    init = _initialize("2025-06-18")
+    assert "result" in peer.request("initialize", init["params"], id=0)
+    before = rss_bytes(peer.proc.pid)
+    pad = "x" * 2000
+    codes: dict[Any, int] = {}
+    for start in range(0, FLOOD, 500):
+        for i in range(start, start + 500):
+            peer.send({"jsonrpc": "2.0", "id": i, "method": "resources/subscribe",
+                       "params": {"uri": f"test://{i}/{pad}"}})
+        for i in range(start, start + 500):
+            answer = peer.response(i)
+            code = answer.get("error", {}).get("code", "ok")
+            codes[code] = codes.get(code, 0) + 1
+            if code != "ok" and codes[code] == 1:
+                assert answer["error"]["data"] == {"limit": 128}
+                assert "subscribed to 128 resources" in answer["error"]["message"]
+    assert codes == {"ok": 128, -32602: FLOOD - 128}
+    assert rss_bytes(peer.proc.pid) - before < 16 * MIB
+    too_long = peer.request("resources/subscribe", {"uri": "test://" + "y" * 3000})
+    assert too_long["error"]["code"] == -32602 and "2048" in too_long["error"]["message"]
+    # a slot freed by unsubscribing is usable again; a repeated subscription costs none
+    assert "result" in peer.request("resources/unsubscribe", {"uri": f"test://0/{pad}"})
+    assert "result" in peer.request("resources/subscribe", {"uri": "test://new"})
+    assert "result" in peer.request("resources/subscribe", {"uri": "test://new"})

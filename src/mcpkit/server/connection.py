@@ -16,6 +16,10 @@ import anyio
 from mcpkit.protocol import errors, jsonrpc
 
 DEFAULT_CLIENT_REQUEST_TIMEOUT_S = 300.0
+DEFAULT_MAX_SUBSCRIPTIONS = 128
+"""Resources one legacy session may be subscribed to at once (`resources/subscribe`)."""
+DEFAULT_MAX_SUBSCRIPTION_URI_CHARS = 2048
+"""The longest URI a session may subscribe to (subscriptions are kept for its whole life)."""
 
 
 class Channel(Protocol):
