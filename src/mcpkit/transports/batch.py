@@ -14,7 +14,6 @@ none is left is answered -32000 instead of being started.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
 from typing import Any
 
 from mcpkit.protocol import errors, jsonrpc, versions
@@ -54,30 +53,25 @@ async def answer_batch(
             await engine.handle_notification(member, connection)
         else:
             engine.handle_response(member, connection)
-    # Slots are taken right before the members start (nothing is awaited in between).
+    # Slots are taken right before the members start (nothing is awaited in between), and
+    # given back here, by this task, whatever happens: a member cancelled before its first
+    # step never runs a `finally` of its own.
     answers = []
     for request in requests:
         refused = limits.admit(connection)
         if refused is None:
-            answers.append(_in_slot(
-                engine.handle_request(request, connection, channel, principal=principal),
-                limits, connection))
+            answers.append(
+                engine.handle_request(request, connection, channel, principal=principal))
         else:
             replies.append(jsonrpc.encode_error(request.id, refused))
-    replies.extend(r for r in await asyncio.gather(*answers) if r is not None)
+    try:
+        replies.extend(r for r in await asyncio.gather(*answers) if r is not None)
+    finally:
+        for _ in answers:
+            limits.release(connection)
     if not replies:
         return None
     return b"[" + b",".join(replies) + b"]"
-
-
-async def _in_slot(
-    answer: Awaitable[bytes | None], limits: admission.Admission, connection: Connection
-) -> bytes | None:
-    """`answer`, giving back the slot its member took once it is done."""
-    try:
-        return await answer
-    finally:
-        limits.release(connection)
 
 
 _INITIALIZE_IN_BATCH = errors.invalid_request("initialize must not be part of a JSON-RPC batch")
