@@ -19,6 +19,9 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+# Implementation-defined (JSON-RPC reserves -32000..-32099 for the server): a request refused
+# because its connection already has as many requests running as it may (retry later).
+SERVER_BUSY = -32000
 # Legacy (2025-11-25 and earlier).
 RESOURCE_NOT_FOUND_LEGACY = -32002
 URL_ELICITATION_REQUIRED = -32042
@@ -78,6 +81,12 @@ def invalid_params(detail: str, data: Any = None) -> ProtocolError:
 
 def internal_error(detail: str = "Internal error") -> McpError:
     return McpError(INTERNAL_ERROR, detail)
+
+
+def server_busy(detail: str, limit: int) -> McpError:
+    """The request was not started: a limit on concurrent work (`limit`) is reached; the
+    same request may be sent again once some of the caller's work has finished."""
+    return McpError(SERVER_BUSY, f"Server busy: {detail}", {"limit": limit})
 
 
 def unsupported_protocol_version(requested: str, supported: tuple[str, ...]) -> ProtocolError:

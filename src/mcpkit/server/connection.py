@@ -16,6 +16,10 @@ import anyio
 from mcpkit.protocol import errors, jsonrpc
 
 DEFAULT_CLIENT_REQUEST_TIMEOUT_S = 300.0
+DEFAULT_MAX_SUBSCRIPTIONS = 128
+"""Resources one legacy session may be subscribed to at once (`resources/subscribe`)."""
+DEFAULT_MAX_SUBSCRIPTION_URI_CHARS = 2048
+"""The longest URI a session may subscribe to (subscriptions are kept for its whole life)."""
 
 
 class Channel(Protocol):
@@ -53,12 +57,16 @@ class Connection:
         *,
         session_id: str | None = None,
         principal: str = "",
+        caller: str | None = None,
     ) -> None:
         self.session_id = session_id
         self.principal = principal  # who is on the other end (see transports/http/app.py)
         self.outbound = outbound
         self.legacy: LegacySession | None = None
         self.in_flight: dict[jsonrpc.RequestId, anyio.CancelScope] = {}
+        self.caller = caller  # whose quota its requests draw on (admission.py); None: its own
+        self.running = 0  # requests admitted and not yet answered (admission.py)
+        self._reserved: dict[jsonrpc.RequestId, anyio.CancelScope] = {}
         self._pending: dict[jsonrpc.RequestId, _Slot] = {}
         self._ids = itertools.count(1)
         self.closed = False
@@ -122,8 +130,21 @@ class Connection:
         slot.event.set()
         return True
 
+    def reserve(self, request_id: jsonrpc.RequestId) -> None:
+        """A request was admitted and its task is yet to start: a cancellation read before
+        it starts (the next line of the same read) is kept in its scope, not lost."""
+        self._reserved[request_id] = anyio.CancelScope()
+
+    def take_scope(self, request_id: jsonrpc.RequestId) -> anyio.CancelScope:
+        """The cancel scope to run the request in (its reserved one, perhaps cancelled)."""
+        return self._reserved.pop(request_id, None) or anyio.CancelScope()
+
+    def unreserve(self, request_id: jsonrpc.RequestId) -> None:
+        """The request's task ended (it may have been answered without running)."""
+        self._reserved.pop(request_id, None)
+
     def cancel(self, request_id: Any) -> bool:
-        scope = self.in_flight.get(request_id)
+        scope = self.in_flight.get(request_id) or self._reserved.get(request_id)
         if scope is None:
             return False
         scope.cancel()
@@ -132,7 +153,7 @@ class Connection:
     def close(self) -> None:
         """Cancel what runs for this peer and fail what waits on it."""
         self.closed = True
-        for scope in list(self.in_flight.values()):
+        for scope in [*self.in_flight.values(), *self._reserved.values()]:
             scope.cancel()
         for slot in self._pending.values():
             slot.event.set()

@@ -16,8 +16,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import anyio
-
 from mcpkit.protocol import errors, jsonrpc, meta, versions
 from mcpkit.server import handlers, tasks
 from mcpkit.server.call import Call
@@ -72,6 +70,9 @@ def decode_params(request: jsonrpc.Request) -> dict[str, Any]:
     """The request's params as a dict (the codec decoded them, and checked they are an
     object, in `jsonrpc.decode_message`)."""
     return request.params if request.params is not None else {}
+
+
+_SETTLED_AT_ONCE = frozenset({"notifications/initialized", "notifications/cancelled"})
 
 
 class RequestCancelled(Exception):
@@ -214,7 +215,7 @@ class Engine:
     async def dispatch(self, call: Call) -> dict[str, Any]:
         handler = self.methods[call.method][0]
         in_flight = call.connection.in_flight
-        with anyio.CancelScope() as scope:
+        with call.connection.take_scope(call.request_id) as scope:
             in_flight[call.request_id] = scope
             try:
                 return await handler(self.server, call)
@@ -236,6 +237,21 @@ class Engine:
     async def handle_notification(self, note: jsonrpc.Notification, connection: Connection) -> None:
         """Act on a client notification. Nothing is answered, and nothing escapes: a
         notification whose params make no sense is logged and dropped."""
+        if self.settle_notification(note, connection):
+            return
+        try:
+            if note.method == "notifications/roots/list_changed":
+                await self.server.on_roots_changed(connection)
+            # Other notifications (progress from the client…) need no action.
+        except Exception:
+            log.exception("internal error handling %s", note.method)
+
+    def settle_notification(self, note: jsonrpc.Notification, connection: Connection) -> bool:
+        """Handle at once, without awaiting, the notifications that need no task: whether
+        `note` was one of them. A streaming transport calls this before it spawns a task, so
+        a cancellation is acted on even when the connection has no slot left for new work."""
+        if note.method not in _SETTLED_AT_ONCE:
+            return False
         params = note.params if note.params is not None else {}
         try:
             if note.method == "notifications/initialized" and connection.legacy is not None:
@@ -247,11 +263,13 @@ class Engine:
                 else:
                     log.debug("notifications/cancelled without a usable requestId: %.80r",
                               request_id)
-            elif note.method == "notifications/roots/list_changed":
-                await self.server.on_roots_changed(connection)
-            # Other notifications (progress from the client…) need no action.
         except Exception:
             log.exception("internal error handling %s", note.method)
+        return True
+
+    def needs_task(self, note: jsonrpc.Notification) -> bool:
+        """Whether handling `note` awaits anything (only then is it given a task)."""
+        return note.method == "notifications/roots/list_changed"
 
     def handle_undecodable(self, failure: jsonrpc.DecodeFailure, connection: Connection) -> None:
         """A message of the client's that did not decode: when it was an answer to a

@@ -236,7 +236,18 @@ def _session(call: Call) -> LegacySession:
 
 
 async def subscribe(server: Server, call: Call) -> dict[str, Any]:
-    _session(call).subscriptions.add(_string_param(call, "uri"))
+    """Kept for the session's whole life, so bounded in number and in URI length."""
+    subscriptions = _session(call).subscriptions
+    uri = _string_param(call, "uri")
+    if len(uri) > server.max_subscription_uri_chars:
+        raise errors.invalid_params(
+            f'"uri" is longer than {server.max_subscription_uri_chars} characters',
+            {"limit": server.max_subscription_uri_chars})
+    if uri not in subscriptions and len(subscriptions) >= server.max_subscriptions:
+        raise errors.invalid_params(
+            f"this session is already subscribed to {server.max_subscriptions} resources "
+            "(the limit); unsubscribe from one first", {"limit": server.max_subscriptions})
+    subscriptions.add(uri)
     return {}
 
 

@@ -20,9 +20,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from mcpkit.protocol import capabilities, errors, versions
 from mcpkit.protocol.request_state import RequestStateCodec
-from mcpkit.server import inputs
+from mcpkit.server import admission, inputs
 from mcpkit.server.call import Call
-from mcpkit.server.connection import Connection
+from mcpkit.server.connection import (
+    DEFAULT_MAX_SUBSCRIPTION_URI_CHARS,
+    DEFAULT_MAX_SUBSCRIPTIONS,
+    Connection,
+)
 from mcpkit.server.context import Context
 from mcpkit.server.notifier import Notifier
 from mcpkit.server.prompts import PromptDef, build_prompt
@@ -80,6 +84,13 @@ class Server:
         self.modern_versions: tuple[str, ...] = versions.MODERN_VERSIONS
         self.legacy_versions: tuple[str, ...] = versions.LEGACY_VERSIONS
         self.page_size: int | None = None
+        self.max_subscriptions = DEFAULT_MAX_SUBSCRIPTIONS
+        """Resources one legacy session may subscribe to; past it -32602."""
+        self.max_subscription_uri_chars = DEFAULT_MAX_SUBSCRIPTION_URI_CHARS
+        """The longest URI `resources/subscribe` accepts; past it -32602."""
+        self.admission = admission.Admission()
+        """Limits on concurrent requests per connection and per caller, and on batch members
+        (admission.py); set its attributes to change them."""
         self.cache_ttl_ms = 0
         self.notifier = Notifier()
         self.tasks = TaskStore()  # the tasks extension: advertise it in `extensions` to use it

@@ -55,6 +55,12 @@ log = logging.getLogger(__name__)
 
 EXTENSION = "io.modelcontextprotocol/tasks"
 
+DEFAULT_MAX_TASKS = 1000
+"""Tasks the server keeps at once (running, or finished and kept for their TTL)."""
+DEFAULT_MAX_TASKS_PER_PRINCIPAL = 100
+"""Tasks one principal (`Call.principal`; "" for callers without one) keeps at once: well
+below `DEFAULT_MAX_TASKS`, so no one caller can take every slot of the store."""
+
 WORKING = "working"
 INPUT_REQUIRED = "input_required"
 COMPLETED = "completed"
@@ -193,11 +199,13 @@ class TaskStore:
         *,
         ttl_ms: int = 10 * 60 * 1000,
         poll_interval_ms: int = 250,
-        max_tasks: int = 1000,
+        max_tasks: int = DEFAULT_MAX_TASKS,
+        max_tasks_per_principal: int = DEFAULT_MAX_TASKS_PER_PRINCIPAL,
     ) -> None:
         self.ttl_ms = ttl_ms
         self.poll_interval_ms = poll_interval_ms
         self.max_tasks = max_tasks
+        self.max_tasks_per_principal = max_tasks_per_principal
         self.tasks: dict[str, Task] = {}
 
     # --- lookup -------------------------------------------------------------------------------
@@ -221,15 +229,38 @@ class TaskStore:
                 if task.runner is not None:
                     task.runner.cancel()
 
-    def _register(self, task: Task) -> None:
+    def register(self, task: Task) -> None:
+        """Keep `task`, within both caps (see `DEFAULT_MAX_TASKS_PER_PRINCIPAL`): a full
+        principal makes room among its own finished tasks, a full store among those of the
+        principal holding the most; with nothing finished to drop, -32000."""
         self.purge()
+        own = [t for t in self.tasks.values() if t.principal == task.principal]
+        if len(own) >= self.max_tasks_per_principal:
+            self._drop_oldest_finished(own, self.max_tasks_per_principal, "for this caller")
         if len(self.tasks) >= self.max_tasks:
-            finished = [t for t in self.tasks.values() if t.terminal]
-            if not finished:
-                raise errors.internal_error("too many tasks in progress")
-            oldest = min(finished, key=lambda t: t.created_mono)
-            del self.tasks[oldest.task_id]
+            self._drop_oldest_finished(self._by_holding(), self.max_tasks, "on this server")
         self.tasks[task.task_id] = task
+
+    def _by_holding(self) -> list[Task]:
+        """Every task, those of the principals holding the most first (stable)."""
+        held: dict[str, list[Task]] = {}
+        for task in self.tasks.values():
+            held.setdefault(task.principal, []).append(task)
+        return [t for group in sorted(held.values(), key=len, reverse=True) for t in group]
+
+    def _drop_oldest_finished(self, among: list[Task], limit: int, where: str) -> None:
+        """Forget the oldest finished task of `among`; -32000 when all of them still run
+        (running tasks are never dropped: their callers still wait on them)."""
+        finished = [t for t in among if t.terminal]
+        if not finished:
+            raise errors.server_busy(
+                f"{len(among)} tasks are in progress {where} (the limit is {limit}); "
+                "try again once one has finished or been cancelled", limit)
+        # `among` is grouped by principal, largest first: the victim is the oldest finished
+        # task of the first (largest) principal that has one.
+        victim = finished[0].principal
+        oldest = min((t for t in finished if t.principal == victim), key=lambda t: t.created_mono)
+        del self.tasks[oldest.task_id]
 
     # --- creating and running -----------------------------------------------------------------
 
@@ -249,7 +280,7 @@ class TaskStore:
         ctx = make_context(call)
 
         def promote() -> None:
-            self._register(task)
+            self.register(task)
             handoff.escalated = True
             handoff.ready.set()
 

@@ -19,10 +19,34 @@ def add_transport_arguments(
     from mcpkit.transports.http.serve import add_limit_arguments
 
     add_limit_arguments(parser)
+    add_admission_arguments(parser)
+
+
+def add_admission_arguments(parser: argparse.ArgumentParser) -> None:
+    """The limits on concurrent requests (server/admission.py), for every transport."""
+    from mcpkit.server import admission
+    from mcpkit.transports.http.serve import _positive_int
+
+    group = parser.add_argument_group("concurrency limits")
+    group.add_argument("--max-requests-per-connection", type=_positive_int, metavar="N",
+                       default=admission.DEFAULT_MAX_REQUESTS_IN_FLIGHT,
+                       help="requests one connection may have running; past it -32000 "
+                       f"(default {admission.DEFAULT_MAX_REQUESTS_IN_FLIGHT})")
+    group.add_argument("--max-requests-per-client", type=_positive_int, metavar="N",
+                       default=admission.DEFAULT_MAX_REQUESTS_PER_CALLER,
+                       help="requests one caller (token or address) may have running over "
+                       f"all its connections (default {admission.DEFAULT_MAX_REQUESTS_PER_CALLER})")
+
+
+def apply_admission_arguments(server: Server, args: argparse.Namespace) -> None:
+    """Set `server`'s concurrency limits from the options `add_admission_arguments` added."""
+    server.admission.max_per_connection = args.max_requests_per_connection
+    server.admission.max_per_caller = args.max_requests_per_client
 
 
 def serve(server: Server, args: argparse.Namespace) -> None:
     """Run `server` on the transport the parsed arguments name (HTTP serves /mcp)."""
+    apply_admission_arguments(server, args)
     if args.transport == "stdio":
         server.run_stdio()
     else:

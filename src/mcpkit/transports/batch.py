@@ -4,6 +4,11 @@
 be part of a JSON-RPC batch, as other requests and notifications are not possible until
 initialization is complete"): such a member is answered -32600 and the session it would
 have re-negotiated stays as it is. The other members are answered as usual.
+
+Limits (server/admission.py): a batch of more than `max_batch_members` members is
+refused whole (-32600 naming the limit), before any member runs; each request member takes
+a slot of the connection (and its caller) while it runs, and a member for which
+none is left is answered -32000 instead of being started.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import asyncio
 from typing import Any
 
 from mcpkit.protocol import errors, jsonrpc, versions
+from mcpkit.server import admission
 from mcpkit.server.connection import Channel, Connection
 
 
@@ -28,8 +34,12 @@ async def answer_batch(
         return jsonrpc.encode_error(
             None, errors.invalid_request("JSON-RPC batches are only allowed in 2025-03-26 sessions")
         )
+    limits = engine.server.admission
+    if len(members) > limits.max_batch_members:
+        return jsonrpc.encode_error(
+            None, admission.batch_too_large(len(members), limits.max_batch_members))
     replies: list[Any] = []
-    requests = []
+    requests: list[jsonrpc.Request] = []
     for member in members:
         if isinstance(member, jsonrpc.DecodeFailure):
             engine.handle_undecodable(member, connection)
@@ -38,12 +48,27 @@ async def answer_batch(
         elif isinstance(member, jsonrpc.Request) and member.method == "initialize":
             replies.append(jsonrpc.encode_error(member.id, _INITIALIZE_IN_BATCH))
         elif isinstance(member, jsonrpc.Request):
-            requests.append(engine.handle_request(member, connection, channel, principal=principal))
+            requests.append(member)
         elif isinstance(member, jsonrpc.Notification):
             await engine.handle_notification(member, connection)
         else:
             engine.handle_response(member, connection)
-    replies.extend(r for r in await asyncio.gather(*requests) if r is not None)
+    # Slots are taken right before the members start (nothing is awaited in between), and
+    # given back here, by this task, whatever happens: a member cancelled before its first
+    # step never runs a `finally` of its own.
+    answers = []
+    for request in requests:
+        refused = limits.admit(connection)
+        if refused is None:
+            answers.append(
+                engine.handle_request(request, connection, channel, principal=principal))
+        else:
+            replies.append(jsonrpc.encode_error(request.id, refused))
+    try:
+        replies.extend(r for r in await asyncio.gather(*answers) if r is not None)
+    finally:
+        for _ in answers:
+            limits.release(connection)
     if not replies:
         return None
     return b"[" + b",".join(replies) + b"]"

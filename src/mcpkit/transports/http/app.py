@@ -62,6 +62,8 @@ from mcpkit.transports.http.websocket import WebSocketTransport
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+BUSY_RETRY_AFTER_S = 1
+"""Retry-After of a request refused for want of a slot (admission.py)."""
 PRINCIPAL_KEY = "mcpkit.principal"
 """The ASGI scope key where an authenticating middleware puts the caller's identity."""
 CLIENT_HEADER = " mcpkit-client"
@@ -363,7 +365,14 @@ class McpAsgiApp:
             status = 404 if exc.code == errors.METHOD_NOT_FOUND else 400
             await self._error(send, status, exc, request.id)
             return
-        body, code = await self._answer(call, stream, receive, cancel_on_disconnect=True)
+        refused = self.server.admission.admit(call.connection)
+        if refused is not None:  # admission.py: the caller is at its limit
+            await self._busy(send, refused, request.id)
+            return
+        try:
+            body, code = await self._answer(call, stream, receive, cancel_on_disconnect=True)
+        finally:
+            self.server.admission.release(call.connection)
         await stream.finish(body, _modern_status(code))
 
     def _modern_call(
@@ -383,7 +392,9 @@ class McpAsgiApp:
                 f"MCP-Protocol-Version header {header_version!r} does not match _meta "
                 f"protocolVersion {request_meta.protocol_version!r}"
             )
-        connection = Connection(principal=principal)
+        client = hdrs.get(CLIENT_HEADER)  # only there without a principal
+        caller = principal if client is None else f"peer:{host_key(client)}"
+        connection = Connection(principal=principal, caller=caller)
         call = self.engine.make_call(request, params, connection, stream, principal)
         headers.check_standard_headers(hdrs, request.method, params)
         self._check_param_headers(request.method, params, hdrs)
@@ -434,10 +445,15 @@ class McpAsgiApp:
         except errors.McpError as exc:
             await stream.finish(jsonrpc.encode_error(request.id, exc))
             return
+        refused = self.server.admission.admit(session.connection)
+        if refused is not None:  # admission.py: the session, or its caller, is at its limit
+            await self._busy(send, refused, request.id)
+            return
         session.open_streams += 1
         try:
             body, code = await self._answer(call, stream, receive, cancel_on_disconnect=False)
         finally:
+            self.server.admission.release(session.connection)
             session.open_streams -= 1
             session.touch()
         if request.method == "initialize":
@@ -526,6 +542,11 @@ class McpAsgiApp:
             self._late_watch.discard(key)
             if watcher is not None:
                 watcher.cancel()
+
+    async def _busy(self, send: Send, refused: errors.McpError, request_id: Any) -> None:
+        """A request not started for want of a slot: 429, Retry-After and its -32000."""
+        await self._error(send, 429, refused, request_id,
+                          headers={"retry-after": str(BUSY_RETRY_AFTER_S)})
 
     async def _error(
         self,

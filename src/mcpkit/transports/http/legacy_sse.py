@@ -27,10 +27,11 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from mcpkit.protocol import errors, jsonrpc, sse
+from mcpkit.server.admission import Refusal
 from mcpkit.server.connection import Connection
 from mcpkit.transports.http import asgi
 from mcpkit.transports.http.asgi import Receive, Scope, Send
-from mcpkit.transports.http.peers import peer_key
+from mcpkit.transports.http.peers import caller_key, peer_key
 from mcpkit.transports.http.streams import SSE_HEADERS
 from mcpkit.transports.routing import route
 
@@ -57,13 +58,14 @@ class SseChannel:
 
 class SseSession:
     def __init__(
-        self, session_id: str, tg: TaskGroup, queue: MemoryObjectSendStream[bytes]
+        self, session_id: str, tg: TaskGroup, queue: MemoryObjectSendStream[bytes],
+        caller: str | None = None,
     ) -> None:
         self.id = session_id
         self.tg = tg
         self.queue = queue
         self.channel = SseChannel(queue)
-        self.connection = Connection(self.channel, session_id=session_id)
+        self.connection = Connection(self.channel, session_id=session_id, caller=caller)
 
     def close(self) -> None:
         self.connection.close()
@@ -141,7 +143,7 @@ class LegacySseTransport:
         session: SseSession | None = None
         try:
             async with anyio.create_task_group() as tg:
-                session = SseSession(session_id, tg, sender)
+                session = SseSession(session_id, tg, sender, caller_key(scope))
                 self.sessions[session_id] = session
                 notifier.connections.add(session.connection)
                 tg.start_soon(self._until_disconnect, receive, tg)
@@ -209,7 +211,9 @@ class LegacySseTransport:
             session.tg.start_soon,
             lambda reply: _reply(session, reply),
         )
-        if failure is not None:
+        if isinstance(failure, Refusal):  # the POST was fine: the request gets its error
+            await _reply(session, jsonrpc.encode_error(failure.id, failure.error))
+        elif failure is not None:
             await _error(send, 400, failure.error, failure.id)
             return
         await asgi.respond(send, 202, b"Accepted", content_type="text/plain")

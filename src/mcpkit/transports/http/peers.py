@@ -25,6 +25,13 @@ def peer_key(scope: Mapping[str, Any]) -> str:
     return host_key(str(client[0]))
 
 
+def caller_key(scope: Mapping[str, Any]) -> str:
+    """Whose quota a request counts against: the authenticated principal (the scope's
+    "mcpkit.principal", `app.PRINCIPAL_KEY`), else "peer:" and the client's `peer_key`."""
+    principal = str(scope.get("mcpkit.principal", ""))
+    return principal or f"peer:{peer_key(scope)}"
+
+
 def host_key(host: str) -> str:
     """`peer_key` of a client whose address is `host`."""
     try:

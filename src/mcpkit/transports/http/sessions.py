@@ -98,7 +98,7 @@ class HttpSession:
         """The session's stream logs, bounded in bytes (`replay.py`)."""
         self.standalone = StandaloneStream(self.replay)
         self.connection = Connection(
-            self.standalone, session_id=session_id, principal=principal
+            self.standalone, session_id=session_id, principal=principal, caller=self.owner
         )
         self._stream_ids = itertools.count(1)
         self.last_active = time.monotonic()

@@ -20,6 +20,7 @@ from anyio.abc import TaskGroup
 from mcpkit.server.connection import Connection
 from mcpkit.transports.http import asgi
 from mcpkit.transports.http.asgi import Receive, Scope, Send
+from mcpkit.transports.http.peers import caller_key
 from mcpkit.transports.routing import error_reply, route
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ class WebSocketTransport:
             return
         await send({"type": "websocket.accept", "subprotocol": SUBPROTOCOL})
         channel = WebSocketChannel(send)
-        connection = Connection(channel)
+        connection = Connection(channel, caller=caller_key(scope))
         notifier = self.app.server.notifier
         notifier.connections.add(connection)
         try:
