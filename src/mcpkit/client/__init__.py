@@ -7,8 +7,9 @@ from mcpkit.client.errors import (
     InvalidToolOutput,
     TooManyInputRounds,
 )
+from mcpkit.client.listing import ListLimits, ListTooLarge
 from mcpkit.client.responders import form_defaults
-from mcpkit.client.session import RequestTimeout, ServerError, Timeouts
+from mcpkit.client.session import InboundLimits, RequestTimeout, ServerError, Timeouts
 from mcpkit.transports.client.base import (
     ConnectionClosed,
     HttpStatusError,
@@ -21,8 +22,11 @@ __all__ = [
     "ClientError",
     "ConnectionClosed",
     "HttpStatusError",
+    "InboundLimits",
     "IncompatibleServer",
     "InvalidToolOutput",
+    "ListLimits",
+    "ListTooLarge",
     "RequestTimeout",
     "ServerError",
     "SessionExpired",
