@@ -64,7 +64,8 @@ def common_headers(
     return out
 
 
-def new_session(connect_timeout: float, resolver: AbstractResolver | None = None
+def new_session(connect_timeout: float, resolver: AbstractResolver | None = None, *,
+                trace_configs: list[aiohttp.TraceConfig] | None = None,
                 ) -> aiohttp.ClientSession:
     """A client session for one transport: no connection limit (each pending Streamable HTTP
     request holds a connection, and waiting for a pooled one must not look like a timeout),
@@ -76,6 +77,7 @@ def new_session(connect_timeout: float, resolver: AbstractResolver | None = None
         connector=connector,
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout),
         trust_env=False,
+        trace_configs=trace_configs,
     )
 
 

@@ -153,5 +153,20 @@ class HttpStatusError(TransportError):
         return None
 
 
+class RedirectRefused(HttpStatusError):
+    """The server answered with a redirect, which the client does not follow (the user's
+    headers and token must not go where a server points)."""
+
+    def __init__(self, status: int, location: str, *, url: str = "") -> None:
+        super().__init__(status, b"", {"Location": location}, url=url)
+        where = f" from {url}" if url else ""
+        self.args = (f"HTTP {status}{where}: a redirect to {location or '(no Location)'}, "
+                     "which the client does not follow",)
+        self.location = location
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 class SessionExpired(HttpStatusError):
     """A legacy Streamable HTTP session id was answered with 404: the server forgot it."""
