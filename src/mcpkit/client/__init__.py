@@ -13,6 +13,7 @@ from mcpkit.client.session import InboundLimits, RequestTimeout, ServerError, Ti
 from mcpkit.transports.client.base import (
     ConnectionClosed,
     HttpStatusError,
+    RedirectRefused,
     SessionExpired,
     TransportError,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "InvalidToolOutput",
     "ListLimits",
     "ListTooLarge",
+    "RedirectRefused",
     "RequestTimeout",
     "ServerError",
     "SessionExpired",

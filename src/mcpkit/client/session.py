@@ -23,6 +23,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import logging
 import math
@@ -59,6 +60,8 @@ MAX_SERVER_REQUESTS = 64
 """Server→client requests (sampling, elicitation, roots, ping) answered at once."""
 MAX_NOTIFICATION_HANDLERS = 1024
 """Notification handlers and progress callbacks running at once."""
+MAX_QUEUED_REFUSAL_BYTES = 1024 * 1024
+"""Error replies to server requests waiting to be sent, in bytes."""
 BUSY = -32000
 """The JSON-RPC error code (implementation-defined range) of a server request refused
 because the client is already answering `InboundLimits.requests` of them."""
@@ -96,8 +99,9 @@ class InboundLimits:
     """How much of what a server sends on its own the client works on at once.
 
     `requests`: server→client requests being answered; one more is refused at once with a
-    JSON-RPC error (code `BUSY`), and if even the refusals cannot be sent as fast as they
-    come (a server that does not read), the request is dropped. `notifications`:
+    JSON-RPC error (code `BUSY`). The refusals wait in a queue of `refusal_bytes`, sent by
+    one task; past that (a server that sends requests and does not read the answers) a
+    request is dropped (logged, counted in `ClientSession.dropped_requests`). `notifications`:
     notification handlers and progress callbacks running; one more notification is dropped
     (logged, counted in `ClientSession.dropped_notifications`). Timeouts still see
     progress that was dropped this way: only the callback is skipped.
@@ -105,10 +109,11 @@ class InboundLimits:
 
     requests: int = MAX_SERVER_REQUESTS
     notifications: int = MAX_NOTIFICATION_HANDLERS
+    refusal_bytes: int = MAX_QUEUED_REFUSAL_BYTES
 
     def __post_init__(self) -> None:
-        if self.requests < 1 or self.notifications < 1:
-            raise ValueError("InboundLimits: requests and notifications must be at least 1")
+        if min(self.requests, self.notifications, self.refusal_bytes) < 1:
+            raise ValueError("InboundLimits: every limit must be at least 1")
 
 
 @dataclass(slots=True, eq=False)
@@ -189,8 +194,11 @@ class ClientSession:
         self.limits = limits or InboundLimits()
         self._answering = 0
         """Server requests being answered (tasks of `_answer`)."""
-        self._refusing = 0
-        """Error replies being sent (`_send_quietly` tasks)."""
+        self._refusals: collections.deque[tuple[bytes, str]] = collections.deque()
+        """Error replies to server requests waiting for `_send_refusals`, and what each
+        answers."""
+        self._refusal_bytes = 0
+        self._sending_refusals = False
         self._handling = 0
         """Notification handlers and progress callbacks running."""
         self.dropped_notifications = 0
@@ -487,26 +495,40 @@ class ClientSession:
             self._refuse(jsonrpc.encode_error(failure.id, failure.error), "an undecodable request")
 
     def _refuse(self, reply: bytes, what: str) -> None:
-        """Send an error reply in the background, unless `limits.requests` of them are
-        already waiting for the transport (then the request is dropped)."""
-        if self._refusing >= self.limits.requests:
+        """Queue an error reply for `_send_refusals`, unless `limits.refusal_bytes` of them
+        already wait (then the request is dropped)."""
+        if self._refusal_bytes + len(reply) > self.limits.refusal_bytes:
             self.dropped_requests += 1
             if self.dropped_requests == 1 or self.dropped_requests % 1000 == 0:
                 log.warning("%s is flooding this client with requests it does not read the "
                             "answers to; %d dropped so far", self.transport.describe(),
                             self.dropped_requests)
             return
-        self._refusing += 1
-        self._spawn(self._send_quietly, reply, what)
+        self._refusals.append((reply, what))
+        self._refusal_bytes += len(reply)
+        if not self._sending_refusals:
+            self._sending_refusals = True
+            self._spawn(self._send_refusals)
 
-    async def _send_quietly(self, data: bytes, what: str) -> None:
+    async def _send_refusals(self) -> None:
+        """Send the queued error replies, one at a time (one task however many there are)."""
         try:
-            with anyio.move_on_after(30.0):
-                await self.transport.send(Outgoing(data))
-        except TransportError as exc:
-            log.warning("could not answer %s of the server: %s", what, exc)
+            while self._refusals and self._closed is None:
+                reply, what = self._refusals[0]
+                try:
+                    with anyio.move_on_after(30.0):
+                        await self.transport.send(Outgoing(reply))
+                except TransportError as exc:
+                    # the transport is failing: the rest would fail the same way
+                    log.warning("could not answer %s of the server (%d more refusals "
+                                "dropped): %s", what, len(self._refusals) - 1, exc)
+                    self._refusals.clear()
+                    self._refusal_bytes = 0
+                    return
+                self._refusals.popleft()
+                self._refusal_bytes -= len(reply)
         finally:
-            self._refusing -= 1
+            self._sending_refusals = False
 
     @staticmethod
     def _skip(data: bytes, failure: jsonrpc.DecodeFailure) -> None:
