@@ -41,6 +41,7 @@ from mcpkit.client import (
 )
 from mcpkit.client.listing import ListBudget
 from mcpkit.client.session import BUSY, MAX_NOTIFICATION_HANDLERS, MAX_SERVER_REQUESTS
+from mcpkit.transports.client.base import MessageTooLarge
 
 from .support import RawServer, eventually
 
@@ -313,3 +314,37 @@ async def test_a_redirect_to_another_origin_is_not_followed(
     if kind == "websocket":
         assert isinstance(info.value, RedirectRefused)
         assert f"a redirect to http://localhost:{hostile_http.other_port}/mcp" in str(info.value)
+
+
+# --- an answer over the stdio line limit ------------------------------------------------------
+
+OVERSIZED = """
+def on_call(message):
+    size = message["params"]["arguments"].get("size", 0)
+    if not size:
+        return result(message, {"content": [{"type": "text", "text": "small"}]})
+    text = "x" * size
+    if message["params"]["arguments"].get("id_last"):
+        raw('{"result": {"content": [{"type": "text", "text": "%s", "id": 1}]}, '
+            '"jsonrpc": "2.0", "id": %s}\\n' % (text, json.dumps(message["id"])))
+    else:
+        raw('{"jsonrpc": "2.0", "id": %s, "result": {"content": [{"type": "text", '
+            '"text": "%s"}]}}\\n' % (json.dumps(message["id"]), text))
+"""
+
+
+@pytest.mark.parametrize("id_last", [False, True])
+async def test_an_answer_over_the_line_limit_fails_its_request_at_once(
+    tmp_path: Path, id_last: bool,
+) -> None:
+    """A 17 MiB answer on stdio (limit 16 MiB), its id first or last. It was dropped and its
+    request waited out its whole timeout; now that request fails at once with
+    `MessageTooLarge`, and the next request on the same pipe is answered."""
+    server = RawServer(tmp_path, OVERSIZED)
+    async with Client(server.command, era="legacy", timeout=60) as client:
+        with anyio.fail_after(10), pytest.raises(MessageTooLarge,
+                                                 match="exceeds the 16777216-byte line limit"):
+            await client.call_tool("work", {"size": 17 * MIB, "id_last": id_last})
+        with anyio.fail_after(5):
+            small = await client.call_tool("work", {})
+        assert small.content[0].text == "small"  # type: ignore[union-attr]

@@ -11,6 +11,7 @@ from aiohttp.abc import AbstractResolver
 from multidict import CIMultiDict
 
 from mcpkit.protocol import sse
+from mcpkit.transports.client.base import MessageTooLarge as MessageTooLarge
 from mcpkit.transports.client.base import TransportError
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -46,10 +47,6 @@ class ResponseLike(Protocol):
     @property
     def content(self) -> BodyReader: ...
     def close(self) -> None: ...
-
-
-class MessageTooLarge(TransportError):
-    """A message (a JSON body or one SSE event) exceeds the transport's limit."""
 
 
 def common_headers(

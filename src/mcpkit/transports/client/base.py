@@ -104,6 +104,11 @@ class TransportError(Exception):
     """The transport failed; the message says what and where."""
 
 
+class MessageTooLarge(TransportError):
+    """A message from the server (a stdio line, a JSON body, one SSE event) exceeds the
+    transport's limit."""
+
+
 class ConnectionClosed(TransportError):
     """The connection to the server ended.
 
