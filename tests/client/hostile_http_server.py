@@ -7,6 +7,9 @@ MODE:
   and so does every resumption (GET + Last-Event-ID): a reconnect loop, if the client obeys.
 - `flood`: `tools/call` is answered by an SSE stream that carries N_NOTES log notifications
   and N_REQUESTS sampling requests before the result.
+- `big`: `tools/call` with `{"size": N}` is answered by one SSE event of N bytes of text
+  (a large, honest result), sent as a single `data:` line; `{"size": N, "end": false}`
+  sends the line and never ends it.
 - `redirect`: every request on PORT (POST, GET, the WebSocket handshake) is redirected to
   `localhost:OTHER_PORT` - another origin, which this process also serves and where it
   records every request it gets.
@@ -77,6 +80,26 @@ def flood_stream(message: dict[str, object]) -> bytes:
     return "".join(parts).encode()
 
 
+async def big_stream(request: web.Request, message: dict[str, object]) -> web.StreamResponse:
+    params = message["params"]
+    arguments = params.get("arguments", {}) if isinstance(params, dict) else {}
+    size, end = arguments.get("size", 0), arguments.get("end", True)
+    text = "z" * size
+    body = json.dumps({"jsonrpc": "2.0", "id": message["id"],
+                       "result": {"content": [{"type": "text", "text": text}]}})
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+    data = ("data: " + body + ("\n\n" if end else "")).encode()
+    try:
+        for start in range(0, len(data), 1 << 20):
+            await response.write(data[start:start + (1 << 20)])
+        if not end:
+            await asyncio.sleep(30)  # the line never ends
+    except ConnectionError:
+        pass
+    return response
+
+
 async def post(request: web.Request) -> web.StreamResponse:
     message = json.loads(await request.read())
     record(request, "main", message if "error" in message else message.get("method"))
@@ -91,6 +114,8 @@ async def post(request: web.Request) -> web.StreamResponse:
         return answer(message, {})
     if method == "tools/call" and MODE == "storm":
         return STORM.stream()
+    if method == "tools/call" and MODE == "big":
+        return await big_stream(request, message)
     if method == "tools/call" and MODE == "flood":
         return web.Response(body=flood_stream(message), content_type="text/event-stream",
                             headers={"Mcp-Session-Id": "hostile"})

@@ -348,3 +348,37 @@ async def test_an_answer_over_the_line_limit_fails_its_request_at_once(
         with anyio.fail_after(5):
             small = await client.call_tool("work", {})
         assert small.content[0].text == "small"  # type: ignore[union-attr]
+
+
+# --- large SSE events -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("hostile_http", ["big"], indirect=True)
+async def test_a_large_sse_event_does_not_stall_the_client(hostile_http: HostileHttp) -> None:
+    """A 12 MiB result in one SSE event. The SSE parser rescanned its whole buffer, byte by
+    byte in Python, at every chunk: 8 MiB took 21 s of CPU with the event loop blocked
+    (pings waited 8 s). Now it is linear: the client answers pings meanwhile, and a line
+    that never ends fails its request at the 16 MiB limit."""
+    async with Client(hostile_http.url, era="legacy", timeout=60) as client:
+        worst = 0.0
+
+        async def ping_meanwhile(done: anyio.Event) -> None:
+            nonlocal worst
+            while not done.is_set():
+                started = anyio.current_time()
+                await client.ping()
+                worst = max(worst, anyio.current_time() - started)
+                await anyio.sleep(0.05)
+
+        done = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(ping_meanwhile, done)
+            with anyio.fail_after(15):
+                outcome = await client.call_tool("big", {"size": 12 * MIB})
+            done.set()
+        assert len(outcome.content[0].text) == 12 * MIB  # type: ignore[union-attr]
+        assert worst < 2.0, f"a ping waited {worst:.1f} s"
+        with anyio.fail_after(15), pytest.raises(MessageTooLarge, match="16777216-byte limit"):
+            await client.call_tool("big", {"size": 17 * MIB, "end": False})
+        with anyio.fail_after(5):
+            await client.ping()
