@@ -382,3 +382,56 @@ async def test_a_large_sse_event_does_not_stall_the_client(hostile_http: Hostile
             await client.call_tool("big", {"size": 17 * MIB, "end": False})
         with anyio.fail_after(5):
             await client.ping()
+
+
+# --- the manager against a storm of list changes ----------------------------------------------
+
+LIST_CHANGES = """
+LISTS = [0]
+
+def main():
+    while True:
+        line = sys.stdin.readline()
+        if not line:
+            return
+        message = json.loads(line)
+        method = message.get("method")
+        if method == "initialize":
+            result(message, {"protocolVersion": message["params"]["protocolVersion"],
+                             "capabilities": {"tools": {"listChanged": True}},
+                             "serverInfo": {"name": "storm", "version": "1"}})
+        elif method == "tools/list":
+            LISTS[0] += 1
+            log({"lists": LISTS[0]})
+            result(message, {"tools": [{"name": "t%d" % i, "inputSchema": {"type": "object"}}
+                                       for i in range(200)]})
+            if LISTS[0] == 1:
+                change = json.dumps({"jsonrpc": "2.0",
+                                     "method": "notifications/tools/list_changed"})
+                raw((change + "\\n") * 5000)
+                log({"storm": "sent"})
+        elif "id" in message and method:
+            error(message, -32601, "Method not found")
+"""
+
+
+async def test_a_storm_of_list_changes_costs_the_manager_a_few_refreshes(
+    tmp_path: Path,
+) -> None:
+    """5,000 `tools/list_changed` at once. Each started a refresh of its own: 5,000 catalog
+    fetches at once (5,007 tasks). Coalesced, one runs at a time, one per interval."""
+    from mcpkit.manager.config import from_entry
+    from mcpkit.manager.manager import ServerManager
+
+    server = RawServer(tmp_path, LIST_CHANGES)
+    config = from_entry("storm", {"command": server.command[0], "args": server.command[1:]})
+    async with ServerManager([config], refresh_interval_s=0.2) as manager:
+        await server.wait_for(lambda got: any(m.get("storm") for m in got), 10)
+        peak_tasks = 0
+        for _ in range(15):  # 1.5 s: the storm is read and refreshed by then
+            peak_tasks = max(peak_tasks, len(asyncio.all_tasks()))
+            await anyio.sleep(0.1)
+        lists = max(m["lists"] for m in server.received() if "lists" in m)
+        assert 2 <= lists <= 12, lists  # the start, then ~1 per 0.2 s at most
+        assert peak_tasks < MAX_NOTIFICATION_HANDLERS + 100
+        assert len(manager.servers["storm"].tools) == 200
