@@ -375,12 +375,10 @@ async def test_repeated_cursor_is_an_error() -> None:
     assert len(transport.requests("tools/list")) == 3  # None, "a", "b" → "b" again
 
 
-async def test_endless_cursor_chain_stops(monkeypatch: pytest.MonkeyPatch) -> None:
-    from mcpkit.client import client as client_module
+async def test_endless_cursor_chain_stops() -> None:
+    from mcpkit.client import ListLimits
 
     from .support import ScriptedTransport, error, initialize_result, result
-
-    monkeypatch.setattr(client_module, "MAX_LIST_PAGES", 5)
 
     def script(message: dict[str, Any]) -> Any:
         method = message.get("method")
@@ -391,7 +389,8 @@ async def test_endless_cursor_chain_stops(monkeypatch: pytest.MonkeyPatch) -> No
             return result(message, {"prompts": [], "nextCursor": str(int(cursor) + 1)})
         return error(message, -32601) if "id" in message else None
 
-    async with Client(ScriptedTransport(script), era="legacy") as client:
+    async with Client(ScriptedTransport(script), era="legacy",
+                      list_limits=ListLimits(pages=5)) as client:
         with pytest.raises(ClientError, match="more than 5 pages"):
             await client.list_prompts()
 

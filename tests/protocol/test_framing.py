@@ -49,3 +49,21 @@ def test_oversized_split_at_exact_limit() -> None:
     assert framer.feed(b"abcd") == []
     assert framer.feed(b"e\n") == [None]
     assert framer.feed(b"abcd\n") == [b"abcd"]
+
+
+def test_the_ends_of_a_dropped_line_are_kept_in_order() -> None:
+    """For each line dropped in a feed, `dropped_ends` holds its first and last bytes (where
+    the client finds the id of the answer it lost), however the line was split."""
+    from mcpkit.protocol.framing import ENDS_KEPT
+
+    framer = LineFramer(max_line_bytes=50)
+    big = b'{"id": 1, "result": "' + b"x" * 1000 + b'"}'
+    assert framer.feed(big[:30]) == []
+    assert framer.feed(big[30:600]) == []
+    assert framer.feed(big[600:] + b"\nok\n" + big.replace(b"1", b"2") + b"\n") == [
+        None, b"ok", None]
+    assert framer.dropped_ends == [(big[:ENDS_KEPT], big[-ENDS_KEPT:]),
+                                   (big.replace(b"1", b"2")[:ENDS_KEPT],
+                                    big.replace(b"1", b"2")[-ENDS_KEPT:])]
+    assert framer.feed(b"fine\n") == [b"fine"]
+    assert framer.dropped_ends == []

@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import itertools
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mcpkit.protocol.sse import KEEPALIVE, Event, EventParser, encode_event
 
@@ -80,3 +84,59 @@ def test_size_limit() -> None:
     parser = EventParser(max_event_bytes=16)
     with pytest.raises(ValueError):
         parser.feed(b"data: " + b"x" * 32)
+
+
+def _reference_lines(stream: bytes) -> list[bytes]:
+    """The stream's complete lines by the SSE rules (CRLF, CR or LF ends a line; a CR last
+    may still become CRLF, so it ends nothing yet), computed the plain way."""
+    lines, start, i = [], 0, 0
+    while i < len(stream):
+        byte = stream[i]
+        if byte == 0x0A or (byte == 0x0D and i + 1 < len(stream)):
+            lines.append(stream[start:i])
+            i += 2 if byte == 0x0D and stream[i + 1] == 0x0A else 1
+            start = i
+        else:
+            i += 1
+    return lines
+
+
+def _reference_events(stream: bytes) -> list[Event]:
+    parser = EventParser()
+    events = []
+    for line in _reference_lines(stream):
+        event = parser._line(line.decode("utf-8", "replace"))
+        if event is not None:
+            events.append(event)
+    return events
+
+
+_PIECES = st.sampled_from([b"data: a", b"data:{\"x\": 1}", b"id: 7", b"event: e", b"retry: 5",
+                           b": comment", b"", b"\r", b"\n", b"\r\n", b"data: \xff", b"da",
+                           b"ta: z"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(pieces=st.lists(_PIECES, max_size=40), cuts=st.lists(st.integers(0, 400), max_size=8))
+def test_any_chunking_gives_the_events_of_the_plain_reading(
+    pieces: list[bytes], cuts: list[int],
+) -> None:
+    """However the stream is cut into chunks (a CR or CRLF split across two, a line across
+    many), the parser finds the events a plain line-by-line reading finds."""
+    stream = b"".join(pieces)
+    bounds = sorted({0, len(stream), *(c for c in cuts if c < len(stream))})
+    parser = EventParser()
+    events: list[Event] = []
+    for start, end in itertools.pairwise(bounds):
+        events += parser.feed(stream[start:end])
+    assert events == _reference_events(stream)
+
+
+def test_a_long_line_in_many_chunks_is_read_whole() -> None:
+    """A 3 MiB line fed 1 KiB at a time (the search for its end resumes where it stopped)."""
+    parser = EventParser()
+    body = b"data: " + b"z" * (3 * 1024 * 1024) + b"\r\n\r\n"
+    events: list[Event] = []
+    for start in range(0, len(body), 1024):
+        events += parser.feed(body[start:start + 1024])
+    assert [len(e.data) for e in events] == [3 * 1024 * 1024]

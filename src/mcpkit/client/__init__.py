@@ -7,11 +7,13 @@ from mcpkit.client.errors import (
     InvalidToolOutput,
     TooManyInputRounds,
 )
+from mcpkit.client.listing import ListLimits, ListTooLarge
 from mcpkit.client.responders import form_defaults
-from mcpkit.client.session import RequestTimeout, ServerError, Timeouts
+from mcpkit.client.session import InboundLimits, RequestTimeout, ServerError, Timeouts
 from mcpkit.transports.client.base import (
     ConnectionClosed,
     HttpStatusError,
+    RedirectRefused,
     SessionExpired,
     TransportError,
 )
@@ -21,8 +23,12 @@ __all__ = [
     "ClientError",
     "ConnectionClosed",
     "HttpStatusError",
+    "InboundLimits",
     "IncompatibleServer",
     "InvalidToolOutput",
+    "ListLimits",
+    "ListTooLarge",
+    "RedirectRefused",
     "RequestTimeout",
     "ServerError",
     "SessionExpired",

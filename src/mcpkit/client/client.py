@@ -35,6 +35,7 @@ from mcpkit.client.errors import (
     TooManyInputRounds,
 )
 from mcpkit.client.hosting import HostedTaskGroup
+from mcpkit.client.listing import ListBudget, ListLimits
 from mcpkit.client.modern import INPUT_METHODS, modern_headers, modern_meta
 from mcpkit.client.responders import (
     ElicitationHandler,
@@ -44,6 +45,7 @@ from mcpkit.client.responders import (
 )
 from mcpkit.client.session import (
     ClientSession,
+    InboundLimits,
     ProgressCallback,
     RequestTimeout,
     ServerError,
@@ -90,8 +92,6 @@ CACHED_KINDS = frozenset({"stdio", "http", "sse", "websocket"})
 """Transports whose server has a stable identity to cache its era under (not in-memory)."""
 AUTH_STATUSES = frozenset({401, 403})
 """How long `close()` waits for the background tasks to finish after cancelling them."""
-MAX_LIST_PAGES = 1000
-"""Automatic pagination stops here (a server that never ends its cursor chain)."""
 LISTEN_RETRIES = 5
 LISTEN_CANCEL_S = 2.0
 """How long `close()` lets a listen stream send its cancellation."""
@@ -152,6 +152,8 @@ class Client:
         log_level: str | None = None,
         validate_output: bool = True,
         tasks: bool = False,
+        inbound_limits: InboundLimits | None = None,
+        list_limits: ListLimits | None = None,
     ) -> None:
         """Describe the connection; nothing happens until `async with` (or `connect()`).
 
@@ -166,6 +168,9 @@ class Client:
         server; the capabilities declared follow from which are given. `tasks=True`
         declares the modern Tasks extension: a tool the server runs as a task is then
         followed to its end by `call_tool` (polling, answering its input requests).
+        `inbound_limits` bounds what the server makes the client do on its own at once
+        (server requests answered, notification handlers running); `list_limits` bounds
+        the lists `list_tools()` and friends fetch page by page.
         """
         era = _era_choice(era, version)
         self.target = target
@@ -194,6 +199,8 @@ class Client:
         self.max_input_rounds = max_input_rounds
         self.log_level = log_level
         self.validate_output = validate_output
+        self.inbound_limits = inbound_limits or InboundLimits()
+        self.list_limits = list_limits or ListLimits()
 
         self.era: Era | None = None
         self.protocol_version: str | None = None
@@ -334,7 +341,8 @@ class Client:
 
     async def _open(self, transport: ClientTransport) -> None:
         self._session = ClientSession(
-            transport, on_request=self._answer_server, on_notification=self._dispatch_notification
+            transport, on_request=self._answer_server,
+            on_notification=self._dispatch_notification, limits=self.inbound_limits,
         )
         await self._session.open(self._hosted.group)
 
@@ -965,25 +973,23 @@ class Client:
     # --- helpers -----------------------------------------------------------------------------
 
     async def _list_all(self, method: str, key: str) -> list[Any]:
+        """Every page of a list, within `list_limits` (ListTooLarge past them)."""
         items: list[Any] = []
         cursor: str | None = None
-        seen: set[str] = set()
-        for _ in range(MAX_LIST_PAGES):
+        budget = ListBudget(self.list_limits, method)
+        while True:
             params = {"cursor": cursor} if cursor is not None else {}
             page = _dict(await self.request(method, params))
             batch = page.get(key)
             if not isinstance(batch, list):
                 raise errors.ProtocolError(
                     errors.INVALID_REQUEST, f"{method}: the result has no {key!r} list")
+            budget.page(batch)
             items.extend(batch)
             cursor = page.get("nextCursor")
             if not isinstance(cursor, str) or not cursor:
                 return items
-            if cursor in seen:
-                raise errors.ProtocolError(
-                    errors.INVALID_REQUEST, f"{method}: the server repeated cursor {cursor!r}")
-            seen.add(cursor)
-        raise ClientError(f"{method}: more than {MAX_LIST_PAGES} pages; stopped")
+            budget.cursor(cursor)
 
 
 def _header_annotations(tool: dict[str, Any]) -> dict[str, tuple[str, ...]] | None:

@@ -13,11 +13,17 @@ Invariants:
   stream (per-request transports in the modern era) and/or `notifications/cancelled` is sent.
 - When the connection closes, every pending request fails at once with the close reason.
 - A message from the server that does not decode is logged and skipped, never fatal.
+- What the server sends on its own is worked on in bounded amounts (`InboundLimits`): at
+  most `requests` of its requests are answered at once (the next ones are refused with an
+  error at once), and at most `notifications` notification handlers and progress callbacks
+  run at once (the next notifications are dropped and counted). A server that floods the
+  client costs it a bounded number of tasks and bytes, whatever the transport.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import logging
 import math
@@ -47,9 +53,18 @@ RequestHandler = Callable[[str, dict[str, Any]], Awaitable[Any]]
 NotificationHandler = Callable[[str, dict[str, Any]], Awaitable[None]]
 
 MAX_LOGGED_GARBAGE = 200
+"""Bytes of an undecodable message quoted in the log."""
 ABANDON_GRACE_S = 2.0
 """After cancelling by notification, how long a request's own stream is still read."""
-"""Bytes of an undecodable message quoted in the log."""
+MAX_SERVER_REQUESTS = 64
+"""Server→client requests (sampling, elicitation, roots, ping) answered at once."""
+MAX_NOTIFICATION_HANDLERS = 1024
+"""Notification handlers and progress callbacks running at once."""
+MAX_QUEUED_REFUSAL_BYTES = 1024 * 1024
+"""Error replies to server requests waiting to be sent, in bytes."""
+BUSY = -32000
+"""The JSON-RPC error code (implementation-defined range) of a server request refused
+because the client is already answering `InboundLimits.requests` of them."""
 
 
 class RequestTimeout(TimeoutError):
@@ -77,6 +92,28 @@ class Timeouts:
 
 
 DEFAULT_TIMEOUTS = Timeouts()
+
+
+@dataclass(slots=True, frozen=True)
+class InboundLimits:
+    """How much of what a server sends on its own the client works on at once.
+
+    `requests`: server→client requests being answered; one more is refused at once with a
+    JSON-RPC error (code `BUSY`). The refusals wait in a queue of `refusal_bytes`, sent by
+    one task; past that (a server that sends requests and does not read the answers) a
+    request is dropped (logged, counted in `ClientSession.dropped_requests`). `notifications`:
+    notification handlers and progress callbacks running; one more notification is dropped
+    (logged, counted in `ClientSession.dropped_notifications`). Timeouts still see
+    progress that was dropped this way: only the callback is skipped.
+    """
+
+    requests: int = MAX_SERVER_REQUESTS
+    notifications: int = MAX_NOTIFICATION_HANDLERS
+    refusal_bytes: int = MAX_QUEUED_REFUSAL_BYTES
+
+    def __post_init__(self) -> None:
+        if min(self.requests, self.notifications, self.refusal_bytes) < 1:
+            raise ValueError("InboundLimits: every limit must be at least 1")
 
 
 @dataclass(slots=True, eq=False)
@@ -151,8 +188,24 @@ class ClientSession:
         *,
         on_request: RequestHandler,
         on_notification: NotificationHandler,
+        limits: InboundLimits | None = None,
     ) -> None:
         self.transport = transport
+        self.limits = limits or InboundLimits()
+        self._answering = 0
+        """Server requests being answered (tasks of `_answer`)."""
+        self._refusals: collections.deque[tuple[bytes, str]] = collections.deque()
+        """Error replies to server requests waiting for `_send_refusals`, and what each
+        answers."""
+        self._refusal_bytes = 0
+        self._sending_refusals = False
+        self._handling = 0
+        """Notification handlers and progress callbacks running."""
+        self.dropped_notifications = 0
+        """Notifications (and progress callbacks) skipped because `limits.notifications`
+        handlers were running."""
+        self.dropped_requests = 0
+        """Server requests neither answered nor refused (even refusals were backlogged)."""
         self._on_request = on_request
         self._on_notification = on_notification
         self._ids = itertools.count(1)
@@ -439,14 +492,43 @@ class ClientSession:
                 f"{failure.error.message}"))
         elif (failure.answerable and not failure.response and failure.id is not None
               and self._closed is None):
-            self._spawn(self._send_quietly, jsonrpc.encode_error(failure.id, failure.error))
+            self._refuse(jsonrpc.encode_error(failure.id, failure.error), "an undecodable request")
 
-    async def _send_quietly(self, data: bytes) -> None:
+    def _refuse(self, reply: bytes, what: str) -> None:
+        """Queue an error reply for `_send_refusals`, unless `limits.refusal_bytes` of them
+        already wait (then the request is dropped)."""
+        if self._refusal_bytes + len(reply) > self.limits.refusal_bytes:
+            self.dropped_requests += 1
+            if self.dropped_requests == 1 or self.dropped_requests % 1000 == 0:
+                log.warning("%s is flooding this client with requests it does not read the "
+                            "answers to; %d dropped so far", self.transport.describe(),
+                            self.dropped_requests)
+            return
+        self._refusals.append((reply, what))
+        self._refusal_bytes += len(reply)
+        if not self._sending_refusals:
+            self._sending_refusals = True
+            self._spawn(self._send_refusals)
+
+    async def _send_refusals(self) -> None:
+        """Send the queued error replies, one at a time (one task however many there are)."""
         try:
-            with anyio.move_on_after(30.0):
-                await self.transport.send(Outgoing(data))
-        except TransportError as exc:
-            log.warning("could not answer the server's undecodable request: %s", exc)
+            while self._refusals and self._closed is None:
+                reply, what = self._refusals[0]
+                try:
+                    with anyio.move_on_after(30.0):
+                        await self.transport.send(Outgoing(reply))
+                except TransportError as exc:
+                    # the transport is failing: the rest would fail the same way
+                    log.warning("could not answer %s of the server (%d more refusals "
+                                "dropped): %s", what, len(self._refusals) - 1, exc)
+                    self._refusals.clear()
+                    self._refusal_bytes = 0
+                    return
+                self._refusals.popleft()
+                self._refusal_bytes -= len(reply)
+        finally:
+            self._sending_refusals = False
 
     @staticmethod
     def _skip(data: bytes, failure: jsonrpc.DecodeFailure) -> None:
@@ -458,9 +540,37 @@ class ClientSession:
         if isinstance(message, jsonrpc.Response | jsonrpc.ErrorResponse):
             self._resolve(message)
         elif isinstance(message, jsonrpc.Request):
-            self._spawn(self._answer, message, self._origin_of(related))
+            self._take_request(message, related)
         else:
             self._notification(message, related)
+
+    def _take_request(self, request: jsonrpc.Request, related: RequestId | None) -> None:
+        """Answer a server request, or refuse it at once when `limits.requests` are being
+        answered (a sampling or elicitation handler may wait on a person for minutes)."""
+        if self._answering < self.limits.requests:
+            self._answering += 1
+            self._spawn(self._answer, request, self._origin_of(related))
+            return
+        if self._closed is None:
+            busy = errors.ProtocolError(
+                BUSY, f"the client is already answering {self.limits.requests} requests "
+                f"from this server; {request.method} refused")
+            self._refuse(jsonrpc.encode_error(request.id, busy), request.method)
+
+    def _admit_handler(self, method: str) -> bool:
+        """Whether a handler for one more notification may start (`limits.notifications`)."""
+        if self._handling < self.limits.notifications:
+            self._handling += 1
+            return True
+        self.dropped_notifications += 1
+        if self.dropped_notifications == 1 or self.dropped_notifications % 10000 == 0:
+            log.warning("%s sends notifications faster than this client handles them: "
+                        "%d dropped so far (latest: %s)", self.transport.describe(),
+                        self.dropped_notifications, method)
+        return False
+
+    def _handler_done(self) -> None:
+        self._handling -= 1
 
     def _resolve(self, message: jsonrpc.Response | jsonrpc.ErrorResponse) -> None:
         pending = self._pending.get(message.id) if message.id is not None else None
@@ -493,6 +603,8 @@ class ClientSession:
             if scope is not None:
                 scope.cancel()
             # Modern servers also cancel listen streams this way: the client handles that.
+        if not self._admit_handler(message.method):
+            return
         exchanging = self._exchanging.get(related) if related is not None else None
         if exchanging is not None:
             exchanging.handlers += 1
@@ -514,23 +626,33 @@ class ClientSession:
             return
         if pending.limits.reset_on_progress:
             pending.last_activity = anyio.current_time()
-        if pending.on_progress is not None:
+        if pending.on_progress is not None and self._admit_handler("notifications/progress"):
             progress = params.get("progress")
             total = params.get("total")
             self._spawn(
-                _call_progress, pending.on_progress,
+                self._call_progress, pending.on_progress,
                 float(progress) if isinstance(progress, int | float) else 0.0,
                 float(total) if isinstance(total, int | float) else None,
                 params.get("message") if isinstance(params.get("message"), str) else None,
             )
 
+    async def _call_progress(self, callback: ProgressCallback, progress: float,
+                             total: float | None, message: str | None) -> None:
+        try:
+            await _call_progress(callback, progress, total, message)
+        finally:
+            self._handler_done()
+
     async def _notify_handler(self, method: str, params: dict[str, Any],
                               origin: object | None = None) -> None:
+        """Run the client's handler for one notification (admitted by `_admit_handler`)."""
         try:
             with request_origin(origin):
                 await self._on_notification(method, params)
         except Exception:
             log.exception("the handler for %s failed", method)
+        finally:
+            self._handler_done()
 
     def _origin_of(self, related: RequestId | None) -> object | None:
         """The origin a server request inherits (client/origin.py): that of the request
@@ -545,6 +667,23 @@ class ClientSession:
         return next(iter(origins.values())) if len(origins) == 1 else None
 
     async def _answer(self, request: jsonrpc.Request, origin: object | None = None) -> None:
+        """Answer one server request (admitted by `_take_request`; counted until its answer
+        is sent, so a server that does not read its answers cannot pile them up)."""
+        try:
+            reply = await self._reply_to(request, origin)
+            if reply is None or self._closed is not None:
+                return  # cancelled by the server: no answer (spec), or nobody to answer
+            try:
+                with anyio.move_on_after(30.0):
+                    await self.transport.send(Outgoing(reply))
+            except TransportError as exc:
+                log.warning("could not answer the server's %s: %s", request.method, exc)
+        finally:
+            self._answering -= 1
+
+    async def _reply_to(self, request: jsonrpc.Request, origin: object | None
+                        ) -> bytes | None:
+        """The encoded answer to a server request; None if the server cancelled it."""
         params = _params_of(request.params)
         reply: bytes | None = None
         with anyio.CancelScope() as scope, request_origin(origin):
@@ -561,13 +700,7 @@ class ClientSession:
                                                       f"{request.method}"))
             finally:
                 self._inbound.pop(request.id, None)
-        if reply is None or self._closed is not None:
-            return  # cancelled by the server: no answer (spec), or nobody to answer
-        try:
-            with anyio.move_on_after(30.0):
-                await self.transport.send(Outgoing(reply))
-        except TransportError as exc:
-            log.warning("could not answer the server's %s: %s", request.method, exc)
+        return reply
 
     def _spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         if self._tg is None:

@@ -9,7 +9,10 @@ Invariants:
 - the catalog (tools, resources, templates, prompts) is what the server listed, with the
   config's allow/deny lists applied to tools;
 - a crash is noticed by a watcher on the client's connection, not by the next call; a call
-  that the crash interrupted is repeated only when the tool is read-only (see `call_tool`).
+  that the crash interrupted is repeated only when the tool is read-only (see `call_tool`);
+- list changes are coalesced: one refresh at a time, at most one every
+  `REFRESH_INTERVAL_S`, however many `list_changed` notifications the server sends (each
+  used to start a refresh of its own: 5,000 of them, 5,000 catalog fetches at once).
 """
 
 from __future__ import annotations
@@ -35,6 +38,10 @@ log = logging.getLogger("mcpkit.manager")
 ClientFactory = Callable[["ManagedServer"], Client]
 CatalogListener = Callable[["ManagedServer", str], Awaitable[None] | None]
 """Called with (server, kind) after a server's catalog changed ("tools", "prompts", …, "all")."""
+
+
+REFRESH_INTERVAL_S = 1.0
+"""The least time between two refreshes of one server's catalog for its list changes."""
 
 
 class Status(StrEnum):
@@ -63,8 +70,10 @@ class RestartPolicy:
 
 class ManagedServer:
     def __init__(self, config: ServerConfig, *, make_client: ClientFactory,
-                 on_catalog: CatalogListener, restart: RestartPolicy) -> None:
+                 on_catalog: CatalogListener, restart: RestartPolicy,
+                 refresh_interval_s: float = REFRESH_INTERVAL_S) -> None:
         self.config = config
+        self.refresh_interval_s = refresh_interval_s
         self.status = Status.STOPPED if config.enabled else Status.DISABLED
         self.error: str | None = None
         self.client: Client | None = None
@@ -85,6 +94,9 @@ class ManagedServer:
         self._ready_since = 0.0
         self._close_seen = anyio.Event()
         """Set by the watcher once it has handled the end of the current connection."""
+        self._changed: set[str] = set()
+        """Kinds whose list changed since the refresher last looked."""
+        self._refresher_running = False
 
     def stop_requested(self) -> bool:
         return self._stopping
@@ -193,9 +205,24 @@ class ManagedServer:
 
     def list_changed(self, kind: str) -> None:
         """The client's `on_list_changed`: refresh in the background (the client's
-        notification dispatch must not wait for a request of its own)."""
+        notification dispatch must not wait for a request of its own), coalesced with the
+        other changes that come before the refresh starts."""
         if self._tg is not None and self.status is Status.READY:
-            self._tg.start_soon(self.refresh, kind)
+            self._changed.add(kind)
+            if not self._refresher_running:
+                self._refresher_running = True
+                self._tg.start_soon(self._refresh_changed)
+
+    async def _refresh_changed(self) -> None:
+        """Refresh what changed, one refresh at a time and at most one every
+        `refresh_interval_s`, until no change is left."""
+        try:
+            while self._changed and self.status is Status.READY:
+                kinds, self._changed = self._changed, set()
+                await self.refresh(kinds.pop() if len(kinds) == 1 else "all")
+                await anyio.sleep(self.refresh_interval_s)
+        finally:
+            self._refresher_running = False
 
     async def _listen(self, client: Client) -> None:
         """Modern servers send list changes only on a `subscriptions/listen` stream."""

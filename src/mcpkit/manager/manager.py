@@ -47,7 +47,7 @@ from mcpkit.manager.errors import (
     ToolNotAllowed,
     UnknownTool,
 )
-from mcpkit.manager.managed import ManagedServer, RestartPolicy, Status
+from mcpkit.manager.managed import REFRESH_INTERVAL_S, ManagedServer, RestartPolicy, Status
 from mcpkit.manager.names import NameTable
 from mcpkit.manager.permissions import AskHook, PermissionHook, ToolCallRequest
 from mcpkit.protocol import types
@@ -84,10 +84,13 @@ class ServerManager:
         restart: RestartPolicy | None = None,
         environ: Mapping[str, str] | None = None,
         client_options: Mapping[str, Any] | None = None,
+        refresh_interval_s: float = REFRESH_INTERVAL_S,
     ) -> None:
         """`client_options` are passed to every `mcpkit.Client` (e.g. `sampling=`,
         `elicitation=`, `roots=`, `on_log=`); `environ` is where `env_vars` and
-        `bearer_token_env_var` are read (default: this process's environment)."""
+        `bearer_token_env_var` are read (default: this process's environment).
+        `refresh_interval_s`: the least time between two catalog refreshes of one server
+        for its list changes (they are coalesced)."""
         self.servers: dict[str, ManagedServer] = {}
         policy = restart or RestartPolicy()
         for config in servers:
@@ -95,7 +98,7 @@ class ServerManager:
                 raise ConfigError(f"duplicate server name {config.name!r}")
             self.servers[config.name] = ManagedServer(
                 config, make_client=self._make_client, on_catalog=self._catalog_changed,
-                restart=policy)
+                restart=policy, refresh_interval_s=refresh_interval_s)
         self.permission = permission
         self.ask = ask
         self.output_budget = output_budget

@@ -21,7 +21,7 @@ import logging
 import os
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from types import TracebackType
 
 import anyio
@@ -74,6 +74,9 @@ class StdioProcess:
         self._stderr = bytearray()
         self._send_lock = anyio.Lock()
         self._stderr_done = anyio.Event()
+        self.on_oversized: Callable[[bytes, bytes], None] | None = None
+        """Called with the first and last bytes of each line dropped for its size (the
+        client transport fails the request it answered)."""
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -209,10 +212,14 @@ class StdioProcess:
                 chunk = await process.stdout.receive()
             except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                 return
+            dropped = 0
             for line in framer.feed(chunk):
                 if line is None:
                     log.warning("dropping a line over %d bytes from the server",
                                 self.max_line_bytes)
+                    if self.on_oversized is not None:
+                        self.on_oversized(*framer.dropped_ends[dropped])
+                    dropped += 1
                 else:
                     yield line
 

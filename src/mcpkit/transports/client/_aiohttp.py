@@ -11,6 +11,7 @@ from aiohttp.abc import AbstractResolver
 from multidict import CIMultiDict
 
 from mcpkit.protocol import sse
+from mcpkit.transports.client.base import MessageTooLarge as MessageTooLarge
 from mcpkit.transports.client.base import TransportError
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -48,10 +49,6 @@ class ResponseLike(Protocol):
     def close(self) -> None: ...
 
 
-class MessageTooLarge(TransportError):
-    """A message (a JSON body or one SSE event) exceeds the transport's limit."""
-
-
 def common_headers(
     user_headers: Mapping[str, str] | None, bearer_token: str | None
 ) -> CIMultiDict[str]:
@@ -64,7 +61,8 @@ def common_headers(
     return out
 
 
-def new_session(connect_timeout: float, resolver: AbstractResolver | None = None
+def new_session(connect_timeout: float, resolver: AbstractResolver | None = None, *,
+                trace_configs: list[aiohttp.TraceConfig] | None = None,
                 ) -> aiohttp.ClientSession:
     """A client session for one transport: no connection limit (each pending Streamable HTTP
     request holds a connection, and waiting for a pooled one must not look like a timeout),
@@ -76,6 +74,7 @@ def new_session(connect_timeout: float, resolver: AbstractResolver | None = None
         connector=connector,
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout),
         trust_env=False,
+        trace_configs=trace_configs,
     )
 
 

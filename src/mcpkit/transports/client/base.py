@@ -104,6 +104,11 @@ class TransportError(Exception):
     """The transport failed; the message says what and where."""
 
 
+class MessageTooLarge(TransportError):
+    """A message from the server (a stdio line, a JSON body, one SSE event) exceeds the
+    transport's limit."""
+
+
 class ConnectionClosed(TransportError):
     """The connection to the server ended.
 
@@ -151,6 +156,21 @@ class HttpStatusError(TransportError):
             if isinstance(err.get("code"), int):
                 return err
         return None
+
+
+class RedirectRefused(HttpStatusError):
+    """The server answered with a redirect, which the client does not follow (the user's
+    headers and token must not go where a server points)."""
+
+    def __init__(self, status: int, location: str, *, url: str = "") -> None:
+        super().__init__(status, b"", {"Location": location}, url=url)
+        where = f" from {url}" if url else ""
+        self.args = (f"HTTP {status}{where}: a redirect to {location or '(no Location)'}, "
+                     "which the client does not follow",)
+        self.location = location
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class SessionExpired(HttpStatusError):

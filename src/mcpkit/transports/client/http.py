@@ -5,7 +5,9 @@ Each request is one POST run by a background task in the session's task group; i
 (a JSON body, or an SSE stream carrying progress, server requests and finally the response)
 is delivered through `Inbound`. Closing that POST's connection (`abandon`) is the modern
 era's cancellation. A legacy SSE stream that ends before the response is resumed with GET +
-`Last-Event-ID` after the server's `retry`. Notifications and responses are POSTed and
+`Last-Event-ID` after the server's `retry`, kept between `min_retry_s` and `MAX_BACKOFF_S`
+(a server cannot make the client reconnect in a tight loop, nor wait out its timeout).
+Notifications and responses are POSTed and
 waited for (2xx, usually 202).
 
 Legacy sessions: the `Mcp-Session-Id` of any response is kept and sent on every later
@@ -62,6 +64,11 @@ SESSION_HEADER = "Mcp-Session-Id"
 VERSION_HEADER = "MCP-Protocol-Version"
 DELETE_TIMEOUT_S = 2.0
 MAX_BACKOFF_S = 30.0
+"""The longest wait before reconnecting a stream, whatever the server's `retry` says."""
+MIN_RETRY_S = 0.25
+"""The shortest wait before reconnecting a stream, whatever the server's `retry` says: a
+server that ends every stream at once with `retry: 0` and a new event id costs each pending
+request at most 4 reconnects a second (unclamped: thousands)."""
 
 
 class _Probe(msgspec.Struct):
@@ -133,6 +140,7 @@ class StreamableHttpTransport:
         resolver: AbstractResolver | None = None,
         max_reconnects: int = 5,
         default_retry_s: float = 1.0,
+        min_retry_s: float = MIN_RETRY_S,
         session: aiohttp.ClientSession | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     ) -> None:
@@ -141,6 +149,7 @@ class StreamableHttpTransport:
         self.resolver = resolver
         self.max_reconnects = max_reconnects
         self.default_retry_s = default_retry_s
+        self.min_retry_s = min_retry_s
         self.max_message_bytes = max_message_bytes
         self.protocol_version: str | None = None
         self.session_id: str | None = None
@@ -556,7 +565,9 @@ class StreamableHttpTransport:
             self._standalone = None
 
     def _retry_delay(self, state: _StreamState) -> float:
-        return self.default_retry_s if state.retry_s is None else state.retry_s
+        """The server's `retry` (else our default), kept within [min_retry_s, MAX_BACKOFF_S]."""
+        delay = self.default_retry_s if state.retry_s is None else state.retry_s
+        return min(max(delay, self.min_retry_s), MAX_BACKOFF_S)
 
     def _take(self, data: bytes, state: _StreamState) -> None:
         """Deliver a message of `state`'s stream, noting whether it is the awaited answer

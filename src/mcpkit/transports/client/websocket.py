@@ -1,10 +1,15 @@
 """The WebSocket client transport, on aiohttp: subprotocol `mcp`, one JSON-RPC message per
-frame (text frames are sent; text or binary frames are accepted)."""
+frame (text frames are sent; text or binary frames are accepted).
+
+A redirect of the handshake is refused (`RedirectRefused`), as every HTTP transport of the
+client refuses them: following one would take the user's headers to wherever the server
+points (aiohttp drops only `Authorization` on a change of origin)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from types import SimpleNamespace
 
 import aiohttp
 import anyio
@@ -24,6 +29,7 @@ from mcpkit.transports.client.base import (
     HttpStatusError,
     Inbound,
     Outgoing,
+    RedirectRefused,
     TransportError,
 )
 
@@ -66,7 +72,8 @@ class WebSocketTransport:
         Raises HttpStatusError for a refused handshake, TransportError otherwise."""
         if self._closed or self._http is not None:
             raise TransportError(f"the transport to {self.url} is already open or closed")
-        self._http = http = new_session(self.connect_timeout, self.resolver)
+        self._http = http = new_session(self.connect_timeout, self.resolver,
+                                        trace_configs=[_refusing_redirects()])
         try:
             self._ws = ws = await self._connect(http)
         except BaseException:
@@ -124,6 +131,8 @@ class WebSocketTransport:
                     max_msg_size=self.max_message_bytes,
                     timeout=aiohttp.ClientWSTimeout(ws_close=CLOSE_TIMEOUT_S),
                 )
+        except _Redirected as exc:
+            raise RedirectRefused(exc.status, exc.location, url=self.url) from None
         except aiohttp.WSServerHandshakeError as exc:
             hdrs = dict(exc.headers.items()) if exc.headers else {}
             error = HttpStatusError(exc.status, b"", hdrs, url=self.url)
@@ -170,3 +179,28 @@ class WebSocketTransport:
 
 
 __all__ = ["WebSocketTransport"]
+
+
+class _Redirected(Exception):
+    """Raised out of aiohttp's redirect hook: the handshake was answered with a redirect."""
+
+    def __init__(self, status: int, location: str) -> None:
+        super().__init__(f"{status} to {location}")
+        self.status = status
+        self.location = location
+
+
+def _refusing_redirects() -> aiohttp.TraceConfig:
+    """A trace config that stops aiohttp before it follows a redirect (`ws_connect` has no
+    `allow_redirects`): the hook runs before the next request is made."""
+
+    async def on_redirect(session: aiohttp.ClientSession, context: SimpleNamespace,
+                          params: aiohttp.TraceRequestRedirectParams) -> None:
+        response = params.response
+        location = response.headers.get("Location", "")
+        response.close()
+        raise _Redirected(response.status, location)
+
+    trace = aiohttp.TraceConfig()
+    trace.on_request_redirect.append(on_redirect)
+    return trace
