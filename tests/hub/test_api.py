@@ -9,6 +9,7 @@ import io
 import json
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,6 +32,7 @@ from tests.hub.hub_helpers import (
 )
 from tests.procs import free_port
 
+from mcpkit.hub.settings import HubSettings
 from mcpkit.server.server import Server
 
 pytestmark = pytest.mark.anyio
@@ -576,3 +578,30 @@ async def test_admins_manage_users_and_tokens(hub: Hub) -> None:
                                 {"name": "x", "expires_in_days": 0})
     assert bad_token.error["field"] == "expires_in_days"
     assert (await root.post(f"{ADMIN_USERS}/{user_id}/tokens", {"name": " "})).status == 422
+
+
+@pytest.fixture
+def capped_hub(tmp_path: Path) -> Iterator[Hub]:
+    """A hub whose users may register 3 upstreams each."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
+    with running_hub(url, allow_private_upstreams=True, max_upstreams_per_user=3) as running:
+        yield running
+
+
+async def test_a_user_registers_at_most_max_upstreams_per_user(
+        capped_hub: Hub, echo: Upstream) -> None:
+    """One user's registrations cannot grow without end (each is stored, health-checked and
+    listed): past the cap a create is 409 naming it, other users are not touched, and a
+    removal makes room again."""
+    _, alice = await fresh_user(capped_hub)
+    _, bob = await fresh_user(capped_hub)
+    made = [await alice.create_upstream(name=f"up{i}", url=echo.url) for i in range(3)]
+    refused = await alice.post(UPSTREAMS, {"name": "up3", "url": echo.url})
+    assert refused.status == 409 and refused.error["field"] == "upstreams"
+    assert "(3)" in refused.error["message"]
+    await bob.create_upstream(name="up0", url=echo.url)
+    assert (await alice.delete(f"{UPSTREAMS}/{made[0]['id']}")).status == 204
+    await alice.create_upstream(name="up3", url=echo.url)
+    assert HubSettings.from_env({}).max_upstreams_per_user == 100
+    assert HubSettings.from_env(
+        {"MCPKIT_HUB_MAX_UPSTREAMS_PER_USER": "7"}).max_upstreams_per_user == 7

@@ -198,12 +198,18 @@ class Upstreams:
 
     # --- writing -------------------------------------------------------------------------
 
-    async def create(self, user_id: int, spec: UpstreamSpec) -> UpstreamRecord:
-        """Register an upstream for the user; `Conflict("name")` if the user has one so named."""
+    async def create(
+        self, user_id: int, spec: UpstreamSpec, *, max_per_user: int | None = None
+    ) -> UpstreamRecord:
+        """Register an upstream for the user; `Conflict("name")` if the user has one so named,
+        `Conflict("upstreams")` if they already have `max_per_user` (counted in the writing
+        transaction: concurrent creates can pass it by at most their number on PostgreSQL)."""
         values = self._checked({f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)})
         now = self._clock()
         row = Upstream(user_id=user_id, created_at=now, updated_at=now, version=1, **values)
         async with self._db.write() as session:
+            if max_per_user is not None:
+                await _check_room(session, user_id, max_per_user)
             session.add(row)
             try:
                 await session.flush()
@@ -361,6 +367,14 @@ class _Kept:
 
 def _kept(sealed: str | None) -> _Kept | None:
     return None if sealed is None else _Kept(sealed)
+
+
+async def _check_room(session: AsyncSession, user_id: int, max_per_user: int) -> None:
+    held = await session.scalar(
+        select(func.count()).select_from(Upstream).where(Upstream.user_id == user_id))
+    if (held or 0) >= max_per_user:
+        raise Conflict("upstreams", f"you have {held} upstreams, the most a user may have "
+                       f"({max_per_user}); remove one first")
 
 
 def _check_version(current: int, expected: int | None) -> None:

@@ -95,7 +95,8 @@ def router(settings: HubSettings) -> APIRouter:
         body: UpstreamCreate, user: CurrentUser, context: Context, response: Response
     ) -> UpstreamOut:
         spec = await _checked_spec(body, settings, context)
-        record = await context.store.upstreams.create(user.id, spec)
+        record = await context.store.upstreams.create(
+            user.id, spec, max_per_user=settings.max_upstreams_per_user)
         response.headers["Location"] = f"{PREFIX}/{record.id}"
         await announce_change(context, user.id, record.id)
         return await upstream_out(context, record)
