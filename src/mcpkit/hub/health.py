@@ -7,8 +7,9 @@ the context's `catalog_listeners` about every upstream whose stored catalog chan
 
 A pass takes the due upstreams (`store.upstreams.due_for_health_check`: never checked, or not
 since most of an interval ago) in batches of `BATCH_SIZE`, oldest first, and checks each
-batch concurrently - bounded twice: by the context's `refresh_slots`, which the REST API's
-refreshes share, and by a limiter of half as many slots, so user-initiated refreshes never
+batch concurrently - bounded three times: by the context's `refresh_slots`, which the REST
+API's refreshes share and which give one user's upstreams only their share, and by a limiter
+of half as many slots, so user-initiated refreshes never
 queue behind a whole batch. Each check is bounded by the upstream's own timeouts (connect +
 call). The passes are jittered (±10 %) so replicas started together drift apart.
 
@@ -163,7 +164,7 @@ class HealthChecker:
         context = self.context
         assert context.refresh_slots is not None
         limit = upstream.connect_timeout_s + upstream.call_timeout_s + CHECK_MARGIN_S
-        async with self._own_slots, context.refresh_slots:
+        async with context.refresh_slots.for_user(upstream.user_id), self._own_slots:
             try:
                 with anyio.fail_after(limit):
                     await refresh_catalog(context.store, upstream, context.settings,

@@ -27,6 +27,7 @@ Environment (each also a `mcpkit hub serve` option where it makes sense):
     MCPKIT_HUB_PAGE_SIZE, _MAX_PAGE_SIZE, _MAX_BODY_BYTES, _HEALTH_INTERVAL,
     MCPKIT_HUB_RATE_LIMIT, _RATE_BURST, _DNS_TIMEOUT, _MAX_REFRESHES, _SHUTDOWN_GRACE
     MCPKIT_HUB_MAX_CATALOG_ITEMS, _MAX_CATALOG_BYTES, _MAX_CATALOG_ITEM_BYTES  (an upstream's
+    MCPKIT_HUB_MAX_REFRESHES_PER_USER                        refreshes of one user at once (2)
     MCPKIT_HUB_MAX_UPSTREAMS_PER_USER                        upstreams one user may register (100)
     MCPKIT_HUB_MAX_USER_CATALOG_BYTES                        catalog, a user's: catalog_limits.py)
 
@@ -49,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from mcpkit.hub.refresh_slots import DEFAULT_REFRESHES_PER_USER
 from mcpkit.transports.http.asgi import DEFAULT_MAX_BODIES_IN_FLIGHT_BYTES
 from mcpkit.transports.http.replay import DEFAULT_MAX_TOTAL_REPLAY_BYTES
 
@@ -97,6 +99,9 @@ class HubSettings:
     """How long registration waits for an upstream's host name to resolve (the SSRF check)."""
     max_concurrent_refreshes: int = 8
     """Catalog refreshes in flight per process; more wait their turn."""
+    max_refreshes_per_user: int = DEFAULT_REFRESHES_PER_USER
+    """Of those, what one user's refreshes may hold at once (refresh_slots.py): a user whose
+    upstreams never answer cannot make everyone else's refreshes wait."""
     max_upstreams_per_user: int = 100
     """Upstreams one user may register (409 past it): each is stored, health-checked and
     listed through /mcp, so one user's registrations must not grow without end."""
@@ -158,7 +163,8 @@ class HubSettings:
                      "rate_limit_per_minute", "rate_limit_burst", "max_connections",
                      "max_sessions", "max_sessions_per_user", "auth_failure_burst",
                      "auth_failures_per_minute", "max_replay_bytes",
-                     "max_bodies_in_flight_bytes", "max_upstreams_per_user"):
+                     "max_bodies_in_flight_bytes", "max_upstreams_per_user",
+                     "max_refreshes_per_user"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SettingsError(f"{name}: must be a whole number above 0, not {value!r}")
@@ -275,6 +281,7 @@ def _parse(name: str, text: str, variable: str) -> Any:
         "max_body_bytes": int,
         "max_concurrent_refreshes": int,
         "max_upstreams_per_user": int,
+        "max_refreshes_per_user": int,
         "rate_limit_per_minute": int,
         "rate_limit_burst": int,
         "dns_timeout_s": float,

@@ -42,6 +42,7 @@ from mcpkit.client import ServerError
 from mcpkit.hub.catalog import fetch_catalog
 from mcpkit.hub.health import HealthChecker
 from mcpkit.hub.metrics import HubMetrics
+from mcpkit.hub.refresh_slots import RefreshSlots
 from mcpkit.hub.router.forward import MAX_INPUT_REQUESTS
 from mcpkit.hub.upstream_client import HUB_CLIENT_INFO
 from mcpkit.protocol.errors import MISSING_REQUIRED_CLIENT_CAPABILITY
@@ -213,7 +214,7 @@ class _Context:
         self.settings = hub.settings
         self.redis = None
         self.fetch = fetch_catalog
-        self.refresh_slots = anyio.CapacityLimiter(2)
+        self.refresh_slots = RefreshSlots(2)
         self.catalog_listeners: list[Any] = []
         self.metrics = HubMetrics()
 

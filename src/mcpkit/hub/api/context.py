@@ -28,13 +28,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import anyio
 from fastapi import Request
 
 from mcpkit.hub.catalog import fetch_catalog
 from mcpkit.hub.crypto import SecretBox
 from mcpkit.hub.metrics import HubMetrics
 from mcpkit.hub.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimiter
+from mcpkit.hub.refresh_slots import RefreshSlots
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store import Catalog, Credentials, Store, UpstreamRecord
 from mcpkit.transports.http.auth_failures import AuthFailures
@@ -61,8 +61,9 @@ class HubContext:
     box: SecretBox
     resolve: HostResolver = resolve_host
     fetch: CatalogFetcher = fetch_catalog
-    refresh_slots: anyio.Semaphore | None = None
-    """Bounds the catalog refreshes in flight (settings.max_concurrent_refreshes)."""
+    refresh_slots: RefreshSlots | None = None
+    """Bounds the catalog refreshes in flight (settings.max_concurrent_refreshes in all,
+    settings.max_refreshes_per_user for one user)."""
     metrics: HubMetrics = field(default_factory=HubMetrics)
     redis: Redis | None = None
     catalog_listeners: list[CatalogListener] = field(default_factory=list)
@@ -78,7 +79,8 @@ class HubContext:
             burst=self.settings.auth_failure_burst,
             per_minute=self.settings.auth_failures_per_minute)
         if self.refresh_slots is None:
-            self.refresh_slots = anyio.Semaphore(self.settings.max_concurrent_refreshes)
+            self.refresh_slots = RefreshSlots(self.settings.max_concurrent_refreshes,
+                                              self.settings.max_refreshes_per_user)
         self.limiter = MemoryRateLimiter(
             self.settings.rate_limit_per_minute, self.settings.rate_limit_burst,
             on_limited=self.metrics.count_rate_limited)

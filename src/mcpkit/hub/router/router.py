@@ -185,7 +185,7 @@ class HubRouter:
 
     async def _refresh_quietly(self, upstream: UpstreamRecord) -> bool:
         assert self.context.refresh_slots is not None
-        async with self.context.refresh_slots:
+        async with self.context.refresh_slots.for_user(upstream.user_id):
             try:
                 await refresh_catalog(self.store, upstream, self.context.settings,
                                       fetch=self.context.fetch)

@@ -244,7 +244,7 @@ async def _refresh(context: HubContext, record: UpstreamRecord) -> Catalog:
     """Refresh one catalog, waiting for a slot (bounded refreshes per process); 502 when
     the upstream fails (its error is stored on the upstream by then)."""
     assert context.refresh_slots is not None
-    async with context.refresh_slots:
+    async with context.refresh_slots.for_user(record.user_id):
         try:
             catalog = await refresh_catalog(context.store, record, context.settings,
                                             fetch=context.fetch)
