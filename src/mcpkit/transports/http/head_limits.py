@@ -16,8 +16,10 @@ and a few such connections hold hundreds of MiB. h11 caps the head itself
 each with a JSON-RPC error body, and the connection is closed (what was read of the head
 is dropped with it). Every other request on the server goes on.
 
-The head's bytes are counted as they arrive, chunk by chunk, while the connection waits for
-a head; the parser may hold one read chunk past the limit before the count is checked.
+A head's bytes are counted two ways, each never more than the head's real size, so no head
+within the limit is refused: each read chunk that leaves the head still incomplete (all of
+it is head), and, as each header line is parsed, the target and header lines so far. The
+parser holds at most one read chunk past the limit before one of them refuses.
 """
 
 from __future__ import annotations
@@ -70,6 +72,14 @@ def refusal(status: int, message: str) -> bytes:
             b"content-length: %d\r\n\r\n%s" % (status, reason, len(body), body))
 
 
+_REQUEST_LINE_FLOOR = b"GET  HTTP/1.1\r\n"
+"""The fewest bytes a request line has besides its target."""
+
+
+def _too_big(limits: HeadLimits) -> str:
+    return f"the request's headers exceed {limits.max_head_bytes} bytes"
+
+
 def head_limited_protocol(base: type[Any], limits: HeadLimits) -> type[asyncio.Protocol]:
     """uvicorn's HTTP protocol class `base` with `limits` on request heads when it parses
     with httptools (`base` has `on_url`); any other class is returned as it is."""
@@ -79,25 +89,30 @@ def head_limited_protocol(base: type[Any], limits: HeadLimits) -> type[asyncio.P
     class HeadLimitedHttpProtocol(base):  # type: ignore[misc]
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             self._head_open = True  # waiting for (or reading) a request's head
-            self._head_bytes = 0
+            self._head_bytes = 0  # raw bytes of chunks that were all head
+            self._head_parsed = 0  # bytes of the header lines parsed so far
             self._head_lines = 0
+            self._heads_begun = 0
             self._head_refusal: bytes | None = None
             super().connection_made(transport)
 
         def data_received(self, data: bytes) -> None:
             if self._head_refusal is not None:
                 return  # answered already; the connection is closing
+            begun = self._heads_begun
             super().data_received(data)
-            if self._head_open and self._head_refusal is None:
+            if self._head_open and self._head_refusal is None and begun == self._heads_begun:
+                # The head was open before this chunk and still is: the chunk is all head.
                 self._head_bytes += len(data)
                 if self._head_bytes > limits.max_head_bytes:
-                    self._refuse_head(431, f"the request's headers exceed "
-                                      f"{limits.max_head_bytes} bytes")
+                    self._refuse_head(431, _too_big(limits))
 
         def on_message_begin(self) -> None:
             self._head_open = True
             self._head_bytes = 0
+            self._head_parsed = len(_REQUEST_LINE_FLOOR)
             self._head_lines = 0
+            self._heads_begun += 1
             super().on_message_begin()
 
         def on_url(self, url: bytes) -> None:
@@ -112,6 +127,10 @@ def head_limited_protocol(base: type[Any], limits: HeadLimits) -> type[asyncio.P
             if self._head_lines > limits.max_headers:
                 self._head_refusal = refusal(
                     431, f"the request has more than {limits.max_headers} headers")
+                raise _HeadRefused
+            self._head_parsed += len(name) + len(value) + 4  # ": " and CRLF
+            if len(self.url) + self._head_parsed > limits.max_head_bytes:
+                self._head_refusal = refusal(431, _too_big(limits))
                 raise _HeadRefused
             super().on_header(name, value)
 

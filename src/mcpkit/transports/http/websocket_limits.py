@@ -33,6 +33,8 @@ DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 DEFAULT_MAX_IN_FLIGHT_BYTES = 64 * 1024 * 1024
 """Bytes of WebSocket messages being received at once, over every connection."""
 CLOSE_TRY_AGAIN_LATER = 1013
+REFUSED_LINGER_S = 0.5
+"""A refused connection stays half-open this long, so the client reads the close frame."""
 
 
 class WebSocketLimitError(errors.LocalError):
@@ -125,14 +127,23 @@ def budgeted_ws_protocol(limits: WebSocketLimits) -> type[asyncio.Protocol] | No
         def _refuse(self) -> None:
             self._over_budget = True
             self._release()
-            if self.transport.is_closing():
+            transport = self.transport
+            if transport.is_closing():
                 return
-            if self.handshake_complete:
-                self.conn.fail(CLOSE_TRY_AGAIN_LATER, "the server is receiving too many "
-                               "WebSocket bytes at once; try again later")
-            if self.conn.close_sent is None:  # no socket to close politely yet
-                self.transport.close()
+            if not self.handshake_complete:
+                transport.close()
+                return
+            self.conn.fail(CLOSE_TRY_AGAIN_LATER, "the server is receiving too many "
+                           "WebSocket bytes at once; try again later")
+            self.queue.put_nowait({"type": "websocket.disconnect", "code": CLOSE_TRY_AGAIN_LATER})
+            transport.write(b"".join(self.conn.data_to_send()))
+            self.close_sent = True
+            # Half-close and linger: closing on unread bytes would reset the connection and
+            # lose the close frame; what arrives meanwhile is dropped unread.
+            if transport.can_write_eof():
+                transport.write_eof()
+                asyncio.get_running_loop().call_later(REFUSED_LINGER_S, transport.close)
             else:
-                self.handle_parser_exception()
+                transport.close()
 
     return BudgetedWebSocketProtocol
