@@ -7,7 +7,8 @@ GET  /sse                          opens a session: an SSE stream whose first ev
 POST /messages?session_id=<id>     one JSON-RPC message (or batch) → 202 Accepted; its reply
                                    goes on the session's stream. Unknown session → 404.
 
-Each session is one `Connection` whose outbound channel is its stream. Requests run in the
+Each session is one `Connection` whose outbound channel is its stream, written with
+backpressure (`SseChannel`: nothing is queued for a client that stops reading). Requests run in the
 GET's task group, so the session ending (the GET disconnecting, or server shutdown) cancels
 what runs for it. Host/Origin checks (403) and the body limit (413) are the main app's, and
 so are the session limits: at most the app's `max_sessions` streams in all (503) and its
