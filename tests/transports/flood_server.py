@@ -16,6 +16,7 @@ from mcpkit import Server
 from mcpkit.server.context import Context
 from mcpkit.transports.arguments import add_transport_arguments
 from mcpkit.transports.http.replay import DEFAULT_DELIVERED_GRACE_S, ReplayLimits
+from mcpkit.transports.http.serve import limit_options
 
 MAX_FLOOD_BYTES = 1024 * 1024 * 1024
 """What one `flood` call may log in all (a bound on the test tool itself)."""
@@ -58,7 +59,8 @@ def main() -> None:
         build().run_stdio()
     else:
         build().run_http(host=args.host, port=args.port, log_level="warning",
-                         replay_limits=ReplayLimits(delivered_grace_s=args.delivered_grace_s))
+                         replay_limits=ReplayLimits(delivered_grace_s=args.delivered_grace_s),
+                         **limit_options(args))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ GET  /sse                          opens a session: an SSE stream whose first ev
 POST /messages?session_id=<id>     one JSON-RPC message (or batch) → 202 Accepted; its reply
                                    goes on the session's stream. Unknown session → 404.
 
-Each session is one `Connection` whose outbound channel is its stream. Requests run in the
+Each session is one `Connection` whose outbound channel is its stream, written with
+backpressure (`SseChannel`: nothing is queued for a client that stops reading). Requests run in the
 GET's task group, so the session ending (the GET disconnecting, or server shutdown) cancels
 what runs for it. Host/Origin checks (403) and the body limit (413) are the main app's, and
 so are the session limits: at most the app's `max_sessions` streams in all (503) and its
@@ -24,7 +25,6 @@ from urllib.parse import parse_qs
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from mcpkit.protocol import errors, jsonrpc, sse
 from mcpkit.server.admission import Refusal
@@ -40,36 +40,59 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_QUEUE_SIZE = 256
-
 
 class SseChannel:
-    """A session's outbound channel: queues messages for the GET that writes them."""
+    """A session's outbound channel: writes each message to the GET's response as an SSE
+    event, one at a time, and waits while the client is not reading (uvicorn's flow
+    control). Nothing is queued: a session holds at most the message being written and
+    the transport's write buffer, however much its handlers send and however slowly its
+    client reads; a handler that sends more waits (a bounded queue of 256 messages could
+    hold 256 messages of any size)."""
 
-    def __init__(self, queue: MemoryObjectSendStream[bytes]) -> None:
-        self._queue = queue
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self._lock = anyio.Lock()
+        self.closed = False
 
     async def send(self, message: bytes) -> None:
-        try:
-            await self._queue.send(sse.encode_event(message, event="message"))
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            raise ConnectionResetError("SSE session closed") from None
+        await self.write(sse.encode_event(message, event="message"))
+
+    async def write(self, chunk: bytes) -> None:
+        if self.closed:
+            raise ConnectionResetError("SSE session closed")
+        async with self._lock:
+            if self.closed:
+                raise ConnectionResetError("SSE session closed")
+            try:
+                await _body(self._send, chunk)
+            except OSError:
+                self.closed = True
+                raise ConnectionResetError("SSE session closed") from None
+
+    async def keepalive(self) -> None:
+        """A comment line, unless a message is being written (the stream is busy anyway)."""
+        if not self._lock.locked():
+            await self.write(sse.KEEPALIVE)
+
+    async def end(self) -> None:
+        """Close the channel and end the response (after the write in progress, if any)."""
+        self.closed = True
+        async with self._lock:
+            await self._send({"type": "http.response.body", "body": b""})
 
 
 class SseSession:
     def __init__(
-        self, session_id: str, tg: TaskGroup, queue: MemoryObjectSendStream[bytes],
-        caller: str | None = None,
+        self, session_id: str, tg: TaskGroup, channel: SseChannel, caller: str | None = None,
     ) -> None:
         self.id = session_id
         self.tg = tg
-        self.queue = queue
-        self.channel = SseChannel(queue)
+        self.channel = channel
         self.connection = Connection(self.channel, session_id=session_id, caller=caller)
 
     def close(self) -> None:
         self.connection.close()
-        self.queue.close()
+        self.channel.closed = True
         self.tg.cancel_scope.cancel()
 
 
@@ -131,7 +154,6 @@ class LegacySseTransport:
     async def _serve_session(self, scope: Scope, receive: Receive, send: Send) -> None:
         session_id = secrets.token_hex(16)
         endpoint = f"{scope.get('root_path', '')}{self.messages_path}?session_id={session_id}"
-        sender, receiver = anyio.create_memory_object_stream[bytes](_QUEUE_SIZE)
         await send(
             {
                 "type": "http.response.start",
@@ -139,53 +161,43 @@ class LegacySseTransport:
                 "headers": asgi.encode_headers(dict(SSE_HEADERS)),
             }
         )
+        channel = SseChannel(send)
         notifier = self.app.server.notifier
         session: SseSession | None = None
         try:
+            await channel.write(sse.encode_event(endpoint, event="endpoint"))
             async with anyio.create_task_group() as tg:
-                session = SseSession(session_id, tg, sender, caller_key(scope))
+                session = SseSession(session_id, tg, channel, caller_key(scope))
                 self.sessions[session_id] = session
                 notifier.connections.add(session.connection)
-                tg.start_soon(self._until_disconnect, receive, tg)
-                tg.start_soon(self._keepalive, sender)
-                await self._pump(endpoint, receiver, send)
+                tg.start_soon(self._keepalive, channel)
+                await self._until_disconnect(receive)
                 tg.cancel_scope.cancel()
+        except ConnectionResetError:
+            log.debug("SSE stream: the client went away")
         finally:
             self.sessions.pop(session_id, None)
             if session is not None:
                 session.connection.close()
                 notifier.connections.discard(session.connection)
-            sender.close()
-            receiver.close()
+            channel.closed = True
         with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
             try:
-                await send({"type": "http.response.body", "body": b""})
+                await channel.end()
             except OSError:
                 pass
 
     @staticmethod
-    async def _pump(endpoint: str, receiver: MemoryObjectReceiveStream[bytes], send: Send) -> None:
-        try:
-            await _body(send, sse.encode_event(endpoint, event="endpoint"))
-            async for chunk in receiver:
-                await _body(send, chunk)
-        except OSError:
-            log.debug("SSE stream: the client went away")
-
-    @staticmethod
-    async def _until_disconnect(receive: Receive, tg: TaskGroup) -> None:
+    async def _until_disconnect(receive: Receive) -> None:
         while (await receive())["type"] != "http.disconnect":
             pass
-        tg.cancel_scope.cancel()
 
-    async def _keepalive(self, sender: MemoryObjectSendStream[bytes]) -> None:
+    async def _keepalive(self, channel: SseChannel) -> None:
         while True:
             await anyio.sleep(self.app.keepalive_s)
             try:
-                sender.send_nowait(sse.KEEPALIVE)
-            except anyio.WouldBlock:
-                pass  # the stream is busy anyway
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                await channel.keepalive()
+            except ConnectionResetError:
                 return
 
     # --- POST: one message for a session -----------------------------------------------------

@@ -5,7 +5,9 @@ streams close and uvicorn's graceful shutdown does not wait on them; requests in
 still get `graceful_s` to finish.
 
 Connections are limited (`connections.py`): at most `max_connections` at once, a request's
-headers within `header_timeout_s`, its body within `body_timeout_s`.
+headers within `header_timeout_s`, its body within `body_timeout_s`. A request's head is
+bounded in bytes (`head_limits.py`: 414, 431), and so are WebSocket messages, one by one and
+all those being received at once (`websocket_limits.py`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,17 @@ from mcpkit.transports.http.connections import (
     DEFAULT_MAX_CONNECTIONS,
     ConnectionLimits,
 )
+from mcpkit.transports.http.head_limits import (
+    DEFAULT_MAX_HEAD_BYTES,
+    DEFAULT_MAX_HEADERS,
+    DEFAULT_MAX_URL_BYTES,
+    HeadLimits,
+)
+from mcpkit.transports.http.websocket_limits import (
+    DEFAULT_MAX_IN_FLIGHT_BYTES,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    WebSocketLimits,
+)
 
 if TYPE_CHECKING:
     import uvicorn
@@ -28,21 +41,33 @@ if TYPE_CHECKING:
 
 
 def uvicorn_config(
-    app: Any, *, http: str = "auto", limits: ConnectionLimits | None = None, **options: Any
+    app: Any, *, http: str = "auto", limits: ConnectionLimits | None = None,
+    head_limits: HeadLimits | None = None, ws_limits: WebSocketLimits | None = None,
+    **options: Any,
 ) -> uvicorn.Config:
     """uvicorn's settings for serving an mcpkit ASGI app: lifespan on, no `Server` header,
-    connection `limits` (default `ConnectionLimits()`, `connections.py`), and each
-    response's head and body in one write (`coalesce.py`) over uvicorn's `http`
-    implementation ("auto", "httptools", "h11"). `options` are `uvicorn.Config`'s (host,
-    port, log_level, timeout_graceful_shutdown...)."""
+    connection `limits` (default `ConnectionLimits()`, `connections.py`), request heads
+    within `head_limits` (`head_limits.py`), WebSocket messages within `ws_limits`
+    (`websocket_limits.py`), and each response's head and body in one write
+    (`coalesce.py`) over uvicorn's `http` implementation ("auto", "httptools", "h11").
+    `options` are `uvicorn.Config`'s (host, port, log_level, timeout_graceful_shutdown...)."""
     import uvicorn
 
     from mcpkit.transports.http.coalesce import coalescing_protocol
     from mcpkit.transports.http.connections import guarded_protocol
+    from mcpkit.transports.http.head_limits import head_limited_protocol
+    from mcpkit.transports.http.websocket_limits import budgeted_ws_protocol
 
+    head = head_limits or HeadLimits()
+    ws = ws_limits or WebSocketLimits()
     options.setdefault("lifespan", "on")
     options.setdefault("server_header", False)
-    protocol = guarded_protocol(coalescing_protocol(http), limits or ConnectionLimits())
+    options.setdefault("h11_max_incomplete_event_size", head.max_head_bytes)
+    options.setdefault("ws_max_size", ws.max_message_bytes)
+    if "ws" not in options and (ws_protocol := budgeted_ws_protocol(ws)) is not None:
+        options["ws"] = ws_protocol
+    base = head_limited_protocol(coalescing_protocol(http), head)
+    protocol = guarded_protocol(base, limits or ConnectionLimits())
     return uvicorn.Config(app, http=protocol, **options)
 
 
@@ -51,12 +76,17 @@ def run_http(
     graceful_s: float = 5.0, wrap: Callable[[Any], Any] | None = None,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
-    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S, **app_options: Any,
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S, max_url_bytes: int = DEFAULT_MAX_URL_BYTES,
+    max_head_bytes: int = DEFAULT_MAX_HEAD_BYTES, max_headers: int = DEFAULT_MAX_HEADERS,
+    max_ws_bytes_in_flight: int = DEFAULT_MAX_IN_FLIGHT_BYTES, **app_options: Any,
 ) -> None:
     """Serve with uvicorn until SIGINT/SIGTERM. `wrap(app)` may put ASGI middleware in
     front of the MCP app (it must forward `shutdown()`). `max_connections`,
-    `header_timeout_s`, `body_timeout_s`: `connections.py`; `app_options` are
-    `McpAsgiApp`'s (max_sessions, max_sessions_per_principal...)."""
+    `header_timeout_s`, `body_timeout_s`: `connections.py`; `max_url_bytes`,
+    `max_head_bytes`, `max_headers`: `head_limits.py`; `max_ws_bytes_in_flight`:
+    `websocket_limits.py` (one WebSocket message may be as big as an HTTP body,
+    `max_body_bytes`); `app_options` are `McpAsgiApp`'s (max_sessions,
+    max_sessions_per_principal...)."""
     import uvicorn
 
     app = server.asgi_app(**app_options)
@@ -69,8 +99,12 @@ def run_http(
             super().handle_exit(sig, frame)
 
     limits = ConnectionLimits(max_connections, header_timeout_s, body_timeout_s)
+    head = HeadLimits(max_url_bytes, max_head_bytes, max_headers)
+    ws = WebSocketLimits(app_options.get("max_body_bytes", DEFAULT_MAX_MESSAGE_BYTES),
+                         max_ws_bytes_in_flight)
     config = uvicorn_config(app, host=host, port=port, log_level=log_level,
-                            timeout_graceful_shutdown=int(graceful_s), limits=limits)
+                            timeout_graceful_shutdown=int(graceful_s), limits=limits,
+                            head_limits=head, ws_limits=ws)
     _Uvicorn(config).run()
 
 
@@ -93,6 +127,21 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--body-timeout", type=_positive_float, default=DEFAULT_BODY_TIMEOUT_S,
                        metavar="S", help="seconds a request's body may take to arrive "
                        f"(default {DEFAULT_BODY_TIMEOUT_S:g})")
+    group.add_argument("--max-url-bytes", type=_positive_int, default=DEFAULT_MAX_URL_BYTES,
+                       metavar="N", help="bytes of a request's path and query; past it 414 "
+                       f"(default {DEFAULT_MAX_URL_BYTES})")
+    group.add_argument("--max-header-bytes", type=_positive_int,
+                       default=DEFAULT_MAX_HEAD_BYTES, metavar="N",
+                       help="bytes of a request's line and headers; past it 431 (default "
+                       f"{DEFAULT_MAX_HEAD_BYTES})")
+    group.add_argument("--max-headers", type=_positive_int, default=DEFAULT_MAX_HEADERS,
+                       metavar="N", help="header lines of a request; past it 431 (default "
+                       f"{DEFAULT_MAX_HEADERS})")
+    group.add_argument("--max-ws-bytes-in-flight", type=_positive_int,
+                       default=DEFAULT_MAX_IN_FLIGHT_BYTES, metavar="N",
+                       help="bytes of WebSocket messages being received at once, over all "
+                       "connections; past it a connection is closed with 1013 (default "
+                       f"{DEFAULT_MAX_IN_FLIGHT_BYTES})")
     group.add_argument("--max-sessions", type=_positive_int, default=DEFAULT_MAX_SESSIONS,
                        metavar="N", help=f"legacy sessions in all (default {DEFAULT_MAX_SESSIONS})")
     group.add_argument("--max-sessions-per-client", type=_positive_int,
@@ -107,6 +156,10 @@ def limit_options(args: argparse.Namespace) -> dict[str, Any]:
         "max_connections": args.max_connections,
         "header_timeout_s": args.header_timeout,
         "body_timeout_s": args.body_timeout,
+        "max_url_bytes": args.max_url_bytes,
+        "max_head_bytes": args.max_header_bytes,
+        "max_headers": args.max_headers,
+        "max_ws_bytes_in_flight": args.max_ws_bytes_in_flight,
         "max_sessions": args.max_sessions,
         "max_sessions_per_principal": args.max_sessions_per_client,
     }
