@@ -4,7 +4,8 @@
 
 It offers the tasks extension and two task-supporting tools: `blob(size)` returns `size`
 bytes of text (a big stored task result from a small request) and `echo(text)` returns its
-input (a big stored result from a big request).
+input (a big stored result from a big request); `ask()` asks the client a question and waits
+for the answer (`tasks/update`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import argparse
 
 from mcpkit import Server
 from mcpkit.server import tasks
+from mcpkit.server.context import Context
 from mcpkit.transports.arguments import add_transport_arguments
 
 MAX_BLOB_BYTES = 64 * 1024 * 1024
@@ -29,6 +31,13 @@ def build() -> Server:
         if not 0 <= size <= MAX_BLOB_BYTES:
             raise ValueError(f"size must stay within {MAX_BLOB_BYTES} bytes")
         return "b" * size
+
+    @server.tool(task_support="optional")
+    async def ask(ctx: Context) -> str:
+        """Ask the client one question (the task waits in `input_required`)."""
+        answer = await ctx.elicit("Anything?", {"type": "object", "properties": {}},
+                                  key="question")
+        return str(answer.get("action"))
 
     @server.tool(task_support="optional")
     async def echo(text: str) -> str:

@@ -145,7 +145,8 @@ def test_a_cancelled_task_keeps_no_late_result() -> None:
 
 META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {"extensions": {tasks.EXTENSION: {}}},
+    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {},
+                                                    "extensions": {tasks.EXTENSION: {}}},
     "io.modelcontextprotocol/clientInfo": {"name": "task-bytes-test", "version": "0"},
 }
 FLOOD_CALLS = 100
@@ -235,3 +236,88 @@ def test_a_result_over_the_cap_fails_its_task_and_the_server_goes_on() -> None:
         fine = peer.wait_terminal(peer.call_as_task("echo", text="still here"))
         assert fine["status"] == "completed"
         assert fine["result"]["content"][0]["text"] == "still here"
+
+
+# --- answers (tasks/update) ---------------------------------------------------------------------
+
+
+def _waiting(store: TaskStore, principal: str) -> Task:
+    """A task of `principal` waiting for the answer to one elicitation ("q")."""
+    task = _task(principal)
+    store.register(task)
+    task.pending = {"q": {"method": "elicitation/create", "params": {}}}
+    task.set_status(tasks.INPUT_REQUIRED)
+    return task
+
+
+def _answer(size: int, key: str = "q") -> dict[str, Any]:
+    return {key: {"action": "accept", "content": {"x": "a" * size}}}
+
+
+def test_answers_are_capped_per_task_and_charged_to_the_budgets() -> None:
+    store = TaskStore(max_result_bytes=100, max_bytes_per_principal=300, max_bytes=1000,
+                      max_answer_bytes=150)
+    too_big = _waiting(store, "alice")
+    try:
+        store.update(too_big, _answer(200))
+    except errors.McpError as refused:
+        assert refused.code == errors.INVALID_PARAMS and refused.data == {"limit": 150}
+    else:
+        raise AssertionError("an answer over the per-task cap was taken")
+    assert too_big.pending and not too_big.answers and too_big.answer_bytes == 0
+    finished = _task("alice")
+    store.register(finished)
+    store.settle(finished, COMPLETED, result=_result(40))
+    waiting = [_waiting(store, "alice") for _ in range(3)]
+    for task in waiting[:2]:
+        store.update(task, _answer(100))  # the finished result is forgotten to pay
+    assert finished.task_id not in store.tasks
+    try:
+        store.update(waiting[2], _answer(100))
+    except errors.McpError as refused:
+        assert refused.code == errors.SERVER_BUSY
+    else:
+        raise AssertionError("answers past the principal's budget were taken")
+    assert store.held_bytes("alice") <= 300
+    store.settle(waiting[0], COMPLETED, result=_result(10))  # its answers go as it ends
+    assert waiting[0].answers == {} and waiting[0].answer_bytes == 0
+    store.update(waiting[2], _answer(100))
+    assert waiting[2].answers and store.held_bytes("alice") <= 300
+
+
+ANSWERS = 60
+ANSWER_BYTES = 900_000
+ANSWERS_GROWTH_BOUND = 24 * MIB
+"""Answers are dropped as their task ends; they were kept for the TTL (60 x 0.9 MiB: ~55 MiB
+for one principal; 100 tasks x 4 MiB was within reach)."""
+
+
+def test_answers_are_not_kept_once_their_task_has_ended() -> None:
+    with task_server_stdio() as peer:
+        peer.wait_terminal(peer.call_as_task("blob", size=10))
+        before = settled_rss(peer.proc.pid)
+        over = peer.call_as_task("ask")
+        _wait_input(peer, over)
+        refused = peer.request("tasks/update", {
+            "taskId": over, "inputResponses": _answer(tasks.DEFAULT_MAX_ANSWER_BYTES, "question")})
+        assert refused["error"]["code"] == errors.INVALID_PARAMS
+        assert refused["error"]["data"]["limit"] == tasks.DEFAULT_MAX_ANSWER_BYTES
+        for _ in range(ANSWERS):
+            task_id = peer.call_as_task("ask")
+            _wait_input(peer, task_id)
+            answer = _answer(ANSWER_BYTES, "question")
+            taken = peer.request("tasks/update", {"taskId": task_id, "inputResponses": answer})
+            assert "result" in taken, taken
+            assert peer.wait_terminal(task_id)["status"] == "completed"
+        after = settled_rss(peer.proc.pid)
+        print(f"\n{ANSWERS} task answers of {ANSWER_BYTES / MIB:.1f} MiB: RSS "
+              f"{before / MIB:.1f} -> {after / MIB:.1f} MiB")
+        assert after - before < ANSWERS_GROWTH_BOUND
+
+
+def _wait_input(peer: StdioPeer, task_id: str) -> None:
+    for _ in range(500):
+        status = peer.request("tasks/get", {"taskId": task_id})["result"]["status"]
+        if status == tasks.INPUT_REQUIRED:
+            return
+    raise AssertionError(f"task {task_id} never asked for input")

@@ -28,7 +28,8 @@ ordinary synchronous `input_required` results, and it becomes a task only when i
 
 Memory: the store is bounded in count (`max_tasks_per_principal`, `max_tasks`) and in the
 bytes of the results and errors it keeps (`max_result_bytes` for one, `max_bytes_per_principal`
-and `max_bytes` in all), each charged at its wire size when the task ends. A result over
+and `max_bytes` in all), each charged at its wire size when the task ends, as are the answers
+a running task holds (`max_answer_bytes` per task, dropped when it ends). A result over
 `max_result_bytes` is not kept: the task fails with -32603 saying so. Past a byte budget the
 store forgets finished tasks (oldest first) of the principal that just stored, then of the
 principal holding the most bytes; a running task holds no result and is never dropped.
@@ -76,6 +77,9 @@ DEFAULT_MAX_BYTES_PER_PRINCIPAL = 32 * 1024 * 1024
 let 100 results of 4 MiB hold 400 MiB for ten minutes)."""
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 """The bytes of results every finished task of the server keeps at once."""
+DEFAULT_MAX_ANSWER_BYTES = 1024 * 1024
+"""The bytes of answers (`tasks/update`) one task may hold while it runs; they count toward
+the byte budgets too, and are dropped once the task ends."""
 
 WORKING = "working"
 INPUT_REQUIRED = "input_required"
@@ -149,6 +153,7 @@ class Task:
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     held_bytes: int = 0  # the wire size of `result` or `error`, charged to the store's budgets
+    answer_bytes: int = 0  # the wire size of the `answers` taken by `tasks/update`, likewise
     pending: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     answers: dict[str, Any] = dataclasses.field(default_factory=dict)
     answered: anyio.Event = dataclasses.field(default_factory=anyio.Event)
@@ -240,6 +245,7 @@ class TaskStore:
         max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         max_bytes_per_principal: int = DEFAULT_MAX_BYTES_PER_PRINCIPAL,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         self.ttl_ms = ttl_ms
         self.poll_interval_ms = poll_interval_ms
@@ -248,6 +254,7 @@ class TaskStore:
         self.max_result_bytes = max_result_bytes
         self.max_bytes_per_principal = max_bytes_per_principal
         self.max_bytes = max_bytes
+        self.max_answer_bytes = max_answer_bytes
         self.tasks: dict[str, Task] = {}
 
     # --- lookup -------------------------------------------------------------------------------
@@ -307,8 +314,9 @@ class TaskStore:
     # --- bytes kept ---------------------------------------------------------------------------
 
     def held_bytes(self, principal: str | None = None) -> int:
-        """The bytes kept by the tasks of `principal` (None: of everyone)."""
-        return sum(t.held_bytes for t in self.tasks.values()
+        """The bytes kept by the tasks of `principal` (None: of everyone): results, errors
+        and answers."""
+        return sum(t.held_bytes + t.answer_bytes for t in self.tasks.values()
                    if principal is None or t.principal == principal)
 
     def settle(self, task: Task, status: str, *, result: dict[str, Any] | None = None,
@@ -316,7 +324,9 @@ class TaskStore:
         """End `task` with `result` (completed) or `error` (failed), charged to the byte
         budgets: a value over the per-result cap (never more than either budget, so one
         value always fits once the others are gone) is replaced by `result_too_large`;
-        then finished tasks are forgotten until both budgets hold again."""
+        then finished tasks are forgotten until both budgets hold again (or only running
+        tasks' answers are left over them: those go as their tasks end). The task's answers
+        are dropped: only a re-run needs them."""
         if task.terminal:
             return  # cancelled meanwhile: a terminal task does not change
         size = _wire_size(result if result is not None else error)
@@ -329,9 +339,14 @@ class TaskStore:
             message = "The result was too large to keep."
             size = _wire_size(error)
         task.result, task.error, task.held_bytes = result, error, size
+        task.answers, task.answer_bytes, task.pending = {}, 0, {}  # only re-runs need them
         task.set_status(status, message)
         if self.tasks.get(task.task_id) is task:
             self._fit_budgets(task)
+
+    def _over_budget(self, principal: str) -> bool:
+        return (self.held_bytes(principal) > self.max_bytes_per_principal
+                or self.held_bytes() > self.max_bytes)
 
     def _fit_budgets(self, stored: Task) -> None:
         """Forget finished tasks until the bytes of `stored`'s principal and of the store are
@@ -511,20 +526,40 @@ class TaskStore:
     # --- client operations --------------------------------------------------------------------
 
     def update(self, task: Task, responses: Any) -> None:
-        """Take the answers to the task's pending input requests (others are ignored)."""
+        """Take the answers to the task's pending input requests (others are ignored),
+        charged to the byte budgets: -32602 past the task's `max_answer_bytes`, -32000 when
+        the budgets are full of running tasks (nothing finished left to forget)."""
         if not isinstance(responses, dict):
             raise errors.invalid_params('"inputResponses" must be an object')
         if task.status != INPUT_REQUIRED:
             return
-        for key, answer in responses.items():
-            request = task.pending.get(key)
-            if request is None or not inputs.is_valid_answer(str(request.get("method")), answer):
-                continue
+        taken = {
+            key: answer for key, answer in responses.items()
+            if (request := task.pending.get(key)) is not None
+            and inputs.is_valid_answer(str(request.get("method")), answer)
+        }
+        self._charge_answers(task, sum(_wire_size(answer) for answer in taken.values()))
+        for key, answer in taken.items():
             task.answers[key] = answer
             del task.pending[key]
         task.updated_at = _now_iso()
         if not task.pending:
             task.answered.set()
+
+    def _charge_answers(self, task: Task, size: int) -> None:
+        if task.answer_bytes + size > self.max_answer_bytes:
+            raise errors.invalid_params(
+                f"the answers to this task's input requests would take {task.answer_bytes + size}"
+                f" bytes, over the limit of {self.max_answer_bytes}",
+                {"limit": self.max_answer_bytes})
+        task.answer_bytes += size
+        self._fit_budgets(task)
+        if self._over_budget(task.principal):
+            task.answer_bytes -= size
+            limit = min(self.max_bytes_per_principal, self.max_bytes)
+            raise errors.server_busy(
+                "running tasks hold as many bytes of answers as they may; try again once "
+                "one has finished or been cancelled", limit)
 
     def cancel(self, task: Task) -> None:
         """Stop the task cooperatively; a terminal task stays as it is."""
