@@ -82,6 +82,7 @@ Peer = Connection | Listener
 class _Outbox:
     """One peer's notifications waiting for the delivery under way (by its sender task)."""
 
+    channel: Channel
     pending: dict[bytes, None] = field(default_factory=dict)  # oldest first, no duplicates
     size: int = 0
     sender: asyncio.Task[None] | None = None
@@ -174,7 +175,7 @@ class Notifier:
                                 "bytes wait for it already (the limit is %d)", box.size,
                                 self.max_pending_bytes)
             return None
-        box = self._outboxes[peer] = _Outbox()
+        box = self._outboxes[peer] = _Outbox(channel)
         box.add(message, self.max_pending_bytes)
         box.sender = asyncio.get_running_loop().create_task(
             self._drain(peer, channel, box), name="mcpkit-notify")
@@ -206,11 +207,14 @@ class Notifier:
         return sum(box.size for box in self._outboxes.values())
 
     def end_on(self, channel: Channel) -> None:
-        """The peer behind `channel` is gone (stdio EOF): end its subscriptions now, so
-        they do not wait out the shutdown grace like ordinary requests."""
+        """The peer behind `channel` is gone (stdio EOF): end its subscriptions and stop the
+        deliveries to it now, so they do not wait out the shutdown grace like requests."""
         for listener in list(self.listeners):
             if listener.channel is channel:
                 listener.ended.set()
+        for box in list(self._outboxes.values()):
+            if box.channel is channel and box.sender is not None:
+                box.sender.cancel()
 
     def end_all(self) -> None:
         """Server shutdown: end every subscription gracefully, stop every delivery."""
