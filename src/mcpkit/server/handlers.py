@@ -316,10 +316,28 @@ async def complete(server: Server, call: Call) -> dict[str, Any]:
 # --- subscriptions (modern) ----------------------------------------------------------------------
 
 
+def _check_resource_subscriptions(server: Server, uris: Any) -> None:
+    """A listen stream keeps its URIs for as long as it is open (and every resource update
+    is matched against them): the same bounds as a legacy session's `resources/subscribe`
+    (a 4 MiB body of short URIs held ~1.4 MiB per stream, 512 streams per caller)."""
+    if not isinstance(uris, list):
+        return
+    if len(uris) > server.max_subscriptions:
+        raise errors.invalid_params(
+            f'"resourceSubscriptions" lists {len(uris)} URIs, over the limit of '
+            f"{server.max_subscriptions}", {"limit": server.max_subscriptions})
+    limit = server.max_subscription_uri_chars
+    if any(isinstance(uri, str) and len(uri) > limit for uri in uris):
+        raise errors.invalid_params(
+            f'a URI in "resourceSubscriptions" is longer than {limit} characters',
+            {"limit": limit})
+
+
 async def listen(server: Server, call: Call) -> dict[str, Any]:
     wanted = call.params.get("notifications") or {}
     if not isinstance(wanted, dict):
         raise errors.invalid_params('"notifications" must be an object')
+    _check_resource_subscriptions(server, wanted.get("resourceSubscriptions"))
     honoured = server.honoured_filter(wanted)
     listener = notifier.Listener(
         call.request_id, honoured, call.channel, principal=call.principal

@@ -25,6 +25,14 @@ same re-run model as the modern `input_required` round).
 A tool decorated with `@tasks.escalates` first runs inside the request: its input rounds are
 ordinary synchronous `input_required` results, and it becomes a task only when it calls
 `await tasks.escalate(ctx)` (the rest of it then runs in the background).
+
+Memory: the store is bounded in count (`max_tasks_per_principal`, `max_tasks`) and in the
+bytes of the results and errors it keeps (`max_result_bytes` for one, `max_bytes_per_principal`
+and `max_bytes` in all), each charged at its wire size when the task ends, as are the answers
+a running task holds (`max_answer_bytes` per task, dropped when it ends). A result over
+`max_result_bytes` is not kept: the task fails with -32603 saying so. Past a byte budget the
+store forgets finished tasks (oldest first) of the principal that just stored, then of the
+principal holding the most bytes; a running task holds no result and is never dropped.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
+import msgspec
 
 from mcpkit.protocol import capabilities, errors
 from mcpkit.server import inputs
@@ -60,6 +69,17 @@ DEFAULT_MAX_TASKS = 1000
 DEFAULT_MAX_TASKS_PER_PRINCIPAL = 100
 """Tasks one principal (`Call.principal`; "" for callers without one) keeps at once: well
 below `DEFAULT_MAX_TASKS`, so no one caller can take every slot of the store."""
+DEFAULT_MAX_RESULT_BYTES = 8 * 1024 * 1024
+"""The largest result (or error) one task may keep, in bytes of its JSON; a bigger one fails
+the task with -32603 instead of being kept for the TTL."""
+DEFAULT_MAX_BYTES_PER_PRINCIPAL = 32 * 1024 * 1024
+"""The bytes of results one principal's finished tasks keep at once (the count cap alone
+let 100 results of 4 MiB hold 400 MiB for ten minutes)."""
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+"""The bytes of results every finished task of the server keeps at once."""
+DEFAULT_MAX_ANSWER_BYTES = 1024 * 1024
+"""The bytes of answers (`tasks/update`) one task may hold while it runs; they count toward
+the byte budgets too, and are dropped once the task ends."""
 
 WORKING = "working"
 INPUT_REQUIRED = "input_required"
@@ -132,6 +152,8 @@ class Task:
     created_mono: float = dataclasses.field(default_factory=time.monotonic)
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    held_bytes: int = 0  # the wire size of `result` or `error`, charged to the store's budgets
+    answer_bytes: int = 0  # the wire size of the `answers` taken by `tasks/update`, likewise
     pending: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     answers: dict[str, Any] = dataclasses.field(default_factory=dict)
     answered: anyio.Event = dataclasses.field(default_factory=anyio.Event)
@@ -191,8 +213,27 @@ class _Handoff:
     failure: errors.McpError | inputs.InputRequired | None = None
 
 
+def result_too_large(size: int, limit: int) -> errors.McpError:
+    """The error a task ends with when its result is too large to keep."""
+    return errors.McpError(
+        errors.INTERNAL_ERROR,
+        f"The task's result is {size} bytes, over the {limit} bytes a task may keep "
+        "(the result was dropped)",
+        {"size": size, "limit": limit},
+    )
+
+
+def _wire_size(value: Any) -> int:
+    """The bytes `value` takes as JSON (what keeping it costs, give or take)."""
+    try:
+        return len(msgspec.json.encode(value))
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
+        return 0  # it cannot be sent either; the engine answers -32603 when it is asked for
+
+
 class TaskStore:
-    """The server's tasks: bounded in number, each kept for its TTL, runners owned here."""
+    """The server's tasks: bounded in number and in bytes kept, each kept for its TTL,
+    runners owned here. Every limit is an attribute, read each time it applies."""
 
     def __init__(
         self,
@@ -201,11 +242,19 @@ class TaskStore:
         poll_interval_ms: int = 250,
         max_tasks: int = DEFAULT_MAX_TASKS,
         max_tasks_per_principal: int = DEFAULT_MAX_TASKS_PER_PRINCIPAL,
+        max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+        max_bytes_per_principal: int = DEFAULT_MAX_BYTES_PER_PRINCIPAL,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES,
     ) -> None:
         self.ttl_ms = ttl_ms
         self.poll_interval_ms = poll_interval_ms
         self.max_tasks = max_tasks
         self.max_tasks_per_principal = max_tasks_per_principal
+        self.max_result_bytes = max_result_bytes
+        self.max_bytes_per_principal = max_bytes_per_principal
+        self.max_bytes = max_bytes
+        self.max_answer_bytes = max_answer_bytes
         self.tasks: dict[str, Task] = {}
 
     # --- lookup -------------------------------------------------------------------------------
@@ -261,6 +310,73 @@ class TaskStore:
         victim = finished[0].principal
         oldest = min((t for t in finished if t.principal == victim), key=lambda t: t.created_mono)
         del self.tasks[oldest.task_id]
+
+    # --- bytes kept ---------------------------------------------------------------------------
+
+    def held_bytes(self, principal: str | None = None) -> int:
+        """The bytes kept by the tasks of `principal` (None: of everyone): results, errors
+        and answers."""
+        return sum(t.held_bytes + t.answer_bytes for t in self.tasks.values()
+                   if principal is None or t.principal == principal)
+
+    def settle(self, task: Task, status: str, *, result: dict[str, Any] | None = None,
+               error: dict[str, Any] | None = None, message: str | None = None) -> None:
+        """End `task` with `result` (completed) or `error` (failed), charged to the byte
+        budgets: a value over the per-result cap (never more than either budget, so one
+        value always fits once the others are gone) is replaced by `result_too_large`;
+        then finished tasks are forgotten until both budgets hold again (or only running
+        tasks' answers are left over them: those go as their tasks end). The task's answers
+        are dropped: only a re-run needs them."""
+        if task.terminal:
+            return  # cancelled meanwhile: a terminal task does not change
+        size = _wire_size(result if result is not None else error)
+        cap = min(self.max_result_bytes, self.max_bytes_per_principal, self.max_bytes)
+        if size > cap:
+            log.warning("task %s: result of %d bytes over the %d-byte cap", task.task_id,
+                        size, cap)
+            too_large = result_too_large(size, cap)
+            result, error, status = None, too_large.to_error(), FAILED
+            message = "The result was too large to keep."
+            size = _wire_size(error)
+        task.result, task.error, task.held_bytes = result, error, size
+        task.answers, task.answer_bytes, task.pending = {}, 0, {}  # only re-runs need them
+        task.set_status(status, message)
+        if self.tasks.get(task.task_id) is task:
+            self._fit_budgets(task)
+
+    def _over_budget(self, principal: str) -> bool:
+        return (self.held_bytes(principal) > self.max_bytes_per_principal
+                or self.held_bytes() > self.max_bytes)
+
+    def _fit_budgets(self, stored: Task) -> None:
+        """Forget finished tasks until the bytes of `stored`'s principal and of the store are
+        within budget: the principal's own oldest first, then the biggest holder's."""
+        principal = stored.principal
+        while self.held_bytes(principal) > self.max_bytes_per_principal:
+            if not self._forget_oldest(principal, spare=stored):
+                break
+        while self.held_bytes() > self.max_bytes:
+            if self._forget_oldest(principal, spare=stored):
+                continue
+            if not self._forget_oldest(self._biggest_holder(spare=stored), spare=stored):
+                break
+
+    def _biggest_holder(self, spare: Task) -> str | None:
+        held: dict[str, int] = {}
+        for task in self.tasks.values():
+            if task.terminal and task is not spare:
+                held[task.principal] = held.get(task.principal, 0) + task.held_bytes
+        return max(held, key=held.__getitem__) if held else None
+
+    def _forget_oldest(self, principal: str | None, spare: Task) -> bool:
+        """Forget the oldest finished task of `principal` holding bytes (never `spare`);
+        False when there is none."""
+        candidates = [t for t in self.tasks.values() if t.principal == principal
+                      and t.terminal and t.held_bytes and t is not spare]
+        if not candidates:
+            return False
+        del self.tasks[min(candidates, key=lambda t: t.created_mono).task_id]
+        return True
 
     # --- creating and running -----------------------------------------------------------------
 
@@ -368,18 +484,15 @@ class TaskStore:
                 self._settle_error(task, handoff, errors.internal_error())
                 return
             if handoff.escalated:
-                task.result = result
-                task.set_status(COMPLETED)
+                self.settle(task, COMPLETED, result=result)
             else:
                 handoff.outcome = result
                 handoff.ready.set()
             return
 
-    @staticmethod
-    def _settle_error(task: Task, handoff: _Handoff, exc: errors.McpError) -> None:
+    def _settle_error(self, task: Task, handoff: _Handoff, exc: errors.McpError) -> None:
         if handoff.escalated:
-            task.error = exc.to_error()
-            task.set_status(FAILED, exc.message)
+            self.settle(task, FAILED, error=exc.to_error(), message=exc.message)
         else:
             handoff.failure = exc
             handoff.ready.set()
@@ -392,8 +505,9 @@ class TaskStore:
         with anyio.move_on_after(task.remaining_s()):
             await task.answered.wait()
         if task.pending:
-            task.error = errors.internal_error("the task expired waiting for input").to_error()
-            task.set_status(FAILED, "Expired waiting for input.")
+            expired = errors.internal_error("the task expired waiting for input")
+            self.settle(task, FAILED, error=expired.to_error(),
+                        message="Expired waiting for input.")
             return False
         task.set_status(WORKING)
         return True
@@ -412,20 +526,40 @@ class TaskStore:
     # --- client operations --------------------------------------------------------------------
 
     def update(self, task: Task, responses: Any) -> None:
-        """Take the answers to the task's pending input requests (others are ignored)."""
+        """Take the answers to the task's pending input requests (others are ignored),
+        charged to the byte budgets: -32602 past the task's `max_answer_bytes`, -32000 when
+        the budgets are full of running tasks (nothing finished left to forget)."""
         if not isinstance(responses, dict):
             raise errors.invalid_params('"inputResponses" must be an object')
         if task.status != INPUT_REQUIRED:
             return
-        for key, answer in responses.items():
-            request = task.pending.get(key)
-            if request is None or not inputs.is_valid_answer(str(request.get("method")), answer):
-                continue
+        taken = {
+            key: answer for key, answer in responses.items()
+            if (request := task.pending.get(key)) is not None
+            and inputs.is_valid_answer(str(request.get("method")), answer)
+        }
+        self._charge_answers(task, sum(_wire_size(answer) for answer in taken.values()))
+        for key, answer in taken.items():
             task.answers[key] = answer
             del task.pending[key]
         task.updated_at = _now_iso()
         if not task.pending:
             task.answered.set()
+
+    def _charge_answers(self, task: Task, size: int) -> None:
+        if task.answer_bytes + size > self.max_answer_bytes:
+            raise errors.invalid_params(
+                f"the answers to this task's input requests would take {task.answer_bytes + size}"
+                f" bytes, over the limit of {self.max_answer_bytes}",
+                {"limit": self.max_answer_bytes})
+        task.answer_bytes += size
+        self._fit_budgets(task)
+        if self._over_budget(task.principal):
+            task.answer_bytes -= size
+            limit = min(self.max_bytes_per_principal, self.max_bytes)
+            raise errors.server_busy(
+                "running tasks hold as many bytes of answers as they may; try again once "
+                "one has finished or been cancelled", limit)
 
     def cancel(self, task: Task) -> None:
         """Stop the task cooperatively; a terminal task stays as it is."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -297,14 +298,37 @@ class McpAsgiApp:
             if session is None:
                 await self._error(send, 404, errors.invalid_request("Session not found"))
                 return
-            if isinstance(message, jsonrpc.Notification):
-                await self.engine.handle_notification(message, session.connection)
-            else:
-                assert not isinstance(message, jsonrpc.Request)
-                resolved = self.engine.handle_response(message, session.connection)
-                if not resolved and self.stray_responses is not None:
-                    await self.stray_responses(session, message)
+            assert not isinstance(message, jsonrpc.Request)
+            work = self._work_of(message, session)
+            if work is not None:
+                refused = self.server.admission.admit(session.connection)
+                if refused is not None:
+                    await self._busy(send, refused, None)
+                    return
+                try:
+                    await work()
+                finally:
+                    self.server.admission.release(session.connection)
         await asgi.respond(send, 202)
+
+    def _work_of(
+        self, message: jsonrpc.Notification | jsonrpc.Response | jsonrpc.ErrorResponse,
+        session: HttpSession,
+    ) -> Callable[[], Awaitable[None]] | None:
+        """Act at once on a client's notification or response in `session`; what is left
+        to await (`roots/list_changed` callbacks, passing a stray answer on), if anything.
+        Awaited work takes a request slot (admission.py), as on every other transport:
+        800 notification POSTs of one session otherwise held 800 callbacks at once."""
+        connection = session.connection
+        if isinstance(message, jsonrpc.Notification):
+            if self.engine.settle_notification(message, connection):
+                return None
+            if not self.engine.needs_task(message):
+                return None
+            return functools.partial(self.engine.handle_notification, message, connection)
+        if self.engine.handle_response(message, connection) or self.stray_responses is None:
+            return None
+        return functools.partial(self.stray_responses, session, message)
 
     async def _post_batch(
         self, body: bytes, hdrs: Mapping[str, str], send: Send, principal: str
