@@ -1,9 +1,13 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
+from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mcpkit.protocol import errors, jsonrpc
 
@@ -222,3 +226,46 @@ def test_undecodable_error_response_settles_its_request() -> None:
 def test_request_ids() -> None:
     assert all(jsonrpc.is_request_id(v) for v in ("", "a", 0, -1, 2**70))
     assert not any(jsonrpc.is_request_id(v) for v in (None, True, 1.5, [1], {"a": 1}))
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False,
+                                                                      allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=40) | st.dictionaries(st.text(max_size=4), inner,
+                                                                 max_size=12),
+    max_leaves=400,
+)
+
+
+def _decoded_bytes(raw: bytes) -> int:
+    tracemalloc.start()
+    try:
+        value = msgspec.json.decode(raw)
+        size = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    del value
+    return size
+
+
+@settings(max_examples=150, deadline=None)
+@given(value=_json_values, repeat=st.sampled_from([1, 50, 2000]))
+def test_params_footprint_bounds_what_decoding_takes(value: Any, repeat: int) -> None:
+    """The estimate admission charges is an upper bound of the decoded params' memory,
+    small params (charged without a scan) and large ones (scanned) alike."""
+    raw = msgspec.json.encode({"items": [value] * repeat})
+    assert _decoded_bytes(raw) <= jsonrpc.params_footprint(raw) + 4096
+
+
+@pytest.mark.parametrize("item", [b"{}", b"[]", b'{"a":{}}', b"[[[]]]"])
+def test_params_whose_decoding_would_blow_up_are_refused_undecoded(item: bytes) -> None:
+    """4 MiB of tiny containers would take ~100 MiB once decoded: -32602, with the id."""
+    count = (4 * 1024 * 1024) // (len(item) + 1)
+    body = (b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"x":['
+            + b",".join([item] * count) + b"]}}")
+    assert jsonrpc.params_footprint(body) > jsonrpc.MAX_PARAMS_FOOTPRINT
+    with pytest.raises(jsonrpc.DecodeFailure) as caught:
+        jsonrpc.decode_message(body)
+    assert caught.value.id == 7 and caught.value.error.code == -32602
+    assert "too large once decoded" in caught.value.error.message

@@ -2,7 +2,8 @@
 
     python tests/transports/slow_server.py --transport stdio|http [--port PORT]
 
-Tools: `slow(seconds)` sleeps (at most 30 s) then answers "done". Over HTTP, a request's
+Tools: `slow(seconds)` sleeps (at most 30 s) then answers "done"; `hold(items, seconds)`
+does the same holding its (large) `items` argument. Over HTTP, a request's
 `X-Test-Principal` header is its principal (standing in for an authenticating middleware,
 so one test can play several callers from one address).
 """
@@ -46,6 +47,12 @@ def build() -> Server:
         """Sleep `seconds` (at most 30), then answer."""
         await anyio.sleep(min(max(seconds, 0.0), 30.0))
         return "done"
+
+    @server.tool()
+    async def hold(items: list[str], seconds: float) -> str:
+        """Sleep `seconds` (at most 30) holding `items`, then say how many there were."""
+        await anyio.sleep(min(max(seconds, 0.0), 30.0))
+        return f"held {len(items)}"
 
     return server
 

@@ -8,12 +8,14 @@ Over real processes: a stdio subprocess and a uvicorn server with WebSocket clie
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +48,9 @@ def _initialize(version: str) -> dict[str, Any]:
 class _StdioPeer:
     """The slow server on real pipes; a thread files every answer by id."""
 
-    def __init__(self) -> None:
+    def __init__(self, *args: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(SLOW_SERVER)], stdin=subprocess.PIPE,
+            [sys.executable, str(SLOW_SERVER), *args], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env={**os.environ}, cwd=ROOT)
         self.answers: dict[Any, dict[str, Any]] = {}
         self.lock = threading.Lock()
@@ -82,9 +84,9 @@ class _StdioPeer:
             return len(self.answers)
 
 
-@pytest.fixture
-def slow_peer() -> Any:
-    peer = _StdioPeer()
+@contextlib.contextmanager
+def _stdio_peer(*args: str) -> Iterator[_StdioPeer]:
+    peer = _StdioPeer(*args)
     try:
         yield peer
     finally:
@@ -92,6 +94,46 @@ def slow_peer() -> Any:
         for pipe in (peer.proc.stdin, peer.proc.stdout):
             if pipe is not None:
                 pipe.close()
+
+
+@pytest.fixture
+def slow_peer() -> Iterator[_StdioPeer]:
+    with _stdio_peer() as peer:
+        yield peer
+
+
+HELD_CALLS = 24
+HELD_ITEMS = 262_144  # `"a",` x 262,144: 1 MiB of JSON, ~15 MiB once decoded, per call
+BYTES_BUDGET = 64_000_000  # two such calls' estimated footprint (~28 MB each) fit
+HELD_GROWTH_BOUND = 80 * MIB  # holding all 24 at once grew the server by ~360 MiB
+
+
+def test_stdio_calls_holding_large_params_are_bounded_in_bytes() -> None:
+    """Counts alone let 24 slow calls hold 24 x ~15 MiB of decoded params; the byte budget
+    (server/admission.py) runs only what fits and answers the rest -32000 naming it."""
+    with _stdio_peer("--max-request-bytes-per-client", str(BYTES_BUDGET)) as peer:
+        peer.write(_initialize("2025-06-18"))
+        peer.wait_for(0, 15)
+        peer.write({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        before = rss_bytes(peer.proc.pid)
+        items = ["a"] * HELD_ITEMS
+        peer.write(*({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+            "name": "hold", "arguments": {"items": items, "seconds": 3.0}}}
+            for i in range(1, HELD_CALLS + 1)))
+        peak = before
+        deadline = time.monotonic() + 60
+        while peer.count() < HELD_CALLS + 1 and time.monotonic() < deadline:
+            peak = max(peak, rss_bytes(peer.proc.pid))
+            time.sleep(0.05)
+        answers = [peer.wait_for(i, 1) for i in range(1, HELD_CALLS + 1)]
+        done = [a for a in answers if "result" in a]
+        busy = [a for a in answers if a.get("error", {}).get("code") == SERVER_BUSY]
+        assert len(done) + len(busy) == HELD_CALLS
+        assert done and busy
+        assert all(a["result"]["content"][0]["text"] == f"held {HELD_ITEMS}" for a in done)
+        assert busy[0]["error"]["data"] == {"limit": BYTES_BUDGET}
+        assert "bytes of params" in busy[0]["error"]["message"]
+        assert peak - before < HELD_GROWTH_BOUND, f"RSS grew {(peak - before) / MIB:.0f} MiB"
 
 
 def test_stdio_flood_of_slow_calls_is_refused_past_the_limit(slow_peer: _StdioPeer) -> None:

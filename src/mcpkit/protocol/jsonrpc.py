@@ -33,6 +33,9 @@ class Request:
     id: RequestId
     method: str
     params: Params | None = None
+    footprint: int = 0
+    """Bytes its params are estimated to hold once decoded (`params_footprint`): what a
+    running request is charged against the server's byte budgets (server/admission.py)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -127,6 +130,41 @@ def _from_envelope(env: _Envelope) -> Message:
     )
 
 
+MAX_PARAMS_FOOTPRINT = 128 * 1024 * 1024
+"""The most memory one message's params may take once decoded (estimated before decoding,
+`params_footprint`): decoding multiplies small JSON values - 4 MiB of `[{},{},…]` become
+~97 MiB of dicts (estimated ~270) - so a message's byte limit does not bound its cost."""
+
+_SMALL_PARAMS = 4096
+_OBJECT_COST = 200
+"""A decoded dict or list (CPython 3.11: a dict of one to five entries is 184 bytes, an empty
+list 56 plus 8 a slot, each plus its own slot in its parent)."""
+_STRING_COST = 32
+"""Half a decoded str per quote character (a str is at least ~50 bytes, plus its slot)."""
+_ELEMENT_COST = 40
+"""Per comma: the next element's slot in its list or dict, and the number it may be (a float
+is 24 bytes; `1.5,` is 4 bytes of JSON)."""
+_SMALL_FACTOR = 80
+"""The worst case of the above per byte of JSON (`{"":0},` is 7 bytes for ~220 decoded,
+`{},` 3 bytes for ~72)."""
+
+
+def params_footprint(raw: bytes | msgspec.Raw) -> int:
+    """An upper estimate of the bytes `raw` (JSON params) takes once decoded to Python.
+
+    Containers, strings and elements cost far more decoded than their JSON text, so they
+    are counted (four `bytes.count` scans, C speed; a quote or comma inside a string is
+    over-counted, never under-counted). Small params are charged their worst case without
+    scanning."""
+    size = len(raw)
+    if size <= _SMALL_PARAMS:
+        return size * _SMALL_FACTOR
+    text = bytes(raw)
+    containers = text.count(b"{") + text.count(b"[")
+    return (size + _OBJECT_COST * containers + _STRING_COST * text.count(b'"')
+            + _ELEMENT_COST * text.count(b","))
+
+
 def _request_or_notification(env: _Envelope, readable_id: RequestId | None) -> Message:
     if not isinstance(env.method, str) or not env.method:
         raise DecodeFailure(errors.invalid_request('"method" must be a string'), readable_id)
@@ -134,12 +172,19 @@ def _request_or_notification(env: _Envelope, readable_id: RequestId | None) -> M
     if not is_notification and readable_id is None:
         raise DecodeFailure(errors.invalid_request('"id" must be a string or an integer'))
     params = None
+    footprint = 0
     if env.params is not msgspec.UNSET:
+        footprint = params_footprint(env.params)
+        if footprint > MAX_PARAMS_FOOTPRINT:
+            failure = errors.invalid_params(
+                f"params too large once decoded: about {footprint} bytes, over the limit of "
+                f"{MAX_PARAMS_FOOTPRINT} (too many JSON objects, arrays or strings)")
+            raise DecodeFailure(failure, readable_id, notification=is_notification)
         params = _decode_params(env.params, readable_id, is_notification)
     if is_notification:
         return Notification(env.method, params)
     assert readable_id is not None
-    return Request(readable_id, env.method, params)
+    return Request(readable_id, env.method, params, footprint)
 
 
 def _decode_params(raw: msgspec.Raw, id: RequestId | None, notification: bool) -> Params:

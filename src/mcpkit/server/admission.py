@@ -19,6 +19,13 @@ wait on. A reader that stops would deadlock a client that filled its slots with 
 awaiting such answers. So reading goes on: responses and the cheap notifications
 (`cancelled`, `initialized`) are always handled at once, and only new work is refused.
 
+Counts alone do not bound memory: a running request holds its decoded params, up to
+`jsonrpc.MAX_PARAMS_FOOTPRINT` each. So each request is also charged its params' estimated
+footprint (`jsonrpc.params_footprint`) against `max_bytes_per_caller` (a stdio connection,
+which has no caller, against the same number on its own) and `max_bytes` over the whole
+server; past either it is refused like a request past the counts. A request always fits
+when its caller has nothing running (the per-message cap is below the per-caller budget).
+
 A JSON-RPC batch holds at most `max_batch_members` members (-32600 naming the limit); its
 requests take one slot each, and members past the limit get -32000.
 """
@@ -37,6 +44,13 @@ DEFAULT_MAX_REQUESTS_PER_CALLER = 512
 """Requests one caller may have running at once over all its connections (HTTP requests,
 WebSockets, sessions): well below the HTTP connection cap, so one caller cannot hold every
 connection with slow calls."""
+
+DEFAULT_MAX_BYTES_PER_CALLER = 128 * 1024 * 1024
+"""Bytes of decoded params one caller's (or one stdio connection's) running requests may
+hold at once."""
+
+DEFAULT_MAX_BYTES = 512 * 1024 * 1024
+"""Bytes of decoded params all running requests of the server may hold at once."""
 
 DEFAULT_MAX_BATCH_MEMBERS = 128
 """Members one JSON-RPC batch may hold (below the slots, so a full batch runs whole)."""
@@ -78,15 +92,26 @@ class Admission:
         max_per_connection: int = DEFAULT_MAX_REQUESTS_IN_FLIGHT,
         max_per_caller: int = DEFAULT_MAX_REQUESTS_PER_CALLER,
         max_batch_members: int = DEFAULT_MAX_BATCH_MEMBERS,
+        max_bytes_per_caller: int = DEFAULT_MAX_BYTES_PER_CALLER,
+        max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.max_per_connection = max_per_connection
         self.max_per_caller = max_per_caller
         self.max_batch_members = max_batch_members
+        self.max_bytes_per_caller = max_bytes_per_caller
+        self.max_bytes = max_bytes
         self._by_caller: dict[str, int] = {}  # only callers with something running
+        self._bytes_by_caller: dict[str, int] = {}  # likewise
+        self.bytes_running = 0
+        """Footprint of every admitted, unanswered request's params (all callers)."""
 
-    def admit(self, connection: Connection) -> errors.McpError | None:
-        """Take a slot for one request of `connection`; the error to answer it with when
-        its connection or its caller has none left (nothing is taken then)."""
+    def admit(self, connection: Connection, footprint: int = 0) -> errors.McpError | None:
+        """Take a slot for one request of `connection` whose params hold `footprint` bytes;
+        the error to answer it with when its connection or its caller has no slot or no
+        bytes left (nothing is taken then)."""
+        refused = self._check_bytes(connection, footprint)
+        if refused is not None:
+            return refused
         if connection.running >= self.max_per_connection:
             return errors.server_busy(
                 f"this connection already has {self.max_per_connection} requests in flight "
@@ -101,10 +126,11 @@ class Admission:
         connection.running += 1
         if caller is not None:
             self._by_caller[caller] = self._by_caller.get(caller, 0) + 1
+        self._charge(connection, footprint)
         return None
 
-    def release(self, connection: Connection) -> None:
-        """Give back the slot of one admitted request of `connection`."""
+    def release(self, connection: Connection, footprint: int = 0) -> None:
+        """Give back the slot (and the `footprint` bytes) of one admitted request."""
         connection.running = max(0, connection.running - 1)
         caller = connection.caller
         if caller is not None:
@@ -113,6 +139,39 @@ class Admission:
                 self._by_caller[caller] = left
             else:
                 self._by_caller.pop(caller, None)
+        self._charge(connection, -footprint)
+
+    def _held_bytes(self, connection: Connection) -> int:
+        caller = connection.caller
+        if caller is None:
+            return connection.running_bytes
+        return self._bytes_by_caller.get(caller, 0)
+
+    def _check_bytes(self, connection: Connection, footprint: int) -> errors.McpError | None:
+        held = self._held_bytes(connection)
+        if held and held + footprint > self.max_bytes_per_caller:
+            return errors.server_busy(
+                f"this client's running requests already hold {held} bytes of params; "
+                f"{footprint} more would pass the limit of {self.max_bytes_per_caller}",
+                self.max_bytes_per_caller)
+        if self.bytes_running and self.bytes_running + footprint > self.max_bytes:
+            return errors.server_busy(
+                f"the server's running requests hold {self.bytes_running} bytes of params; "
+                f"{footprint} more would pass its limit of {self.max_bytes}", self.max_bytes)
+        return None
+
+    def _charge(self, connection: Connection, footprint: int) -> None:
+        if not footprint:
+            return
+        self.bytes_running = max(0, self.bytes_running + footprint)
+        connection.running_bytes = max(0, connection.running_bytes + footprint)
+        caller = connection.caller
+        if caller is not None:
+            held = self._bytes_by_caller.get(caller, 0) + footprint
+            if held > 0:
+                self._bytes_by_caller[caller] = held
+            else:
+                self._bytes_by_caller.pop(caller, None)
 
     def running(self, caller: str) -> int:
         """How many requests `caller` has running now."""

@@ -66,6 +66,7 @@ class Connection:
         self.in_flight: dict[jsonrpc.RequestId, anyio.CancelScope] = {}
         self.caller = caller  # whose quota its requests draw on (admission.py); None: its own
         self.running = 0  # requests admitted and not yet answered (admission.py)
+        self.running_bytes = 0  # their params' footprint (admission.py)
         self._reserved: dict[jsonrpc.RequestId, anyio.CancelScope] = {}
         self._pending: dict[jsonrpc.RequestId, _Slot] = {}
         self._ids = itertools.count(1)

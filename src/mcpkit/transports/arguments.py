@@ -36,12 +36,22 @@ def add_admission_arguments(parser: argparse.ArgumentParser) -> None:
                        default=admission.DEFAULT_MAX_REQUESTS_PER_CALLER,
                        help="requests one caller (token or address) may have running over "
                        f"all its connections (default {admission.DEFAULT_MAX_REQUESTS_PER_CALLER})")
+    group.add_argument("--max-request-bytes-per-client", type=_positive_int, metavar="BYTES",
+                       default=admission.DEFAULT_MAX_BYTES_PER_CALLER,
+                       help="decoded params one caller's running requests may hold; past it "
+                       f"-32000 (default {admission.DEFAULT_MAX_BYTES_PER_CALLER})")
+    group.add_argument("--max-request-bytes", type=_positive_int, metavar="BYTES",
+                       default=admission.DEFAULT_MAX_BYTES,
+                       help="decoded params all running requests may hold "
+                       f"(default {admission.DEFAULT_MAX_BYTES})")
 
 
 def apply_admission_arguments(server: Server, args: argparse.Namespace) -> None:
     """Set `server`'s concurrency limits from the options `add_admission_arguments` added."""
     server.admission.max_per_connection = args.max_requests_per_connection
     server.admission.max_per_caller = args.max_requests_per_client
+    server.admission.max_bytes_per_caller = args.max_request_bytes_per_client
+    server.admission.max_bytes = args.max_request_bytes
 
 
 def serve(server: Server, args: argparse.Namespace) -> None:

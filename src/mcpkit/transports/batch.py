@@ -57,9 +57,11 @@ async def answer_batch(
     # given back here, by this task, whatever happens: a member cancelled before its first
     # step never runs a `finally` of its own.
     answers = []
+    admitted: list[int] = []  # the footprints charged, given back below
     for request in requests:
-        refused = limits.admit(connection)
+        refused = limits.admit(connection, request.footprint)
         if refused is None:
+            admitted.append(request.footprint)
             answers.append(
                 engine.handle_request(request, connection, channel, principal=principal))
         else:
@@ -67,8 +69,8 @@ async def answer_batch(
     try:
         replies.extend(r for r in await asyncio.gather(*answers) if r is not None)
     finally:
-        for _ in answers:
-            limits.release(connection)
+        for footprint in admitted:
+            limits.release(connection, footprint)
     if not replies:
         return None
     return b"[" + b",".join(replies) + b"]"

@@ -58,7 +58,8 @@ def route(
         return failure
     if isinstance(message, jsonrpc.Request):
         refused = _start(engine, connection, message.id, spawn, _answer_request,
-                         engine, message, connection, channel, reply)
+                         engine, message, connection, channel, reply,
+                         footprint=message.footprint)
         if refused is None:
             connection.reserve(message.id)
         return refused
@@ -80,13 +81,15 @@ def _start(
     spawn: Spawn,
     fn: Callable[..., Coroutine[Any, Any, None]],
     *args: Any,
+    footprint: int = 0,
 ) -> Refusal | None:
-    """Spawn `fn(*args)` in a slot of `connection`; the refusal when it has none left."""
+    """Spawn `fn(*args)` in a slot of `connection` (charged the `footprint` bytes of its
+    params); the refusal when it has no slot or no bytes left."""
     admission = engine.server.admission
-    refused = admission.admit(connection)
+    refused = admission.admit(connection, footprint)
     if refused is not None:
         return Refusal(refused, request_id)
-    spawn(_isolated(fn, admission, connection), *args)
+    spawn(_isolated(fn, admission, connection, footprint), *args)
     return None
 
 
@@ -100,7 +103,8 @@ def error_reply(failure: jsonrpc.DecodeFailure | Refusal) -> bytes | None:
 
 
 def _isolated(
-    fn: Callable[..., Coroutine[Any, Any, None]], admission: Admission, connection: Connection
+    fn: Callable[..., Coroutine[Any, Any, None]], admission: Admission, connection: Connection,
+    footprint: int,
 ) -> Callable[..., Coroutine[Any, Any, None]]:
     """`fn` in a task of its own whose failure is logged instead of raised: the engine
     answers every request with a result or an error, so an exception here is a bug, and it
@@ -113,7 +117,7 @@ def _isolated(
         except Exception:
             log.exception("internal error handling a message")
         finally:
-            admission.release(connection)
+            admission.release(connection, footprint)
 
     return run
 

@@ -389,14 +389,14 @@ class McpAsgiApp:
             status = 404 if exc.code == errors.METHOD_NOT_FOUND else 400
             await self._error(send, status, exc, request.id)
             return
-        refused = self.server.admission.admit(call.connection)
+        refused = self.server.admission.admit(call.connection, request.footprint)
         if refused is not None:  # admission.py: the caller is at its limit
             await self._busy(send, refused, request.id)
             return
         try:
             body, code = await self._answer(call, stream, receive, cancel_on_disconnect=True)
         finally:
-            self.server.admission.release(call.connection)
+            self.server.admission.release(call.connection, request.footprint)
         await stream.finish(body, _modern_status(code))
 
     def _modern_call(
@@ -469,7 +469,7 @@ class McpAsgiApp:
         except errors.McpError as exc:
             await stream.finish(jsonrpc.encode_error(request.id, exc))
             return
-        refused = self.server.admission.admit(session.connection)
+        refused = self.server.admission.admit(session.connection, request.footprint)
         if refused is not None:  # admission.py: the session, or its caller, is at its limit
             await self._busy(send, refused, request.id)
             return
@@ -477,7 +477,7 @@ class McpAsgiApp:
         try:
             body, code = await self._answer(call, stream, receive, cancel_on_disconnect=False)
         finally:
-            self.server.admission.release(session.connection)
+            self.server.admission.release(session.connection, request.footprint)
             session.open_streams -= 1
             session.touch()
         if request.method == "initialize":
