@@ -66,6 +66,7 @@ from mcpkit.protocol.versions import (
     Era,
     era_of,
 )
+from mcpkit.schema_patterns import PatternPolicy
 from mcpkit.transports.client.base import (
     ClientTransport,
     ConnectionClosed,
@@ -74,7 +75,6 @@ from mcpkit.transports.client.base import (
     SessionTransport,
     TransportError,
 )
-from mcpkit.schema_patterns import PatternPolicy
 from mcpkit.validation import SchemaValidator
 
 log = logging.getLogger(__name__)
