@@ -30,6 +30,9 @@ from mcpkit import schema_patterns
 from mcpkit.schema_patterns import PatternPolicy
 
 MAX_ERRORS = 5
+# Each problem is cut to this many characters: jsonschema's messages quote the value and the
+# pattern whole, and both may be megabytes long.
+MAX_PROBLEM_CHARS = 500
 # Keyword evaluations one value may cost: a base plus an allowance per JSON value in it, so a
 # big but plain value (a few keywords per item) always fits while a schema's fan-out (what its
 # `$ref`s multiply to, whatever the value) is cut off. 20,000 steps take about 0.2-0.4 s of CPU.
@@ -108,14 +111,19 @@ class SchemaValidator:
         return self._validator
 
     def errors(self, value: Any) -> list[str]:
+        """What is wrong with `value` (at most MAX_ERRORS problems); a schema that cannot be
+        compiled (a peer's: the process's own are checked when registered) is one problem."""
         out: list[str] = []
-        validator = self._compiled()
+        try:
+            validator = self._compiled()
+        except (Exception, RecursionError) as exc:
+            return [_cut(f"(schema): invalid JSON Schema: {exc}")]
         budget = self.max_steps + self.steps_per_value * _count_values(value)
         token = _steps_left.set([budget])
         try:
             for error in validator.iter_errors(value):
                 where = "/".join(str(p) for p in error.absolute_path)
-                out.append(f"{where or '(root)'}: {error.message}")
+                out.append(_cut(f"{where or '(root)'}: {error.message}"))
                 if len(out) >= MAX_ERRORS:
                     break
         except _BudgetExceeded:
@@ -127,6 +135,12 @@ class SchemaValidator:
         finally:
             _steps_left.reset(token)
         return out
+
+
+def _cut(problem: str) -> str:
+    if len(problem) <= MAX_PROBLEM_CHARS:
+        return problem
+    return problem[:MAX_PROBLEM_CHARS] + f"… ({len(problem)} characters)"
 
 
 def check_schema(schema: dict[str, Any]) -> None:

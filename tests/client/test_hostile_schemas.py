@@ -25,10 +25,10 @@ REDOS = "^(a+)+$"
 
 HOSTILE = """
 TOOLS = [{{"name": "work", "inputSchema": {{"type": "object"}},
-          "outputSchema": {schema}}}]
+          "outputSchema": json.loads({schema!r})}}]
 
 def on_call(message):
-    result(message, {{"content": [], "structuredContent": {value}}})
+    result(message, {{"content": [], "structuredContent": json.loads({value!r})}})
 """
 
 CLIENT = """
@@ -50,8 +50,10 @@ anyio.run(main)
 """
 
 
-def call_hostile(tmp_path: Path, schema: dict[str, Any], value: Any) -> str:
-    server = RawServer(tmp_path, HOSTILE.format(schema=repr(schema), value=repr(value)))
+def call_hostile(tmp_path: Path, schema: dict[str, Any] | str, value: Any) -> str:
+    """The client's outcome (JSON text may be given for a schema too deep to build here)."""
+    schema_text = schema if isinstance(schema, str) else json.dumps(schema)
+    server = RawServer(tmp_path, HOSTILE.format(schema=schema_text, value=json.dumps(value)))
     client = tmp_path / "client.py"
     client.write_text(CLIENT)
     # A generous liveness bound: the unbounded engine took hours here.
@@ -91,3 +93,18 @@ def test_ref_fan_out_is_cut_off(tmp_path: Path) -> None:
     schema = {"$defs": defs, "type": "object", "properties": {"x": {"$ref": "#/$defs/a0"}}}
     outcome = call_hostile(tmp_path, schema, {"x": "not an integer"})
     assert "not validated: checking it against the schema took more than" in outcome
+
+
+def test_an_invalid_or_bottomless_schema_is_an_invalid_output(tmp_path: Path) -> None:
+    outcome = call_hostile(tmp_path, {"type": 5}, {"x": 1})
+    assert outcome.startswith("InvalidToolOutput:") and "(schema): invalid JSON Schema" in outcome
+    depth = 600  # within the JSON decoders' nesting limits, past jsonschema's recursion
+    deep = '{"type": "object", "properties": {"x": ' + '{"not": ' * depth + "{}" + "}" * depth
+    outcome = call_hostile(tmp_path, deep + "}}", {"x": 1})
+    assert outcome.startswith("InvalidToolOutput:")
+
+
+def test_problems_quote_at_most_a_bounded_excerpt(tmp_path: Path) -> None:
+    schema = {"type": "object", "properties": {"s": {"pattern": "^b" + "[a-z]" * 200_000}}}
+    outcome = call_hostile(tmp_path, schema, {"s": "a" * 1_000_000})
+    assert outcome.startswith("InvalidToolOutput:") and len(outcome) < 2_000
