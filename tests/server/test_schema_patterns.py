@@ -21,15 +21,18 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import jsonschema
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.procs import stop_process
+from tests.procs import free_port, stop_process, wait_for_port
 
+from mcpkit.client import Client
 from mcpkit.server.server import Server
 from mcpkit.validation import SchemaValidator
 
@@ -48,7 +51,11 @@ server.add_tool(lambda **kw: "matched", name="strict", input_schema={{
 def hello() -> str:
     return "hello"
 
-server.run_stdio()
+import sys
+if len(sys.argv) > 1:
+    server.run_http(port=int(sys.argv[1]))
+else:
+    server.run_stdio()
 """
 
 
@@ -123,6 +130,36 @@ def test_a_redos_argument_neither_stalls_the_server_nor_blocks_sigterm(tmp_path:
         assert peer.proc.wait(timeout=5) is not None
     finally:
         peer.close()
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[str]:
+    """The same server over Streamable HTTP on 127.0.0.1; its URL."""
+    script, port = tmp_path / "server.py", free_port()
+    script.write_text(SERVER)
+    proc = subprocess.Popen([sys.executable, str(script), str(port)], env=dict(os.environ))
+    try:
+        wait_for_port(proc, port)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        stop_process(proc)
+
+
+@pytest.mark.anyio
+async def test_over_http_a_redos_argument_and_a_normal_call_are_both_answered(http_server: str
+                                                                             ) -> None:
+    answers: dict[str, Any] = {}
+    async with Client(http_server, timeout=10) as client:
+
+        async def ask(name: str, arguments: dict[str, Any]) -> None:
+            answers[name] = await client.call_tool(name, arguments)
+
+        with anyio.fail_after(5):  # a liveness bound: the backtracking match took hours
+            async with anyio.create_task_group() as group:
+                group.start_soon(ask, "strict", {"s": ATTACK})
+                group.start_soon(ask, "hello", {})
+    assert answers["strict"].is_error is True
+    assert answers["hello"].content[0].text == "hello"
 
 
 def test_a_pattern_re2_cannot_run_is_refused_at_registration() -> None:
