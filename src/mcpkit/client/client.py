@@ -66,6 +66,7 @@ from mcpkit.protocol.versions import (
     Era,
     era_of,
 )
+from mcpkit.schema_patterns import PatternPolicy
 from mcpkit.transports.client.base import (
     ClientTransport,
     ConnectionClosed,
@@ -788,7 +789,10 @@ class Client:
                 f"tool {name!r} declares an outputSchema but returned no structuredContent")
         validator = self._validators.get(name)
         if validator is None:
-            validator = self._validators[name] = SchemaValidator(schema)
+            # The server chose both the schema and the value: a pattern RE2 cannot run is
+            # skipped (logged), never handed to a backtracking engine.
+            validator = self._validators[name] = SchemaValidator(
+                schema, patterns=PatternPolicy.SKIP)
         problems = validator.errors(result.structured_content)
         if problems:
             raise InvalidToolOutput(
