@@ -26,8 +26,6 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-import re2
-
 log = logging.getLogger("mcpkit.validation")
 
 # RE2 compiles each pattern into an automaton within this many bytes; a bigger pattern (e.g.
@@ -49,6 +47,8 @@ class UnsupportedPattern(ValueError):
 
 
 def _options() -> Any:
+    import re2  # lazily, like jsonschema: a server with no hand-written pattern never loads it
+
     options = re2.Options()
     options.max_mem = MAX_PATTERN_MEMORY
     options.log_errors = False  # the reason goes into our error, not onto stderr
@@ -58,6 +58,8 @@ def _options() -> Any:
 @lru_cache(maxsize=1024)
 def _compile(pattern: str) -> Any:
     """The compiled pattern, or the reason RE2 refused it (cached: schemas repeat patterns)."""
+    import re2
+
     try:
         return re2.compile(pattern, _options())
     except re2.error as exc:
