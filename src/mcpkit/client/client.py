@@ -216,6 +216,7 @@ class Client:
         self._validators: dict[str, SchemaValidator] = {}
         self._unsafe_tools: set[str] = set()
         self._annotations: dict[str, dict[str, tuple[str, ...]]] = {}
+        self._known_tools: dict[str, Mapping[str, Any]] = {}  # know_tool's, by name
         self._capabilities: dict[str, dict[str, Any]] = {}
         self._listen_filter: dict[str, Any] | None = None
         self._listen_scope: anyio.CancelScope | None = None
@@ -702,6 +703,7 @@ class Client:
         kept: dict[str, dict[str, Any]] = {}
         self._unsafe_tools.clear()
         self._annotations.clear()
+        self._known_tools.clear()
         for tool in raw:
             if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
                 continue
@@ -723,8 +725,9 @@ class Client:
         era). For a relay that lists tools on one connection and calls them on another
         (the hub: its stored catalog, its pooled connection)."""
         name = tool.get("name")
-        if not isinstance(name, str):
-            return
+        if not isinstance(name, str) or self._known_tools.get(name) is tool:
+            return  # the same object again (a relay's cached catalog): nothing new to learn
+        self._known_tools[name] = tool
         annotations = _header_annotations(dict(tool))
         if annotations:
             self._annotations[name] = annotations

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from mcpkit.protocol import errors, jsonrpc
 
@@ -123,16 +123,22 @@ def head_limited_protocol(base: type[Any], limits: HeadLimits) -> type[asyncio.P
             super().on_url(url)
 
         def on_header(self, name: bytes, value: bytes) -> None:
+            # On every header of every request: kept to two additions and one test when all
+            # is well (4 bytes a line for ": " and CRLF); the refusal is worked out apart.
             self._head_lines += 1
-            if self._head_lines > limits.max_headers:
-                self._head_refusal = refusal(
-                    431, f"the request has more than {limits.max_headers} headers")
-                raise _HeadRefused
-            self._head_parsed += len(name) + len(value) + 4  # ": " and CRLF
-            if len(self.url) + self._head_parsed > limits.max_head_bytes:
-                self._head_refusal = refusal(431, _too_big(limits))
-                raise _HeadRefused
+            self._head_parsed += len(name) + len(value) + 4
+            if self._head_lines > limits.max_headers or \
+                    len(self.url) + self._head_parsed > limits.max_head_bytes:
+                self._refuse_in_parser(limits)
             super().on_header(name, value)
+
+        def _refuse_in_parser(self, limits: HeadLimits) -> NoReturn:
+            if self._head_lines > limits.max_headers:
+                message = f"the request has more than {limits.max_headers} headers"
+            else:
+                message = _too_big(limits)
+            self._head_refusal = refusal(431, message)
+            raise _HeadRefused
 
         def on_headers_complete(self) -> None:
             self._head_open = False

@@ -8,6 +8,7 @@ reverse proxy every client is the proxy unless uvicorn rewrites the address from
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Mapping
 from typing import Any
@@ -32,8 +33,10 @@ def caller_key(scope: Mapping[str, Any]) -> str:
     return principal or f"peer:{peer_key(scope)}"
 
 
+@functools.lru_cache(maxsize=4096)
 def host_key(host: str) -> str:
-    """`peer_key` of a client whose address is `host`."""
+    """`peer_key` of a client whose address is `host` (cached: the same clients come back
+    request after request, and parsing an address costs more than the rest of the check)."""
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
