@@ -13,6 +13,7 @@ from mcpkit.transports.http.auth_failures import (
     DEFAULT_AUTH_FAILURE_BURST,
     DEFAULT_AUTH_FAILURES_PER_MINUTE,
 )
+from mcpkit.transports.http.serve import add_limit_arguments, positive_int
 
 DEFAULT_PORT = 65510
 TOKEN_ENV = "MCPKIT_SERVE_TOKEN"
@@ -26,10 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     parser.add_argument("--token", default=None, help=f"require `Authorization: Bearer "
                         f"TOKEN` (HTTP); also read from ${TOKEN_ENV}")
-    parser.add_argument("--auth-failure-burst", type=int, default=DEFAULT_AUTH_FAILURE_BURST,
-                        metavar="N", help="wrong tokens a client address may send at once "
-                        f"before 429 (default {DEFAULT_AUTH_FAILURE_BURST})")
-    parser.add_argument("--auth-failure-rate", type=int,
+    parser.add_argument("--auth-failure-burst", type=positive_int,
+                        default=DEFAULT_AUTH_FAILURE_BURST, metavar="N",
+                        help="wrong tokens a client address may send at once before 429 "
+                        f"(default {DEFAULT_AUTH_FAILURE_BURST})")
+    parser.add_argument("--auth-failure-rate", type=positive_int,
                         default=DEFAULT_AUTH_FAILURES_PER_MINUTE, metavar="N",
                         help="wrong tokens a minute an address may send after the burst "
                         f"(default {DEFAULT_AUTH_FAILURES_PER_MINUTE})")
@@ -53,24 +55,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default="auto", help="how every process a command starts is found "
                         "and stopped: a cgroup per command where one can be made (auto), "
                         "always (cgroup), or the process table only")
-    parser.add_argument("--max-tasks", type=_positive, default=MAX_TASKS,
+    parser.add_argument("--max-tasks", type=positive_int, default=MAX_TASKS,
                         help=f"task scopes kept at once (default {MAX_TASKS}); a new task "
                         "drops an idle one, and is refused when every task is busy")
-    parser.add_argument("--max-jobs", type=_positive, default=None,
+    parser.add_argument("--max-jobs", type=positive_int, default=None,
                         help="background jobs running at once per task (default 64)")
-    parser.add_argument("--max-output-bytes", type=_positive, default=None,
+    parser.add_argument("--max-output-bytes", type=positive_int, default=None,
                         help="output one command may write (default 1 GiB); past it the "
                         "command is stopped")
-    from mcpkit.transports.http.serve import add_limit_arguments
-
     add_limit_arguments(parser)
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 def _assignments(items: list[str]) -> dict[str, str] | None:
@@ -91,10 +84,6 @@ def run(args: argparse.Namespace) -> int:
     from mcpkit.coding.tracking import Tracking, TrackingError, claim_process
     from mcpkit.coding.workspace import Workspace, WorkspaceError
 
-    if min(args.auth_failure_burst, args.auth_failure_rate) < 1:
-        print("mcpkit serve: --auth-failure-burst and --auth-failure-rate must be above 0",
-              file=sys.stderr)
-        return 2
     try:
         workspace = Workspace.at(args.workspace)
     except WorkspaceError as exc:

@@ -25,22 +25,22 @@ def add_transport_arguments(
 def add_admission_arguments(parser: argparse.ArgumentParser) -> None:
     """The limits on concurrent requests (server/admission.py), for every transport."""
     from mcpkit.server import admission
-    from mcpkit.transports.http.serve import _positive_int
+    from mcpkit.transports.http.serve import positive_int
 
     group = parser.add_argument_group("concurrency limits")
-    group.add_argument("--max-requests-per-connection", type=_positive_int, metavar="N",
+    group.add_argument("--max-requests-per-connection", type=positive_int, metavar="N",
                        default=admission.DEFAULT_MAX_REQUESTS_IN_FLIGHT,
                        help="requests one connection may have running; past it -32000 "
                        f"(default {admission.DEFAULT_MAX_REQUESTS_IN_FLIGHT})")
-    group.add_argument("--max-requests-per-client", type=_positive_int, metavar="N",
+    group.add_argument("--max-requests-per-client", type=positive_int, metavar="N",
                        default=admission.DEFAULT_MAX_REQUESTS_PER_CALLER,
                        help="requests one caller (token or address) may have running over "
                        f"all its connections (default {admission.DEFAULT_MAX_REQUESTS_PER_CALLER})")
-    group.add_argument("--max-request-bytes-per-client", type=_positive_int, metavar="BYTES",
+    group.add_argument("--max-request-bytes-per-client", type=positive_int, metavar="BYTES",
                        default=admission.DEFAULT_MAX_BYTES_PER_CALLER,
                        help="decoded params one caller's running requests may hold; past it "
                        f"-32000 (default {admission.DEFAULT_MAX_BYTES_PER_CALLER})")
-    group.add_argument("--max-request-bytes", type=_positive_int, metavar="BYTES",
+    group.add_argument("--max-request-bytes", type=positive_int, metavar="BYTES",
                        default=admission.DEFAULT_MAX_BYTES,
                        help="decoded params all running requests may hold "
                        f"(default {admission.DEFAULT_MAX_BYTES})")

@@ -116,35 +116,35 @@ def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
     group = parser.add_argument_group("HTTP limits")
-    group.add_argument("--max-connections", type=_positive_int, default=DEFAULT_MAX_CONNECTIONS,
+    group.add_argument("--max-connections", type=positive_int, default=DEFAULT_MAX_CONNECTIONS,
                        metavar="N", help="open connections at once; past it the longest-"
                        "waiting idle or slow one is closed, else 503 (default "
                        f"{DEFAULT_MAX_CONNECTIONS}, lowered to fit the file descriptor limit)")
-    group.add_argument("--header-timeout", type=_positive_float,
+    group.add_argument("--header-timeout", type=positive_float,
                        default=DEFAULT_HEADER_TIMEOUT_S, metavar="S",
                        help="seconds a request's headers may take to arrive (default "
                        f"{DEFAULT_HEADER_TIMEOUT_S:g})")
-    group.add_argument("--body-timeout", type=_positive_float, default=DEFAULT_BODY_TIMEOUT_S,
+    group.add_argument("--body-timeout", type=positive_float, default=DEFAULT_BODY_TIMEOUT_S,
                        metavar="S", help="seconds a request's body may take to arrive "
                        f"(default {DEFAULT_BODY_TIMEOUT_S:g})")
-    group.add_argument("--max-url-bytes", type=_positive_int, default=DEFAULT_MAX_URL_BYTES,
+    group.add_argument("--max-url-bytes", type=positive_int, default=DEFAULT_MAX_URL_BYTES,
                        metavar="N", help="bytes of a request's path and query; past it 414 "
                        f"(default {DEFAULT_MAX_URL_BYTES})")
-    group.add_argument("--max-header-bytes", type=_positive_int,
+    group.add_argument("--max-header-bytes", type=positive_int,
                        default=DEFAULT_MAX_HEAD_BYTES, metavar="N",
                        help="bytes of a request's line and headers; past it 431 (default "
                        f"{DEFAULT_MAX_HEAD_BYTES})")
-    group.add_argument("--max-headers", type=_positive_int, default=DEFAULT_MAX_HEADERS,
+    group.add_argument("--max-headers", type=positive_int, default=DEFAULT_MAX_HEADERS,
                        metavar="N", help="header lines of a request; past it 431 (default "
                        f"{DEFAULT_MAX_HEADERS})")
-    group.add_argument("--max-ws-bytes-in-flight", type=_positive_int,
+    group.add_argument("--max-ws-bytes-in-flight", type=positive_int,
                        default=DEFAULT_MAX_IN_FLIGHT_BYTES, metavar="N",
                        help="bytes of WebSocket messages being received at once, over all "
                        "connections; past it a connection is closed with 1013 (default "
                        f"{DEFAULT_MAX_IN_FLIGHT_BYTES})")
-    group.add_argument("--max-sessions", type=_positive_int, default=DEFAULT_MAX_SESSIONS,
+    group.add_argument("--max-sessions", type=positive_int, default=DEFAULT_MAX_SESSIONS,
                        metavar="N", help=f"legacy sessions in all (default {DEFAULT_MAX_SESSIONS})")
-    group.add_argument("--max-sessions-per-client", type=_positive_int,
+    group.add_argument("--max-sessions-per-client", type=positive_int,
                        default=DEFAULT_MAX_SESSIONS_PER_PRINCIPAL, metavar="N",
                        help="legacy sessions per caller (token or address); at the cap its "
                        f"oldest idle one is closed (default {DEFAULT_MAX_SESSIONS_PER_PRINCIPAL})")
@@ -165,14 +165,14 @@ def limit_options(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number above 0, not {text!r}")
     return value
 
 
-def _positive_float(text: str) -> float:
+def positive_float(text: str) -> float:
     value = float(text)
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, not {text!r}")
