@@ -19,7 +19,7 @@ import contextlib
 import enum
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import anyio
@@ -982,6 +982,15 @@ class Client:
     async def _list_all(self, method: str, key: str) -> list[Any]:
         """Every page of a list, within `list_limits` (ListTooLarge past them)."""
         items: list[Any] = []
+        async with contextlib.aclosing(self.list_pages(method, key)) as pages:
+            async for batch in pages:
+                items.extend(batch)
+        return items
+
+    async def list_pages(self, method: str, key: str) -> AsyncGenerator[list[Any], None]:
+        """The `key` items of each page of the paginated `method`, as they arrive, following
+        `nextCursor` within `list_limits` (ListTooLarge past them; a repeated cursor is a
+        ProtocolError). For a caller that checks items page by page (the hub's catalog)."""
         cursor: str | None = None
         budget = ListBudget(self.list_limits, method)
         while True:
@@ -992,10 +1001,10 @@ class Client:
                 raise errors.ProtocolError(
                     errors.INVALID_REQUEST, f"{method}: the result has no {key!r} list")
             budget.page(batch)
-            items.extend(batch)
+            yield batch
             cursor = page.get("nextCursor")
             if not isinstance(cursor, str) or not cursor:
-                return items
+                return
             budget.cursor(cursor)
 
 

@@ -18,6 +18,7 @@ tools only to capable clients lists them here too, so every stored tool can be c
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -162,30 +163,24 @@ async def _list(client: Client, spec: _List, budget: CatalogBudget) -> tuple[dic
     """Every page of one list, each item checked against the budget as its page arrives and
     kept in its wire form (camelCase, unknown members dropped, as `Client.list_*` give)."""
     items: list[dict[str, Any]] = []
-    cursor: str | None = None
-    cursors: set[str] = set()
-    while True:
-        budget.next_page(spec.method)
-        page = await client.request(spec.method, {"cursor": cursor} if cursor else {})
-        batch = page.get(spec.key) if isinstance(page, dict) else None
-        if not isinstance(batch, list):
-            raise UpstreamUnavailable(f"{budget.upstream_name}: {spec.method} answered without "
-                                      f"a {spec.key!r} list")
-        for raw in batch:
-            if not isinstance(raw, dict):
-                raise UpstreamUnavailable(f"{budget.upstream_name}: {spec.method} lists "
-                                          "something that is not an object")
-            budget.admit(spec.kind, raw)  # before anything walks it
-            item = _item(client, spec, raw, budget.upstream_name)
-            if item is not None:
-                items.append(item)
-        cursor = page.get("nextCursor")
-        if not isinstance(cursor, str) or not cursor:
-            return tuple(items)
-        if cursor in cursors:
-            raise UpstreamUnavailable(f"{budget.upstream_name}: {spec.method} repeated the "
-                                      f"cursor {cursor[:40]!r}")
-        cursors.add(cursor)
+    async with contextlib.aclosing(client.list_pages(spec.method, spec.key)) as pages:
+        async for batch in pages:
+            budget.next_page(spec.method)
+            for raw in batch:
+                items.extend(_admitted(client, spec, raw, budget))
+    return tuple(items)
+
+
+def _admitted(client: Client, spec: _List, raw: Any, budget: CatalogBudget
+              ) -> tuple[dict[str, Any], ...]:
+    """`raw` counted against the budget (before anything walks it), in its wire form; () for
+    an item a client leaves out."""
+    if not isinstance(raw, dict):
+        raise UpstreamUnavailable(f"{budget.upstream_name}: {spec.method} lists "
+                                  "something that is not an object")
+    budget.admit(spec.kind, raw)
+    item = _item(client, spec, raw, budget.upstream_name)
+    return () if item is None else (item,)
 
 
 def _item(client: Client, spec: _List, raw: dict[str, Any], upstream_name: str
