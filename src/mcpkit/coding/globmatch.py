@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from mcpkit.coding.braces import PatternError, check_length, expand_braces
 
@@ -125,29 +126,41 @@ def _token_matches(token: Token, ch: str) -> bool:
     return token(ch)
 
 
+_Item = TypeVar("_Item")
+_Subject = TypeVar("_Subject")
+
+
 def match_tokens(tokens: Sequence[Token], text: str) -> bool:
-    """Whether `tokens` match all of `text`: two pointers, backing up only to the last star
-    (O(len(tokens) * len(text)))."""
+    """Whether `tokens` match all of `text` (O(len(tokens) * len(text)))."""
+    return _two_pointer_match(tokens, text, STAR, _token_matches)
+
+
+def _two_pointer_match(items: Sequence[_Item], subjects: Sequence[_Subject], star: object,
+                       accepts: Callable[[_Item, _Subject], bool]) -> bool:
+    """Whether `items` match all of `subjects`, where the item `star` matches any run of
+    subjects and `accepts(item, subject)` says whether another item matches one subject:
+    two pointers, backing up only to the last star (O(len(items) * len(subjects))).
+    Characters against a segment's tokens, and segments against a glob's parts (`**`)."""
     t = i = 0
-    star = -1  # index of the last star seen, -1 before any
-    resume = 0  # where in `text` that star's match currently ends
-    count = len(tokens)
-    while i < len(text):
+    last_star = -1  # index of the last star seen, -1 before any
+    resume = 0  # where in `subjects` that star's match currently ends
+    count = len(items)
+    while i < len(subjects):
         if t < count:
-            token = tokens[t]
-            if token is STAR:
-                star, resume = t, i
+            item = items[t]
+            if item is star:
+                last_star, resume = t, i
                 t += 1
                 continue
-            if _token_matches(token, text[i]):
+            if accepts(item, subjects[i]):
                 t += 1
                 i += 1
                 continue
-        if star < 0:
+        if last_star < 0:
             return False
-        resume += 1  # the star takes one more character; retry the rest after it
-        t, i = star + 1, resume
-    while t < count and tokens[t] is STAR:
+        resume += 1  # the star takes one more subject; retry the rest after it
+        t, i = last_star + 1, resume
+    while t < count and items[t] is star:
         t += 1
     return t == count
 
@@ -198,31 +211,13 @@ class Glob:
         self.parts = tuple(parts)
 
     def match(self, path: str) -> bool:
-        """The two-pointer algorithm again, over segments: `**` is the star."""
-        names = path.split("/")
-        parts = self.parts
-        count = len(parts)
-        p = n = 0
-        star = -1
-        resume = 0
-        while n < len(names):
-            if p < count:
-                part = parts[p]
-                if part is None:
-                    star, resume = p, n
-                    p += 1
-                    continue
-                if part(names[n]):
-                    p += 1
-                    n += 1
-                    continue
-            if star < 0:
-                return False
-            resume += 1
-            p, n = star + 1, resume
-        while p < count and parts[p] is None:
-            p += 1
-        return p == count
+        """The two-pointer algorithm over segments: `**` (None) is the star."""
+        return _two_pointer_match(self.parts, path.split("/"), None, _part_accepts)
+
+
+def _part_accepts(part: SegmentMatcher | None, name: str) -> bool:
+    assert part is not None  # the star is never asked
+    return part(name)
 
 
 class GlobSet:
