@@ -1,6 +1,6 @@
 """`mcpkit hub`: users register their MCP servers ("upstreams") and reach them all through one
-authenticated endpoint. Needs the `hub` extra (`pip install 'mcpkit[hub]'`); importing this
-package alone loads nothing of it.
+authenticated endpoint. Needs the `hub` extra (`pip install 'mcpkit[hub]'`; in a source
+checkout `pip install -e '.[hub]'`); importing this package alone loads nothing of it.
 
     crypto.py      SecretBox (Fernet credentials at rest, key rotation), API token secrets and
                    hashes, the generated key file
@@ -16,4 +16,6 @@ package alone loads nothing of it.
     api/           the REST API (FastAPI): create_app(settings) - routes, auth, error shape,
                    request limits; the seams where /mcp, Redis and metrics plug in
     serve.py       mcpkit hub serve: the app under uvicorn, graceful shutdown
+    startup.py     the start-up summary hub serve prints (URL, database, data dir, counts)
+    upstream_cli.py  mcpkit hub upstream …: the REST API's upstream routes from the shell
 """

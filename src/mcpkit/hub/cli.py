@@ -7,10 +7,15 @@
     mcpkit hub token create USER [--name N] [--expires-days D]   prints the token, once
     mcpkit hub token list USER
     mcpkit hub token revoke TOKEN_ID
+    mcpkit hub upstream add|list|get|remove|refresh|tools …     (upstream_cli.py: the REST API)
 
-Every command takes `--database-url URL` (default: $MCPKIT_HUB_DATABASE_URL, else the SQLite
-file hub.db in $MCPKIT_HUB_DATA or ~/.local/share/mcpkit/hub) and migrates the database to the
-current schema first. A failure is one line on stderr and exit status 2.
+Every command that opens the database - these and `hub serve` - takes the same storage
+settings, added by the one function `add_settings_arguments`: `--database-url URL` (default:
+$MCPKIT_HUB_DATABASE_URL, else the SQLite file hub.db in the data directory) and `--data-dir
+DIR` (default: $MCPKIT_HUB_DATA, else ~/.local/share/mcpkit/hub; the generated secret key lives
+there too), so `hub user add` and `hub serve` given the same options cannot use different
+databases. The database is migrated to the current schema first. A failure is one line on
+stderr and exit status 2.
 
 Adding a subcommand is one function `add_x_command(commands)` that makes its parser and sets
 `run=` (a function of the parsed arguments returning the exit status), appended to
@@ -24,15 +29,20 @@ import argparse
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
 if TYPE_CHECKING:
+    from mcpkit.hub.settings import HubSettings
     from mcpkit.hub.store import Store, TokenRecord
 
     Subcommands: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 # registers a subcommand on `hub`'s subparsers
 HubCommand: TypeAlias = "Callable[[Subcommands], None]"
 EXIT_ERROR = 2
+HUB_EXTRA_HINT = "pip install 'mcpkit[hub]' (in a source checkout: pip install -e '.[hub]')"
+"""How to get the hub's dependencies, both for an installed mcpkit and for the README's
+install from a clone."""
 
 
 def add_parser(sub: Subcommands) -> argparse.ArgumentParser:
@@ -44,19 +54,38 @@ def add_parser(sub: Subcommands) -> argparse.ArgumentParser:
     return hub
 
 
-def add_database_argument(parser: argparse.ArgumentParser) -> None:
+def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
+    """The storage settings every hub command that opens the database takes (`hub serve`
+    included): one function, so the commands cannot drift apart on where the data is."""
     parser.add_argument(
         "--database-url",
         default=None,
         metavar="URL",
         help="sqlite+aiosqlite:///PATH or postgresql+asyncpg://… (default: "
-        "$MCPKIT_HUB_DATABASE_URL, else hub.db in $MCPKIT_HUB_DATA or ~/.local/share/mcpkit/hub)",
+        "$MCPKIT_HUB_DATABASE_URL, else hub.db in the data directory)",
     )
+    parser.add_argument(
+        "--data-dir", type=Path, default=None, metavar="DIR",
+        help="where the SQLite file hub.db and the generated secret key live (default: "
+        "$MCPKIT_HUB_DATA, else ~/.local/share/mcpkit/hub)",
+    )
+
+
+def storage_settings(args: argparse.Namespace) -> HubSettings:
+    """The settings an admin command opens the store with: the environment's, then the options
+    of `add_settings_arguments` - resolved exactly as `hub serve` resolves them."""
+    from mcpkit.hub.settings import HubSettings
+
+    return HubSettings.from_env(database_url=args.database_url, data_dir=args.data_dir)
 
 
 def fail(message: str) -> int:
     print(f"mcpkit hub: error: {message}", file=sys.stderr)
     return EXIT_ERROR
+
+
+def missing_extra(error: ImportError) -> int:
+    return fail(f"the hub needs its extra: {HUB_EXTRA_HINT} ({error})")
 
 
 def with_store(body: Callable[[Store, argparse.Namespace], Awaitable[int]]) -> Callable[
@@ -70,12 +99,17 @@ def with_store(body: Callable[[Store, argparse.Namespace], Awaitable[int]]) -> C
             import anyio
 
             from mcpkit.hub.crypto import CredentialError
+            from mcpkit.hub.settings import SettingsError
             from mcpkit.hub.store import Store, StoreError
         except ImportError as error:
-            return fail(f"the hub needs its extra: pip install 'mcpkit[hub]' ({error})")
+            return missing_extra(error)
+        try:
+            database_url = storage_settings(args).resolved_database_url
+        except SettingsError as error:
+            return fail(str(error))
 
         async def main() -> int:
-            async with await Store.open(args.database_url) as store:
+            async with await Store.open(database_url) as store:
                 return await body(store, args)
 
         try:
@@ -105,7 +139,7 @@ def add_user_commands(commands: Subcommands) -> None:
     disable.add_argument("--enable", action="store_true", help="enable the user again")
     disable.set_defaults(run=with_store(_user_disable))
     for parser in (add, listing, disable):
-        add_database_argument(parser)
+        add_settings_arguments(parser)
 
 
 async def _user_add(store: Store, args: argparse.Namespace) -> int:
@@ -158,7 +192,7 @@ def add_token_commands(commands: Subcommands) -> None:
     revoke.add_argument("token_id", type=int, metavar="TOKEN_ID")
     revoke.set_defaults(run=with_store(_token_revoke))
     for parser in (create, listing, revoke):
-        add_database_argument(parser)
+        add_settings_arguments(parser)
 
 
 async def _token_create(store: Store, args: argparse.Namespace) -> int:
@@ -206,7 +240,15 @@ def add_serve_commands(commands: Subcommands) -> None:
     add_serve_command(commands)
 
 
-HUB_COMMANDS: list[HubCommand] = [add_serve_commands, add_user_commands, add_token_commands]
+def add_upstream_commands(commands: Subcommands) -> None:
+    from mcpkit.hub.upstream_cli import add_upstream_command  # stdlib only: no extra needed
+
+    add_upstream_command(commands)
+
+
+HUB_COMMANDS: list[HubCommand] = [
+    add_serve_commands, add_user_commands, add_token_commands, add_upstream_commands,
+]
 
 
 # --- output ---------------------------------------------------------------------------------

@@ -25,10 +25,9 @@ import gc
 import logging
 import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mcpkit.hub.cli import EXIT_ERROR, add_database_argument, fail
+from mcpkit.hub.cli import EXIT_ERROR, add_settings_arguments, fail, missing_extra
 
 if TYPE_CHECKING:
     from mcpkit.hub.cli import Subcommands
@@ -41,10 +40,7 @@ def add_serve_command(commands: Subcommands) -> None:
     serve = commands.add_parser("serve", help="run the hub: REST API (/api/v1, /docs)")
     serve.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="port (default 8765)")
-    add_database_argument(serve)
-    serve.add_argument("--data-dir", type=Path, default=None, metavar="DIR",
-                       help="the SQLite file and generated key live here (default: "
-                            "$MCPKIT_HUB_DATA or ~/.local/share/mcpkit/hub)")
+    add_settings_arguments(serve)
     serve.add_argument(
         "--allow-private-upstreams", action="store_true",
         help="let upstreams be on loopback/private/link-local addresses (tests, a trusted "
@@ -85,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
 
         from mcpkit.hub.api import create_app  # noqa: F401
     except ImportError as error:
-        return fail(f"the hub needs its extra: pip install 'mcpkit[hub]' ({error})")
+        return missing_extra(error)
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -112,6 +108,7 @@ async def _serve(settings: HubSettings) -> int:
     from mcpkit.hub.health import health_checker
     from mcpkit.hub.router import McpEndpoint
     from mcpkit.hub.shared import SharedStateUnavailable, open_redis
+    from mcpkit.hub.startup import startup_summary
     from mcpkit.hub.store import Store, StoreError
     from mcpkit.transports.http.connections import ConnectionLimits
     from mcpkit.transports.http.serve import uvicorn_config
@@ -144,9 +141,8 @@ async def _serve(settings: HubSettings) -> int:
                                     settings.body_timeout_s),
         )
         server = graceful_server_class()(config)
-        print(f"mcpkit hub on http://{_authority(settings)} (MCP /mcp, API /api/v1, "
-              f"docs /docs, metrics /metrics); "
-              f"{settings.describe()}", file=sys.stderr, flush=True)
+        summary = await startup_summary(settings, store)
+        print("\n".join(summary), file=sys.stderr, flush=True)
         try:
             await server.serve()
         except SystemExit:  # uvicorn could not bind (it logged why)
@@ -198,8 +194,3 @@ def graceful_server_class() -> Any:
                         captured.clear()
 
     return Server
-
-
-def _authority(settings: HubSettings) -> str:
-    host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    return f"{host}:{settings.port}"

@@ -5,11 +5,12 @@
     app = create_app(settings, components=[router_component], mounts={"/mcp": mcp_asgi})
     app = create_app(settings, store, box, redis=redis, components=[health_checker])  # serve
 
-What it serves: the REST API under `/api/v1` (routes/), `/openapi.json` and `/docs`,
-`/healthz`, `/readyz` and `/metrics` (Prometheus text, metrics.py). Every error is
-`{"error": {code, message, field?}}` (errors.py); bodies are bounded and must be JSON
-(limits.py); every authenticated route spends a token of the caller's rate limit first (429
-with `Retry-After` when there is none, ratelimit.py) and every request is measured.
+What it serves: the REST API under `/api/v1` (routes/), `/openapi.json` and `/docs` (Swagger
+UI, its assets served from the package: docs.py), `/healthz`, `/readyz` and `/metrics`
+(Prometheus text, metrics.py). Every error is `{"error": {code, message, field?}}`
+(errors.py); bodies are bounded and must be JSON (limits.py); every authenticated route spends
+a token of the caller's rate limit first (429 with `Retry-After` when there is none,
+ratelimit.py) and every request is measured.
 
 Built in, before the caller's components: the Redis connection (shared.py) when `redis` is
 given or `settings.redis_url` is set - it moves the rate limits into Redis.
@@ -40,6 +41,7 @@ from starlette.types import ASGIApp
 from mcpkit import __version__
 from mcpkit.hub.api.auth import Context, CurrentUser
 from mcpkit.hub.api.context import CatalogFetcher, HostResolver, HubContext
+from mcpkit.hub.api.docs import install_docs
 from mcpkit.hub.api.errors import ApiError, install_handlers
 from mcpkit.hub.api.fastlane import HubApp
 from mcpkit.hub.api.limits import RequestLimits
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("mcpkit.hub")
 
 Component = Callable[[HubContext], AbstractAsyncContextManager[Any]]
+OPENAPI_URL = "/openapi.json"
 
 DESCRIPTION = """\
 Register your MCP servers ("upstreams") and reach them all through one authenticated endpoint.
@@ -146,10 +149,11 @@ def create_app(
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
-        openapi_url="/openapi.json",
-        docs_url="/docs",
+        openapi_url=OPENAPI_URL,
+        docs_url=None,  # served from the package instead of a CDN: docs.py
         redoc_url=None,
     )
+    install_docs(app, OPENAPI_URL)
     install_handlers(app)
     app.add_middleware(RequestLimits, max_body_bytes=settings.max_body_bytes)
     # last added is outermost: 413/415 refusals are measured too

@@ -20,7 +20,9 @@ from mcpkit.hub.store import Invalid
 from mcpkit.netguard import address_problem, host_problem, parse_ip
 
 DEFAULT_PORTS = {"http": 80, "ws": 80, "https": 443, "wss": 443}
-HINT = "the hub reaches only public addresses unless its operator allows private upstreams"
+HINT = ("the hub reaches only public addresses unless its operator allows private upstreams "
+        "(`mcpkit hub serve --allow-private-upstreams` or MCPKIT_HUB_ALLOW_PRIVATE_UPSTREAMS=1)")
+"""Said with every refusal: what the operator changes to allow it, by option and variable."""
 
 
 async def check_upstream_url(url: str, settings: HubSettings, resolve: HostResolver) -> None:

@@ -167,6 +167,11 @@ class Upstreams:
             rows = await session.scalars(query)
             return tuple(upstream_record(row) for row in rows)
 
+    async def count(self) -> int:
+        """How many upstreams all users have registered: the start-up summary's figure."""
+        async with self._db.read() as session:
+            return int(await session.scalar(select(func.count()).select_from(Upstream)) or 0)
+
     async def health_counts(self) -> dict[HealthStatus, int]:
         """How many enabled upstreams of any user are in each health status (every status
         present, 0 when none): the hub's `upstreams{health}` gauge. One grouped count."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import exc, select, update
+from sqlalchemy import exc, func, select, update
 
 from mcpkit.hub.db.models import User, utcnow
 from mcpkit.hub.store import validation as check
@@ -69,6 +69,11 @@ class Users:
         items = tuple(user_record(row) for row in rows[:limit])
         more = len(rows) > limit
         return Page(items, encode_cursor(items[-1].name) if more else None)
+
+    async def count(self) -> int:
+        """How many users there are (disabled ones too): the start-up summary's figure."""
+        async with self._db.read() as session:
+            return int(await session.scalar(select(func.count()).select_from(User)) or 0)
 
     async def set_disabled(self, user_id: int, disabled: bool = True) -> UserRecord:
         """Disable (or enable again) a user: a disabled user's tokens stop working."""

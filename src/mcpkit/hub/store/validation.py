@@ -64,11 +64,15 @@ def name(value: object, field: str = "name") -> str:
     return value
 
 
+STDIO_HINT = "`mcpkit hub serve --allow-stdio` or MCPKIT_HUB_ALLOW_STDIO=1 allows them"
+"""What the operator changes to allow stdio upstreams, by option and variable."""
+
+
 def transport(value: object, *, allow_stdio: bool) -> Transport:
     if value not in TRANSPORTS:
         raise Invalid("transport", f"must be one of {', '.join(TRANSPORTS)}")
     if value == "stdio" and not allow_stdio:
-        raise Invalid("transport", "stdio upstreams are disabled by the operator")
+        raise Invalid("transport", f"stdio upstreams are disabled by the operator ({STDIO_HINT})")
     return cast(Transport, value)
 
 

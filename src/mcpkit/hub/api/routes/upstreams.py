@@ -45,6 +45,7 @@ from mcpkit.hub.store import (
 from mcpkit.hub.store import validation as check
 from mcpkit.hub.store._paging import decode_cursor
 from mcpkit.hub.store.records import Catalog
+from mcpkit.hub.store.validation import STDIO_HINT
 
 log = logging.getLogger(__name__)
 PREFIX = "/api/v1/users/mcp/upstreams"
@@ -266,7 +267,7 @@ async def announce_change(context: HubContext, user_id: int, upstream_id: str) -
 
 def _check_transport(transport: str, settings: HubSettings) -> None:
     if transport == "stdio" and not settings.allow_stdio:
-        raise ApiError(422, "stdio upstreams are disabled by the operator (--allow-stdio)",
+        raise ApiError(422, f"stdio upstreams are disabled by the operator ({STDIO_HINT})",
                        field="transport")
 
 
