@@ -16,14 +16,17 @@
 from __future__ import annotations
 
 import argparse
+import http.server
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 from urllib.parse import urlsplit
 
 import pytest
@@ -235,7 +238,7 @@ def chromium_path() -> str:
     """Debian's chromium; skipped with the reason when it is absent - except in CI, where
     .ci/run installs it and its absence is a failure."""
     found = shutil.which("chromium") or shutil.which("chromium-browser")
-    problem = None if found else "chromium is not installed (apt-get install chromium)"
+    problem = None if found else "chromium is not installed (bash scripts/install_browser.sh)"
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
@@ -299,3 +302,75 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 def _options(parser: argparse.ArgumentParser) -> set[str]:
     return {option for action in parser._actions for option in action.option_strings}
+
+
+# --- a hostile or wrong "hub" ----------------------------------------------------------------
+
+
+class FakeHub(http.server.BaseHTTPRequestHandler):
+    """Answers as a broken or hostile server might; the case is the first path segment (the
+    test's `--hub http://127.0.0.1:PORT/CASE`). Records what reaches the redirect's target."""
+
+    redirected_with: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        case = urlsplit(self.path).path.split("/")[1]
+        if case == "elsewhere":
+            FakeHub.redirected_with.append(self.headers.get("Authorization", ""))
+            self._send(200, b'{"items": [], "next_cursor": null}')
+        elif case == "redirect":
+            self.send_response(307)
+            self.send_header("Location", "/elsewhere/")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        else:
+            self._send(200, CASES[case])
+
+    def _send(self, status: int, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+EVIL_NAME = "\x1b]0;owned\x07\x1b[2Jevil"
+CASES = {
+    "html": b"<html>not the API</html>",
+    "huge": b'{"items": [' + b" " * (17 * 1024 * 1024) + b"]}",
+    "loop": b'{"items": [], "next_cursor": "again"}',
+    "evil": json.dumps({"items": [{
+        "id": "0", "name": EVIL_NAME, "transport": "http", "url": "http://x/\x1b[31m",
+        "command": None, "enabled": True, "health_status": "healthy", "tool_count": 1,
+    }], "next_cursor": None}).encode(),
+}
+
+
+def test_a_hostile_hub_cannot_flood_redirect_or_drive_the_terminal(tmp_path: Path) -> None:
+    """Answers that are not the API's, too big, endlessly paged, or full of escape sequences
+    give one precise line (exit 1) or cleaned output; a redirect is not followed with the
+    token."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeHub)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        base = f"http://127.0.0.1:{server.server_port}"
+        env = {**clean_env(tmp_path), "MCPKIT_HUB_URL": base, "MCPKIT_HUB_TOKEN": "mcphub_t"}
+
+        def listing(case: str) -> subprocess.CompletedProcess[str]:
+            return mcpkit(env, "hub", "upstream", "list", "--hub", f"{base}/{case}")
+
+        assert "is not JSON: is --hub the hub's address?" in refused(listing("html"))
+        assert "answer is over 16777216 bytes" in refused(listing("huge"))
+        assert "repeats a cursor" in refused(listing("loop"))
+        redirect = refused(listing("redirect"))
+        assert "HTTP 307" in redirect and FakeHub.redirected_with == []
+        shown = ok(listing("evil"))
+        assert "\x1b" not in shown and "\x07" not in shown and "?]0;owned??[2Jevil" in shown
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

@@ -36,7 +36,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mcpkit.hub.api.schemas import ErrorOut
-from mcpkit.hub.crypto import CredentialError
+from mcpkit.hub.crypto import KEY_FILE_NAME, SECRET_KEY_ENV, CredentialError
 from mcpkit.hub.store import Conflict, Invalid, NotFound, StoreError, StoreUnavailable
 
 log = logging.getLogger("mcpkit.hub.api")
@@ -169,8 +169,9 @@ async def _store_error(_request: Request, error: Exception) -> JSONResponse:
 async def _credential_error(_request: Request, error: Exception) -> JSONResponse:
     # the operator's key does not open the stored credentials: theirs to fix, not the caller's
     log.error("upstream credentials: %s", error)
-    return error_response(500, "the hub cannot open stored credentials (operator: check the "
-                               "secret key)")
+    return error_response(500, "the hub cannot open stored credentials (operator: "
+                               f"{SECRET_KEY_ENV} or the data directory's {KEY_FILE_NAME} is "
+                               "not the key they were stored with)")
 
 
 async def _unexpected(request: Request, error: Exception) -> JSONResponse:

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Install the browser the hub's /docs test drives: Debian's `chromium` package (headless, run
+# by Playwright through its executable path - Playwright's own browser downloads are not
+# used). The test loads /docs with every non-loopback request refused and checks that Swagger
+# UI rendered; without chromium it is skipped outside CI and fails in CI.
+#
+# Idempotent: when chromium is present it only prints its version. Installing needs root (CI
+# runs as root); without root and without chromium it says what to run and exits 1.
+# apt-get update and the install each retry 3 times with backoff (transient mirror errors).
+#
+# Usage: scripts/install_browser.sh
+set -euo pipefail
+
+log() { echo "[browser] $*" >&2; }
+
+chromium_bin() { command -v chromium 2>/dev/null || command -v chromium-browser 2>/dev/null || true; }
+
+retry() { # retry N command...: 10 s, 20 s backoff for mirror hiccups
+  local n="$1"; shift
+  local i
+  for ((i = 1; i <= n; i++)); do
+    "$@" && return 0
+    if [ "$i" -lt "$n" ]; then
+      log "attempt $i/$n failed: $*; retrying in $((10 * i))s"
+      sleep $((10 * i))
+    fi
+  done
+  log "failed after $n attempts: $*"
+  return 1
+}
+
+if [ -n "$(chromium_bin)" ]; then
+  log "already installed: $("$(chromium_bin)" --version 2>/dev/null) ($(chromium_bin))"
+  exit 0
+fi
+if [ "$EUID" -ne 0 ]; then
+  log "chromium is missing; installing it needs root: sudo bash scripts/install_browser.sh"
+  log "(or: sudo apt-get install chromium)"
+  exit 1
+fi
+command -v apt-get >/dev/null || { log "chromium is missing and there is no apt-get (not Debian?)"; exit 1; }
+
+export DEBIAN_FRONTEND=noninteractive
+APT_OPTS=(-q -o DPkg::Lock::Timeout=300)
+apt_install() {
+  dpkg --configure -a || true  # an attempt killed mid-install leaves dpkg half-configured
+  apt-get "${APT_OPTS[@]}" install -y chromium </dev/null
+}
+t0=$(date +%s)
+log "installing: chromium"
+retry 3 apt-get "${APT_OPTS[@]}" update </dev/null
+retry 3 apt_install
+[ -n "$(chromium_bin)" ] || { log "chromium still missing after the install"; exit 1; }
+log "installed in $(($(date +%s) - t0))s: $("$(chromium_bin)" --version 2>/dev/null)"
