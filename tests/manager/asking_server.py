@@ -1,6 +1,6 @@
 """A stdio server whose tools ask the user, for the `mcpkit call` answering tests.
 
-    python tests/manager/asking_server.py [--legacy]
+    python tests/manager/asking_server.py [--legacy] [--http PORT]
 
 - `profile`: a form (text with bounds, integer with bounds, a titled choice, a yes/no with a
   default, an optional email); returns the ElicitResult as JSON;
@@ -88,4 +88,8 @@ def build(legacy: bool) -> Server:
 
 
 if __name__ == "__main__":
-    build("--legacy" in sys.argv).run_stdio()
+    built = build("--legacy" in sys.argv)
+    if "--http" in sys.argv:
+        built.run_http(port=int(sys.argv[sys.argv.index("--http") + 1]))
+    else:
+        built.run_stdio()
