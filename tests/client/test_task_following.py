@@ -58,6 +58,9 @@ async def test_a_required_task_is_followed_in_the_modern_era(
         with pytest.raises(ServerError) as refused:
             await client.request("tools/call", {"name": "report", "arguments": {"topic": "x"}})
         assert refused.value.code == -32021
+    async with Client(target, max_task_polls=1) as client:
+        with pytest.raises(TaskPollLimit, match="still working after 1 polls"):
+            await client.call_tool("report", {"topic": "moths", "seconds": 30})
 
 
 @needs_node_package(EVERYTHING)
@@ -92,3 +95,21 @@ async def test_a_2025_11_25_task_is_followed_its_question_answered_and_cancelled
         with pytest.raises(TaskPollLimit, match="after 1 polls of tasks/get"):
             await client.call_tool(RESEARCH, {"topic": "moths"})
         assert [t["status"] for t in await client.list_tasks()] == ["cancelled"]
+
+
+@pytest.mark.parametrize("legacy", [True, False])
+async def test_a_slow_answer_does_not_time_the_call_out(legacy: bool) -> None:
+    """A person filling a form takes longer than the idle timeout: the call waits on the
+    client meanwhile, it is not idle (the hard `max_timeout` still bounds it)."""
+
+    async def slow_person(params: types.ElicitRequestParams) -> dict[str, Any]:
+        await anyio.sleep(1.2)
+        return {"action": "decline"}
+
+    argv = [sys.executable, ASKING, *(["--legacy"] if legacy else [])]
+    async with Client(argv, elicitation=slow_person) as client:
+        result = await client.call_tool("profile", timeout=0.4)
+        assert result.content[0].text == '{"action": "decline"}'  # type: ignore[union-attr]
+        if legacy:  # the question arrives while tools/call is in flight: its bound holds
+            with pytest.raises(TimeoutError):
+                await client.call_tool("profile", timeout=0.4, max_timeout=0.8)

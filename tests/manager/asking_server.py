@@ -71,9 +71,9 @@ def build(legacy: bool) -> Server:
                    " \x07now")
         return json.dumps(await ctx.elicit(message, HOSTILE), sort_keys=True)
 
-    async def report(topic: str) -> str:
+    async def report(topic: str, seconds: float = 0.3) -> str:
         """A long job: must run as a task."""
-        await anyio.sleep(0.3)
+        await anyio.sleep(seconds)
         return f"report on {topic}"
 
     async def haiku(ctx: Context) -> str:

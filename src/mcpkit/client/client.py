@@ -816,7 +816,8 @@ class Client:
                 can_cancel=legacy_tasks.can_cancel(self.server_capabilities))
         elif task_following.is_task(result):
             result = await task_following.follow(
-                result, send, self._answer_inputs, max_seconds=left)
+                result, send, self._answer_inputs, max_seconds=left,
+                max_polls=self.max_task_polls)
         typed = _typed(result, types.CallToolResult, "tools/call")
         if tool is not None and self.validate_output:
             self._check_output(name, tool, typed)

@@ -26,21 +26,23 @@ from typing import Any
 
 import anyio
 
-from mcpkit.client.errors import ClientError
-from mcpkit.client.tasks import DEFAULT_POLL_S, MAX_POLL_S, MIN_POLL_S, TaskFailed
+from mcpkit.client.tasks import (
+    DEFAULT_MAX_POLLS,
+    DEFAULT_POLL_S,
+    MAX_POLL_S,
+    MIN_POLL_S,
+    TaskFailed,
+    TaskPollLimit,
+)
 
 TASKS_VERSIONS = frozenset({"2025-11-25"})
 """The session versions that have the tasks utility."""
-DEFAULT_MAX_POLLS = 10_000
-"""`tasks/get` requests one call sends at most (with the 5 s interval cap: about 14 h)."""
 CANCEL_GRACE_S = 5.0
 """How long a `tasks/cancel` sent while giving up may take."""
 
 Request = Callable[..., Awaitable[Any]]
 
-
-class TaskPollLimit(ClientError):
-    """A task was still running after the client's bound on `tasks/get` polls."""
+__all__ = ["DEFAULT_MAX_POLLS", "TaskFailed", "TaskPollLimit", "follow"]
 
 
 def server_runs_tool_tasks(version: str | None, capabilities: Mapping[str, Any]) -> bool:
