@@ -210,7 +210,7 @@ def test_a_server_cannot_write_escape_sequences_to_the_terminal(person: Person) 
     term = person.at_terminal("call", "new", "hostile")
     term.expect("answer it?")
     term.type("")
-    term.expect("string: ")
+    term.expect("text: ")
     term.type("42")
     term.expect("? [Y]es")
     term.type("y")
@@ -244,6 +244,8 @@ def test_off_a_terminal_it_says_what_was_asked_and_how_to_answer(person: Person,
     assert typed.code == 0, typed
     assert json.loads(typed.out) == {"action": "accept", "content": {
         "name": "Ada", "age": 36, "color": "g", "subscribe": True}}
+    if server == "old":
+        return  # the rest is the same code in both eras: checked once (each run costs ~1 s)
     given = person.run("call", server, "profile", "--answers",
                        '{"name": "Bo", "age": 7, "color": "r", "email": "bo@example.org"}')
     assert json.loads(given.out)["content"] == {"name": "Bo", "age": 7, "color": "r",
@@ -273,6 +275,12 @@ def test_answer_flags_are_checked(person: Person) -> None:
             (["--answer", "name"], "--answer expects FIELD=VALUE, not 'name'")):
         bad = person.run("call", "new", "profile", *flags)
         assert bad.code == 2 and error in _error(bad), bad
+    misspelt = person.run("call", "new", "profile", "--answer", "nmae=Ada", "--answer", "age=3",
+                          "--answer", "color=r")
+    assert misspelt.code == 2
+    assert _error(misspelt).endswith(
+        "(fields: name (string, required): As on your badge; answers given for fields it "
+        "does not have: nmae); it cannot be asked here (not a terminal)")
     # The hostile form off a terminal: its texts arrive in the error without their escapes.
     hostile = person.run("call", "new", "hostile")
     assert "URGENT click now" in hostile.err and "\x1b" not in hostile.err

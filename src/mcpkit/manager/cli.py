@@ -12,6 +12,7 @@
     mcpkit mcp import --from claude|cursor|vscode|codex|opencode [PATH] [--dry-run]
     mcpkit tools [SERVER] [--json]
     mcpkit call SERVER TOOL [--args JSON] [key=value …] [--json] [--timeout S]
+                [--answer FIELD=VALUE … | --answers JSON | --decline] [--no-browser]
 
 `add` writes the user file by default (`~/.config/mcpkit/mcp.json`, or under
 $XDG_CONFIG_HOME); `--scope project` writes `.mcpkit/mcp.json` (the nearest existing one, or

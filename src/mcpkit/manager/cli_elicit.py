@@ -190,6 +190,11 @@ class CliAnswers:
             if not required:
                 return {"action": "accept", "content": content}
             fields_text = "; ".join(f.summary(self.limits.max_text) for f in missing)
+            known = {f.name for f in fields}
+            strays = sorted(n for n in [*self.pre.texts, *self.pre.values] if n not in known)
+            if strays:  # a misspelt --answer, most likely
+                fields_text += "; answers given for fields it does not have: " + ", ".join(
+                    clean(n, 40) for n in strays[:8])
             self._cannot_ask(f"the server asked for input: {self._message(request)} "
                              f"(fields: {fields_text})",
                              example=" ".join(f"--answer {clean(f.name, 40)}=VALUE"
@@ -310,7 +315,7 @@ def _kind_hint(fld: Field) -> str:
     bounds = ""
     if fld.minimum is not None or fld.maximum is not None:
         bounds = f" {_num(fld.minimum)}..{_num(fld.maximum)}"
-    return (fld.format or fld.kind) + bounds
+    return (fld.format or ("text" if fld.kind == "string" else fld.kind)) + bounds
 
 
 def _num(value: float | None) -> str:
