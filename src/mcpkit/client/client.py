@@ -27,6 +27,7 @@ import msgspec
 
 from mcpkit import __version__
 from mcpkit.client import era as eras
+from mcpkit.client import legacy_tasks
 from mcpkit.client import tasks as task_following
 from mcpkit.client.errors import (
     ClientError,
@@ -153,6 +154,7 @@ class Client:
         log_level: str | None = None,
         validate_output: bool = True,
         tasks: bool = False,
+        max_task_polls: int = legacy_tasks.DEFAULT_MAX_POLLS,
         inbound_limits: InboundLimits | None = None,
         list_limits: ListLimits | None = None,
     ) -> None:
@@ -166,9 +168,14 @@ class Client:
         bounds a request regardless. `resolver` is an aiohttp resolver for HTTP and
         WebSocket connections (`mcpkit.netguard.GuardedResolver` refuses private addresses
         at connect time). `sampling`, `elicitation` and `roots` answer the
-        server; the capabilities declared follow from which are given. `tasks=True`
-        declares the modern Tasks extension: a tool the server runs as a task is then
-        followed to its end by `call_tool` (polling, answering its input requests).
+        server; the capabilities declared follow from which are given. A tool that
+        requires task execution (`execution.taskSupport: "required"`) is called as a task
+        and followed to its end by `call_tool` in both eras (the 2025-11-25 `tasks`
+        utility: `task` in the call, `tasks/get` polls, `tasks/result`; the modern Tasks
+        extension, declared on that call: polls, `tasks/update` with the answers).
+        `tasks=True` also runs the "optional" ones as tasks (and declares the modern
+        extension on every request); `max_task_polls` bounds the `tasks/get` polls of one
+        call (TaskPollLimit past it), the call's `max_timeout` its whole time.
         `inbound_limits` bounds what the server makes the client do on its own at once
         (server requests answered, notification handlers running); `list_limits` bounds
         the lists `list_tools()` and friends fetch page by page.
@@ -198,6 +205,8 @@ class Client:
         self.connect_timeout = connect_timeout
         self.probe_timeout = probe_timeout
         self.max_input_rounds = max_input_rounds
+        self.prefer_tasks = tasks
+        self.max_task_polls = max_task_polls
         self.log_level = log_level
         self.validate_output = validate_output
         self.inbound_limits = inbound_limits or InboundLimits()
@@ -218,6 +227,7 @@ class Client:
         self._annotations: dict[str, dict[str, tuple[str, ...]]] = {}
         self._known_tools: dict[str, Mapping[str, Any]] = {}  # know_tool's, by name
         self._capabilities: dict[str, dict[str, Any]] = {}
+        self._task_capabilities: dict[str, dict[str, Any]] = {}  # with the modern extension
         self._listen_filter: dict[str, Any] | None = None
         self._listen_scope: anyio.CancelScope | None = None
         self._listen_done = anyio.Event()
@@ -571,11 +581,12 @@ class Client:
     async def _modern_request(
         self, method: str, params: dict[str, Any],
         on_progress: ProgressCallback | None, limits: Timeouts, answer_inputs: bool = True,
+        declare_tasks: bool = False,
     ) -> Any:
         rounds = 0
         retry = params
         while True:
-            body = self._with_meta(retry, on_progress)
+            body = self._with_meta(retry, on_progress, declare_tasks)
             result = await self.session.request(
                 method, body, timeouts=limits, on_progress=on_progress,
                 headers=self._headers_for(method, body),
@@ -636,14 +647,15 @@ class Client:
                 f"cannot answer the server's {request['method']} ({key!r}): {exc.message}"
             ) from exc
 
-    def _with_meta(self, params: dict[str, Any], on_progress: ProgressCallback | None
-                   ) -> dict[str, Any]:
+    def _with_meta(self, params: dict[str, Any], on_progress: ProgressCallback | None,
+                   declare_tasks: bool = False) -> dict[str, Any]:
         assert self.protocol_version is not None
         body = dict(params)
+        capabilities = (self._capabilities_with_tasks(self.protocol_version) if declare_tasks
+                        else self._capabilities_at(self.protocol_version))
         meta = modern_meta(
-            _dict(params.get("_meta")), self.protocol_version,
-            self._capabilities_at(self.protocol_version), self.client_info,
-            self.log_level,
+            _dict(params.get("_meta")), self.protocol_version, capabilities,
+            self.client_info, self.log_level,
         )
         if on_progress is not None:
             meta["progressToken"] = self.session.next_progress_token()
@@ -665,6 +677,27 @@ class Client:
         if caps is None:
             caps = self._capabilities[version] = self.responders.capabilities(version)
         return caps
+
+    def _capabilities_with_tasks(self, version: str) -> dict[str, Any]:
+        """The capabilities at `version` plus the modern Tasks extension (declared on the
+        requests of a call to a tool that requires task execution)."""
+        caps = self._task_capabilities.get(version)
+        if caps is None:
+            base = self._capabilities_at(version)
+            caps = self._task_capabilities[version] = {
+                **base, "extensions": {**_dict(base.get("extensions")),
+                                       task_following.EXTENSION: {}}}
+        return caps
+
+    async def _request_declaring_tasks(
+        self, method: str, params: Mapping[str, Any] | None = None, *,
+        on_progress: ProgressCallback | None = None, timeout: Limit = "default",
+        max_timeout: Limit = "default",
+    ) -> Any:
+        """`request` in the modern era with the Tasks extension declared."""
+        return await self._modern_request(method, dict(params or {}), on_progress,
+                                          self._timeouts(timeout, max_timeout),
+                                          declare_tasks=True)
 
     def _headers_for(self, method: str, params: dict[str, Any]) -> dict[str, str]:
         if not self.session.transport.per_request_streams:
@@ -743,11 +776,15 @@ class Client:
         timeout: Limit = "default",
         max_timeout: Limit = "default",
         meta: Mapping[str, Any] | None = None,
+        task: bool | None = None,
     ) -> types.CallToolResult:
         """Call a tool. A tool failure is a result with `is_error` (not an exception).
 
         When the tool declares an `outputSchema`, `structured_content` is checked against
         it (`InvalidToolOutput`); the catalog is fetched once for that if needed.
+        A tool the server runs as a task is followed to its result (see `__init__`);
+        `task` says whether to run an "optional" one as a task (default: `tasks=`).
+        `max_timeout` bounds the whole call, task included.
         """
         tool = await self._known_tool(name)
         if tool is None and name in self._unsafe_tools:
@@ -758,23 +795,42 @@ class Client:
             params["arguments"] = dict(arguments)
         if meta:
             params["_meta"] = dict(meta)
+        as_task = legacy_tasks.wants_task(tool, self.prefer_tasks if task is None else task)
+        legacy_task = as_task and self.era is Era.LEGACY and legacy_tasks.server_runs_tool_tasks(
+            self.protocol_version, self.server_capabilities)
+        if legacy_task:
+            params["task"] = {}
+        # Modern: the extension is declared on this call's requests when the tool needs it.
+        send = (self._request_declaring_tasks
+                if as_task and self.era is Era.MODERN and not self.prefer_tasks
+                else self.request)
         started = anyio.current_time()
-        result = await self.request("tools/call", params, on_progress=on_progress,
-                                    timeout=timeout, max_timeout=max_timeout)
-        if task_following.is_task(result):
-            maximum = self._timeouts(timeout, max_timeout).maximum
-            left = None if maximum is None else max(0.0, maximum - (anyio.current_time()
-                                                                   - started))
+        result = await send("tools/call", params, on_progress=on_progress,
+                            timeout=timeout, max_timeout=max_timeout)
+        maximum = self._timeouts(timeout, max_timeout).maximum
+        left = None if maximum is None else max(0.0, maximum - (anyio.current_time() - started))
+        created = legacy_tasks.created_task(result) if self.era is Era.LEGACY else None
+        if created is not None:
+            result = await legacy_tasks.follow(
+                created, self.request, max_seconds=left, max_polls=self.max_task_polls,
+                can_cancel=legacy_tasks.can_cancel(self.server_capabilities))
+        elif task_following.is_task(result):
             result = await task_following.follow(
-                result, self.request, self._answer_inputs, max_seconds=left)
+                result, send, self._answer_inputs, max_seconds=left,
+                max_polls=self.max_task_polls)
         typed = _typed(result, types.CallToolResult, "tools/call")
         if tool is not None and self.validate_output:
             self._check_output(name, tool, typed)
         return typed
 
     async def _known_tool(self, name: str) -> dict[str, Any] | None:
+        # The catalog says which tools need task execution (and their output schemas, and
+        # their x-mcp-header arguments).
         needs_catalog = self.validate_output or (
-            self.era is Era.MODERN and self.session.transport.per_request_streams)
+            self.era is Era.MODERN and self.session.transport.per_request_streams) or (
+            self.era is Era.LEGACY and legacy_tasks.server_runs_tool_tasks(
+                self.protocol_version, self.server_capabilities)) or (
+            self.era is Era.MODERN and "extensions" in self.server_capabilities)
         if self._tools is None and needs_catalog and "tools" in self.server_capabilities:
             try:
                 await self.list_tools()

@@ -384,6 +384,8 @@ class ClientSession:
             self._watchdog_wake = anyio.Event()
             now = anyio.current_time()
             target = math.inf
+            if self._answering:
+                self._not_idle(now)
             for pending in list(self._pending.values()):
                 if pending.done.is_set():
                     continue
@@ -680,6 +682,15 @@ class ClientSession:
                 log.warning("could not answer the server's %s: %s", request.method, exc)
         finally:
             self._answering -= 1
+            self._not_idle(anyio.current_time())
+
+    def _not_idle(self, now: float) -> None:
+        """While the client answers the server (a person may be filling a form), the
+        requests in flight are waiting on the client, not idle: their idle clocks restart
+        (as progress restarts them; `maximum` still bounds them)."""
+        for pending in self._pending.values():
+            if pending.limits.reset_on_progress:
+                pending.last_activity = now
 
     async def _reply_to(self, request: jsonrpc.Request, origin: object | None
                         ) -> bytes | None:

@@ -21,6 +21,8 @@ EXTENSION = "io.modelcontextprotocol/tasks"
 MIN_POLL_S = 0.05
 MAX_POLL_S = 5.0
 DEFAULT_POLL_S = 0.5
+DEFAULT_MAX_POLLS = 10_000
+"""`tasks/get` requests one call sends at most (with the 5 s interval cap: about 14 h)."""
 
 Request = Callable[[str, dict[str, Any]], Awaitable[Any]]
 AnswerInputs = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -28,6 +30,10 @@ AnswerInputs = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 class TaskFailed(ClientError):
     """The task ended `failed` or `cancelled` on the server."""
+
+
+class TaskPollLimit(ClientError):
+    """A task was still running after the client's bound on `tasks/get` polls."""
 
 
 def is_task(result: Any) -> bool:
@@ -41,12 +47,14 @@ async def follow(
     answer_inputs: AnswerInputs,
     *,
     max_seconds: float | None,
+    max_polls: int = DEFAULT_MAX_POLLS,
 ) -> dict[str, Any]:
     """Poll the task until it is terminal; return its result (a CallToolResult)."""
     task_id: str = created["taskId"]
     view = created
     answered: set[str] = set()
     done = False
+    polls = 0
     try:
         with anyio.fail_after(max_seconds):
             while True:
@@ -59,6 +67,11 @@ async def follow(
                     raise _failure(view, task_id)
                 if status == "input_required":
                     await _answer(view, task_id, request, answer_inputs, answered)
+                if polls >= max_polls:
+                    raise TaskPollLimit(
+                        f"task {task_id} was still {status} after {max_polls} polls of "
+                        "tasks/get (Client(max_task_polls=...) raises the bound)")
+                polls += 1
                 await anyio.sleep(_poll_seconds(view))
                 view = await request("tasks/get", {"taskId": task_id})
     finally:

@@ -12,6 +12,7 @@
     mcpkit mcp import --from claude|cursor|vscode|codex|opencode [PATH] [--dry-run]
     mcpkit tools [SERVER] [--json]
     mcpkit call SERVER TOOL [--args JSON] [key=value …] [--json] [--timeout S]
+                [--answer FIELD=VALUE … | --answers JSON | --decline] [--no-browser]
 
 `add` writes the user file by default (`~/.config/mcpkit/mcp.json`, or under
 $XDG_CONFIG_HOME); `--scope project` writes `.mcpkit/mcp.json` (the nearest existing one, or
@@ -121,8 +122,27 @@ def add_commands(sub: Any) -> None:
     call.add_argument("--json", action="store_true", help="print the whole result as JSON")
     call.add_argument("--timeout", type=float, metavar="S",
                       help="seconds to wait for the tool (default: its tool_timeout_sec)")
+    _answer_options(call)
     _verbose_option(call)
     call.set_defaults(loose=True)
+
+
+def _answer_options(call: argparse.ArgumentParser) -> None:
+    """How `call` answers a server that asks the user (`cli_elicit`)."""
+    answering = call.add_argument_group(
+        "answering the server", "a tool may ask for input while it runs; on a terminal you "
+        "are asked, otherwise answer beforehand")
+    answering.add_argument("--answer", action="append", metavar="FIELD=VALUE",
+                           help="answer a form field beforehand (repeatable; typed as at "
+                                "the prompt: age=36 agree=yes)")
+    answering.add_argument("--answers", metavar="JSON",
+                           help="answer form fields beforehand as a JSON object")
+    answering.add_argument("--decline", action="store_true",
+                           help="decline whatever the server asks (default: ask on a "
+                                "terminal, fail elsewhere)")
+    answering.add_argument("--no-browser", action="store_true",
+                           help="for a link the server asks you to open: print it, do not "
+                                "open the browser")
 
 
 def _command(parsers: Any, name: str, run: str, about: str) -> argparse.ArgumentParser:

@@ -21,6 +21,7 @@ from typing import Any
 
 import anyio
 
+from mcpkit.manager import cli_elicit
 from mcpkit.manager.catalog import ManagedTool
 from mcpkit.manager.cli_config import EXIT_FAILED, EXIT_OK, CliError, ConfigFiles, Entry
 from mcpkit.manager.cli_render import (
@@ -88,9 +89,10 @@ def prepared(files: ConfigFiles, entry: Entry, *, timeout: float | None) -> Serv
 
 
 @contextlib.asynccontextmanager
-async def running(configs: list[ServerConfig]) -> AsyncIterator[ServerManager]:
+async def running(configs: list[ServerConfig], client_options: dict[str, Any] | None = None
+                  ) -> AsyncIterator[ServerManager]:
     """A started manager of `configs`; a progress line on stderr while they start."""
-    manager = ServerManager(configs)
+    manager = ServerManager(configs, client_options=client_options)
     status = StatusLine()
     async with anyio.create_task_group() as tg:
         if status.enabled and configs:
@@ -320,7 +322,14 @@ def run_call(args: argparse.Namespace) -> int:
     entry = files.entry(args.server)
     _require_enabled(entry)
     config = prepared(files, entry, timeout=None)
-    result = anyio.run(_call, config, args.tool, (arguments, texts), args.timeout)
+    answers = cli_elicit.from_args(args)  # how to answer a server that asks the user
+    try:
+        result = anyio.run(_call, config, args.tool, (arguments, texts), args.timeout,
+                           answers.client_options())
+    except Exception as exc:
+        cli_elicit.explain(answers, exc)
+        raise
+    cli_elicit.explain(answers, None)
     if args.json:
         import msgspec
 
@@ -335,14 +344,15 @@ def run_call(args: argparse.Namespace) -> int:
 
 
 async def _call(config: ServerConfig, tool: str,
-                given: tuple[dict[str, Any], dict[str, str]], limit: float | None) -> Any:
+                given: tuple[dict[str, Any], dict[str, str]], limit: float | None,
+                client_options: dict[str, Any] | None = None) -> Any:
     status = StatusLine()
 
     def on_progress(progress: float, total: float | None, message: str | None) -> None:
         done = f"{progress:g}/{total:g}" if total else f"{progress:g}"
         status.show(f"{tool}: {done}" + (f" {message}" if message else ""))
 
-    async with running([config]) as manager:
+    async with running([config], client_options) as manager:
         server = manager.servers[config.name]
         if server.status is not Status.READY:
             raise CliError(f"{config.name} ({config.type}) failed: {server.error}",
