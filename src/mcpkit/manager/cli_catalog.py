@@ -222,10 +222,17 @@ def run_prompts_get(args: argparse.Namespace) -> int:
                  for key, value in given.items()}
 
     async def get(_: ServerManager, server: ManagedServer) -> types.GetPromptResult:
-        known = [p.name for p in server.prompts]
-        if name not in known:
+        prompt = next((p for p in server.prompts if p.name == name), None)
+        if prompt is None:
+            known = ", ".join(p.name for p in server.prompts) or "none"
             raise CliError(f"{target.label} has no prompt named {name!r}",
-                           hint=f"its prompts: {', '.join(known) or 'none'}")
+                           hint=f"its prompts: {known}")
+        missing = [a.name for a in prompt.arguments or []
+                   if a.required is True and a.name not in arguments]
+        if missing:
+            raise CliError(f"prompt {name} needs {', '.join(missing)}",
+                           hint="give them as key=value: "
+                                + " ".join(f"{m}=VALUE" for m in missing))
         client = await server.ready_client()
         return await client.get_prompt(name, arguments)
 
