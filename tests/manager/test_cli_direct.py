@@ -104,6 +104,8 @@ def test_a_url_lists_calls_reads_and_inspects(sh: Shell, example_url: str,
     assert "→" not in tools  # no exposed mcp__ names for a server given directly
     listed = sh("tools", example_url, "--json").json()
     assert sorted(t["name"] for t in listed) == ["add_note", "list_notes"]
+    ws_url = example_url.replace("http://", "ws://")
+    assert sh("tools", ws_url).out.splitlines()[0] == f"{ws_url} (2 tools)"  # WebSocket
 
     assert json.loads(sh("call", example_url, "add_note", "title=first",
                          "body=from the CLI").out) == {"title": "first", "body": "from the CLI"}
@@ -257,13 +259,20 @@ def test_secrets_a_server_echoes_back_are_blanked_out(sh: Shell) -> None:
 
 @pytest.mark.skipif(importlib.util.find_spec("mcp") is None,
                     reason="the official MCP Python SDK is not installed")
-def test_the_python_sdks_server_over_stdio(sh: Shell) -> None:
+def test_the_python_sdks_server_over_stdio_and_sse(sh: Shell) -> None:
     # Its resources/list comes in pages of two: all of them arrive.
     uris = [row.split()[0] for row in sh("resources", "list", "--", *SDK_PEER).out.splitlines()]
     assert uris[0] == "URI" and {f"sdk://page-item/{n}" for n in range(1, 5)} <= set(uris)
     report = sh("inspect", "--", *SDK_PEER, "--legacy-only").json()
     assert report["server"]["name"] == "sdk-peer" and report["connection"]["era"] == "legacy"
-    assert sh("call", "add", "a=2", "b=3", "--", *SDK_PEER).out.strip() == "5"
+    port = free_port()
+    sse = [*SDK_PEER[:2], "--transport", "sse", "--port", str(port)]
+    for url in _http_server(sse, port, ROOT):
+        sse_url = url.replace("/mcp", "/sse")
+        assert "  add" in sh("tools", "-t", "sse", sse_url).out.splitlines()
+        assert sh("call", "-t", "sse", sse_url, "add", "a=2", "b=3").out.strip() == "5"
+        report = sh("inspect", "--transport", "sse", sse_url).json()
+        assert report["connection"]["transport"] == "sse"
 
 
 # --- configured names, and mistakes -------------------------------------------------------

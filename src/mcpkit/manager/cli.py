@@ -1,4 +1,4 @@
-"""`mcpkit mcp …`, `mcpkit tools`, `mcpkit call`: the configured servers, from a terminal.
+"""`mcpkit mcp …`, `mcpkit tools`, `mcpkit call`, …: MCP servers, from a terminal.
 
     mcpkit mcp add NAME [--env K=V]… [--env-var NAME]… [--cwd DIR] [--scope user|project]
                    -- COMMAND ARGS…
@@ -10,8 +10,16 @@
     mcpkit mcp remove|enable|disable NAME [--scope user|project]
     mcpkit mcp test NAME [--json]          connect, list the tools, time it
     mcpkit mcp import --from claude|cursor|vscode|codex|opencode [PATH] [--dry-run]
-    mcpkit tools [SERVER] [--json]
-    mcpkit call SERVER TOOL [--args JSON] [key=value …] [--json] [--timeout S]
+    mcpkit tools [TARGET] [--json]
+    mcpkit call TARGET TOOL [--args JSON] [key=value …] [--json] [--timeout S]
+    mcpkit resources list|templates TARGET [--json]
+    mcpkit resources read TARGET URI [--json] [-o FILE]
+    mcpkit prompts list TARGET [--json]
+    mcpkit prompts get TARGET NAME [--args JSON] [key=value …] [--json]
+    mcpkit inspect TARGET [-o FILE]        a JSON report of the whole server
+
+TARGET is a configured name or a URL (`-t http|sse|ws`, `-H 'K: V'`, `--bearer TOKEN`), or
+is left out and the server's command follows `--` (`cli_targets`).
 
 `add` writes the user file by default (`~/.config/mcpkit/mcp.json`, or under
 $XDG_CONFIG_HOME); `--scope project` writes `.mcpkit/mcp.json` (the nearest existing one, or
