@@ -25,6 +25,7 @@ ROOT = HERE.parents[1]
 PY = sys.executable
 EXAMPLE_STDIO = [PY, "-m", "mcpkit", "example", "--transport", "stdio"]
 CATALOG = [PY, str(HERE / "catalog_server.py")]
+FIXTURE = [PY, str(HERE / "fixture_server.py")]
 ENDLESS = [PY, str(HERE / "endless_server.py")]
 SDK_PEER = [PY, str(ROOT / "tests" / "interop" / "sdk_peer_server.py"), "--transport", "stdio"]
 TOKEN = "tok-7c1e55d0-secret"
@@ -157,6 +158,21 @@ def test_a_command_after_dashes_is_a_stdio_server(sh: Shell) -> None:
     assert len(report["tools"]) == 2
 
 
+def test_env_goes_to_a_command_and_is_never_printed(sh: Shell) -> None:
+    # The server gets -e variables on top of a minimal environment, not the caller's.
+    given = sh("call", "env", "variable=API_KEY", "-e", "API_KEY=key-51b0c2", "--", *FIXTURE,
+               SOME_SECRET="mine")
+    assert given.out.strip() == "key-51b0c2"  # the server's answer, shown as it is
+    assert sh("call", "env", "variable=SOME_SECRET", "--", *FIXTURE,
+              SOME_SECRET="mine").out.strip() == "<unset>"
+    # A server that dies quoting its environment: the value is blanked out of the error.
+    leaky = [PY, "-c", "import os, sys; sys.stdin.readline(); sys.exit(os.environ['API_KEY'])"]
+    failed = sh("tools", "-e", "API_KEY=key-51b0c2", "-v", "--", *leaky, code=1)
+    assert "key-51b0c2" not in failed.err and "****" in failed.err
+    bad = sh("tools", "-e", "1X=key-51b0c2", "--", *FIXTURE, code=2)
+    assert "--env number 1 is not KEY=VALUE" in bad.err and "key-51b0c2" not in bad.err
+
+
 def test_resources_and_prompts_of_a_stdio_server(sh: Shell, tmp_path: Path) -> None:
     listed = sh("resources", "list", "--", *CATALOG).out.splitlines()
     assert [row.split()[0] for row in listed] == ["URI", "text://hello", "bin://logo.png",
@@ -286,7 +302,8 @@ def test_a_configured_name_works_with_every_command(sh: Shell) -> None:
     assert "summarize" in sh("prompts", "list", "notes").out
     assert sh("inspect", "notes").json()["connection"]["target"] == "notes"
     wrong = sh("tools", "notes", "--bearer", "x", code=2)
-    assert "--bearer only apply to a URL" in wrong.err and "mcpkit mcp get notes" in wrong.err
+    assert "--bearer only apply to a URL or a command" in wrong.err
+    assert "mcpkit mcp get notes" in wrong.err
 
 
 @pytest.mark.parametrize(("argv", "says"), [
@@ -294,6 +311,7 @@ def test_a_configured_name_works_with_every_command(sh: Shell) -> None:
     (["tools", "-t", "sse", "--"], "nothing after --"),
     (["tools", "--header", "X: 1", "--", "cmd"], "only apply to a URL, not to a command"),
     (["tools", "unknown-server"], "no MCP server named 'unknown-server'"),
+    (["tools", "-e", "A=1", "http://127.0.0.1:9/mcp"], "--env only applies to a command"),
     (["call", "http://127.0.0.1:9/mcp"], "which tool?"),
     (["resources", "read", "http://127.0.0.1:9/mcp"], "give one resource URI"),
     (["inspect"], "no server given"),

@@ -7,14 +7,16 @@
     mcpkit tools -- npx -y @modelcontextprotocol/server-everything        stdio
     mcpkit tools --command 'npx -y @modelcontextprotocol/server-everything'   (fastmcp's)
 
-A URL takes `-H/--header 'K: V'` (repeatable) and `--bearer TOKEN` (or `$MCPKIT_BEARER`).
+A URL takes `-H/--header 'K: V'` (repeatable) and `--bearer TOKEN` (or `$MCPKIT_BEARER`); a
+command takes `-e/--env KEY=VALUE` (repeatable).
 Every command resolves its target through `resolve` (one place, so all of them accept the
 same forms). A URL or command becomes a `ServerConfig` like a configured entry, and is
 started through the same `ServerManager`, so it behaves as a configured server would.
 
 Secrets: the bearer token is not stored in the config (the config names the variable
-MCPKIT_BEARER, read from `Target.environ`), and `Target.redact` blanks the token and every
-header value out of whatever the command prints about the connection (errors, -v logs).
+MCPKIT_BEARER, read from `Target.environ`), and `Target.redact` blanks the token, every
+header and `--env` value and a password or secret-looking query value of the URL out of
+whatever the command prints about the connection (errors, -v logs).
 """
 
 from __future__ import annotations
@@ -25,13 +27,14 @@ import logging
 import os
 import re
 import shlex
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from mcpkit.manager.cli_config import CliError, ConfigFiles, Entry
 from mcpkit.manager.config import ServerConfig
+from mcpkit.manager.interpolate import is_variable_name
 from mcpkit.manager.names import sanitize
 
 BEARER_ENV = "MCPKIT_BEARER"
@@ -45,6 +48,7 @@ MAX_HEADER_BYTES = 8 * 1024
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 """An HTTP header name (RFC 9110 token)."""
 MASK = "****"
+MIN_SECRET_CHARS = 3
 _AUTH_FAILED = re.compile(r"\bHTTP (401|403)\b")
 TARGET_HELP = ("a configured server's name, or a URL (http(s):// or ws(s)://); "
                "leave it out when the server's command follows --")
@@ -150,6 +154,9 @@ def add_target_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--bearer", metavar="TOKEN",
                        help=f"send `Authorization: Bearer TOKEN` to a URL (default: "
                             f"${BEARER_ENV} when set); never printed")
+    group.add_argument("-e", "--env", action="append", default=[], metavar="KEY=VALUE",
+                       help="a variable for a command's server (repeatable; it gets these "
+                            "and a minimal environment: PATH, HOME, LANG…); never printed")
     group.add_argument("--command", dest="command_line", metavar="'CMD ARGS'",
                        help="a stdio server's command line as one string (as fastmcp's "
                             "--command); the same as `-- CMD ARGS`")
@@ -199,7 +206,7 @@ def resolve(args: argparse.Namespace, words: list[str], *, files: ConfigFiles | 
     command = stdio_command(args, pairs_after_dash=pairs_after_dash)
     if command is not None:
         _refuse_for_stdio(args)
-        target, rest = _stdio_target(command), words
+        target, rest = _stdio_target(command, parse_env(args.env)), words
     elif not words:
         raise CliError("no server given",
                        hint="give a configured name, a URL (http://127.0.0.1:8000/mcp), or "
@@ -228,10 +235,10 @@ def configured(files: ConfigFiles, name: str, *, timeout: float | None = None) -
 
 def _refuse_for_name(args: argparse.Namespace, name: str) -> None:
     given = [flag for flag, value in (("--transport", args.transport), ("--header", args.header),
-                                      ("--bearer", args.bearer)) if value]
+                                      ("--bearer", args.bearer), ("--env", args.env)) if value]
     if given:
-        raise CliError(f"{', '.join(given)} only apply to a URL; {name!r} is a configured "
-                       "server, whose settings are in its config",
+        raise CliError(f"{', '.join(given)} only apply to a URL or a command; {name!r} is a "
+                       "configured server, whose settings are in its config",
                        hint=f"see them with `mcpkit mcp get {name}`, or give the URL instead")
 
 
@@ -242,15 +249,34 @@ def _refuse_for_stdio(args: argparse.Namespace) -> None:
         raise CliError(f"{', '.join(given)} only apply to a URL, not to a command (stdio)")
 
 
-def _stdio_target(command: list[str]) -> Target:
+def _stdio_target(command: list[str], env: dict[str, str]) -> Target:
     name = sanitize(PurePath(command[0]).name)[:64]
     config = ServerConfig(name=name, type="stdio", command=command[0], args=command[1:],
-                          required=False, scope="command line")
-    return Target(config, shlex.join(command))
+                          env=env, required=False, scope="command line")
+    return Target(config, shlex.join(command), secrets=_longest_first(env.values()))
+
+
+def parse_env(given: list[str]) -> dict[str, str]:
+    """`-e KEY=VALUE` options; an error names the variable, never its value."""
+    env: dict[str, str] = {}
+    for number, pair in enumerate(given, 1):
+        key, sep, value = pair.partition("=")
+        if not sep or not is_variable_name(key):
+            raise CliError(f"--env number {number} is not KEY=VALUE with a variable name "
+                           "(not shown: it may hold a secret)", hint="e.g. -e DEBUG=1")
+        env[key] = value
+    return env
+
+
+def _longest_first(values: Iterable[str | None]) -> tuple[str, ...]:
+    """The secrets to blank out, longest first (one may contain another); very short
+    values are left alone (blanking "1" would garble every message)."""
+    return tuple(sorted({v for v in values if v and len(v) >= MIN_SECRET_CHARS},
+                        key=len, reverse=True))
 
 
 def _url_target(args: argparse.Namespace, url: str) -> Target:
-    from mcpkit.manager.cli_render import mask_url
+    from mcpkit.manager.cli_render import looks_secret, mask_url
 
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
@@ -262,6 +288,8 @@ def _url_target(args: argparse.Namespace, url: str) -> Target:
                             "--transport http or sse")
     if not parts.hostname:
         raise CliError(f"{mask_url(url)} has no host", hint="e.g. http://127.0.0.1:8000/mcp")
+    if args.env:
+        raise CliError("--env only applies to a command's server (stdio), not to a URL")
     headers = parse_headers(args.header)
     token = args.bearer if args.bearer is not None else os.environ.get(BEARER_ENV) or None
     if args.bearer is not None and not args.bearer.strip():
@@ -273,8 +301,10 @@ def _url_target(args: argparse.Namespace, url: str) -> Target:
     config = ServerConfig(name=name, type=kind, url=url, headers=headers,
                           bearer_token_env_var=BEARER_ENV if token else None,
                           required=False, scope="command line")
-    secrets = tuple(sorted({s for s in (token, *headers.values()) if s and len(s) >= 3},
-                           key=len, reverse=True))
+    # What the URL itself carries is a secret too (a password, a ?token=…).
+    in_url = [parts.password, *(value for key, value in parse_qsl(parts.query)
+                                 if looks_secret(key))]
+    secrets = _longest_first([token, *headers.values(), *in_url])
     return Target(config, mask_url(url), environ=environ, secrets=secrets)
 
 
