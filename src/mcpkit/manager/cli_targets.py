@@ -50,8 +50,6 @@ _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 MASK = "****"
 MIN_SECRET_CHARS = 3
 _AUTH_FAILED = re.compile(r"\bHTTP (401|403)\b")
-TARGET_HELP = ("a configured server's name, or a URL (http(s):// or ws(s)://); "
-               "leave it out when the server's command follows --")
 
 
 @dataclass
