@@ -32,6 +32,7 @@ from mcpkit.manager.cli_render import cut, first_line, output_width, table
 from mcpkit.manager.cli_servers import (
     connected,
     one_target,
+    refuse_options,
     tool_arguments,
     trailing_pairs,
 )
@@ -206,10 +207,7 @@ def run_prompts_list(args: argparse.Namespace) -> int:
 
 
 def run_prompts_get(args: argparse.Namespace) -> int:
-    options = [extra for extra in args.extras if extra.startswith("-")]
-    if options:
-        args.subparser.error(f"unrecognized arguments: {' '.join(options)} (a key=value "
-                             "pair that starts with - goes after --)")
+    refuse_options(args)
     words = _words(args.target, args.name) + args.pairs + args.extras
     target, rest = resolve(args, words, pairs_after_dash=True, start_timeout=args.timeout)
     if not rest:

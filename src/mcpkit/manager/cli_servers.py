@@ -332,10 +332,7 @@ def as_declared(arguments: dict[str, Any], texts: dict[str, str],
 
 
 def run_call(args: argparse.Namespace) -> int:
-    options = [extra for extra in args.extras if extra.startswith("-")]
-    if options:
-        args.subparser.error(f"unrecognized arguments: {' '.join(options)} (a key=value "
-                             "pair that starts with - goes after --)")
+    refuse_options(args)
     words = [w for w in (args.server, args.tool) if w is not None] + args.pairs + args.extras
     target, rest = resolve(args, words, pairs_after_dash=True)
     if not rest:
@@ -355,6 +352,17 @@ def run_call(args: argparse.Namespace) -> int:
         if text:
             print(text)
     return EXIT_FAILED if result.is_error is True else EXIT_OK
+
+
+def refuse_options(args: argparse.Namespace) -> None:
+    """Words argparse could not place that look like options: a typo, or a key=value pair
+    that starts with - (which goes after --, or into --args when -- gives the command)."""
+    options = [extra for extra in args.extras if extra.startswith("-")]
+    if options:
+        where = ("into --args JSON" if args.trailing and "=" not in args.trailing[0]
+                 else "after --")
+        args.subparser.error(f"unrecognized arguments: {' '.join(options)} (a key=value "
+                             f"pair that starts with - goes {where})")
 
 
 def trailing_pairs(args: argparse.Namespace) -> list[str]:
