@@ -7,8 +7,10 @@
     mcpkit version
     mcpkit mcp add|add-json|list|get|remove|enable|disable|test|import …
                                                                   configure MCP servers
-    mcpkit tools [SERVER]                                         their tools
-    mcpkit call SERVER TOOL [--args JSON] [key=value …]           call one
+    mcpkit tools [TARGET]                                         their tools
+    mcpkit call TARGET TOOL [--args JSON] [key=value …]           call one
+    mcpkit resources|prompts …, mcpkit inspect TARGET             the rest of a server
+                      (TARGET: a configured name, a URL, or `-- COMMAND ARGS…` at the end)
 
 (`mcpkit mcp` and the rest: `mcpkit.manager.cli`.)
 """

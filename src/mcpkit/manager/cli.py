@@ -1,4 +1,4 @@
-"""`mcpkit mcp …`, `mcpkit tools`, `mcpkit call`: the configured servers, from a terminal.
+"""`mcpkit mcp …`, `mcpkit tools`, `mcpkit call`, …: MCP servers, from a terminal.
 
     mcpkit mcp add NAME [--env K=V]… [--env-var NAME]… [--cwd DIR] [--scope user|project]
                    -- COMMAND ARGS…
@@ -10,9 +10,17 @@
     mcpkit mcp remove|enable|disable NAME [--scope user|project]
     mcpkit mcp test NAME [--json]          connect, list the tools, time it
     mcpkit mcp import --from claude|cursor|vscode|codex|opencode [PATH] [--dry-run]
-    mcpkit tools [SERVER] [--json]
-    mcpkit call SERVER TOOL [--args JSON] [key=value …] [--json] [--timeout S]
+    mcpkit tools [TARGET] [--json]
+    mcpkit call TARGET TOOL [--args JSON] [key=value …] [--json] [--timeout S]
                 [--answer FIELD=VALUE … | --answers JSON | --decline] [--no-browser]
+    mcpkit resources list|templates TARGET [--json]
+    mcpkit resources read TARGET URI [--json] [-o FILE]
+    mcpkit prompts list TARGET [--json]
+    mcpkit prompts get TARGET NAME [--args JSON] [key=value …] [--json]
+    mcpkit inspect TARGET [-o FILE]        a JSON report of the whole server
+
+TARGET is a configured name or a URL (`-t http|sse|ws`, `-H 'K: V'`, `--bearer TOKEN`), or
+is left out and the server's command follows `--` (`cli_targets`).
 
 `add` writes the user file by default (`~/.config/mcpkit/mcp.json`, or under
 $XDG_CONFIG_HOME); `--scope project` writes `.mcpkit/mcp.json` (the nearest existing one, or
@@ -45,10 +53,13 @@ from mcpkit.manager.cli_config import (
     ConfigFiles,
     Entry,
 )
+from mcpkit.transports.http.serve import positive_int
 
 Command = Callable[[argparse.Namespace], int]
 INTERRUPTED = 130
 TRANSPORT_CHOICES = ("http", "sse", "ws")
+MAX_RESOURCE_WRITE_BYTES = 64 * 1024 * 1024
+"""What `mcpkit resources read -o FILE` writes at most (`--max-bytes`)."""
 IMPORT_SOURCES = ("claude", "cursor", "vscode", "codex", "opencode")
 """`imports.SOURCES`, repeated so that building the parser imports nothing heavy."""
 
@@ -104,27 +115,100 @@ def add_commands(sub: Any) -> None:
     imports.add_argument("--force", action="store_true", help="replace servers of the same name")
     imports.add_argument("--dry-run", action="store_true", help="show, write nothing")
 
+    _add_server_commands(sub)
+
+
+def _add_server_commands(sub: Any) -> None:
+    """`tools`, `call`, `resources`, `prompts` and `inspect`: each takes TARGET, a configured
+    name or a URL, or the server's command after `--` (`cli_targets`)."""
     tools = _command(sub, "tools", "cli_servers.run_tools",
                      "start the enabled servers (or one) and list their tools")
-    tools.add_argument("server", nargs="?")
+    tools.usage = ("mcpkit tools [TARGET] [options]\n"
+                   "       mcpkit tools [options] -- COMMAND [ARGS...]")
+    tools.add_argument("server", nargs="?", metavar="TARGET",
+                       help="a configured server's name or a URL (default: every enabled "
+                            "configured server)")
     tools.add_argument("--json", action="store_true",
                        help="print the tool objects (with server and exposed_name)")
     _timeout_option(tools)
-    _verbose_option(tools)
+    _target_options(tools)
 
-    call = _command(sub, "call", "cli_servers.run_call",
-                    "start one server and call one of its tools")
-    call.add_argument("server")
-    call.add_argument("tool")
+    call = _command(sub, "call", "cli_servers.run_call", "call one tool of one server")
+    call.usage = ("mcpkit call TARGET TOOL [key=value ...] [options]\n"
+                  "       mcpkit call TOOL [key=value ...] [options] -- COMMAND [ARGS...]")
+    call.add_argument("server", nargs="?", metavar="TARGET", help=_target_help())
+    call.add_argument("tool", nargs="?", metavar="TOOL", help="the tool's name")
     call.add_argument("pairs", nargs="*", metavar="key=value",
                       help="arguments; values are JSON when they parse (n=3, on=true)")
     call.add_argument("--args", metavar="JSON", help="the arguments as a JSON object")
     call.add_argument("--json", action="store_true", help="print the whole result as JSON")
     call.add_argument("--timeout", type=float, metavar="S",
-                      help="seconds to wait for the tool (default: its tool_timeout_sec)")
+                      help="seconds to wait for the tool (default: its tool_timeout_sec, 60 "
+                           "for a URL or command)")
     _answer_options(call)
-    _verbose_option(call)
-    call.set_defaults(loose=True)
+    _target_options(call)
+
+    resources = sub.add_parser("resources", help="list and read a server's resources",
+                               description="List and read the resources of one server.")
+    verbs = resources.add_subparsers(dest="verb", required=True, metavar="VERB")
+    for verb, about in (("list", "the resources (URI, name, MIME type)"),
+                        ("templates", "the resource templates (URI templates)")):
+        listing = _command(verbs, verb, f"cli_catalog.run_resources_{verb}", about)
+        _catalog_target(listing, f"mcpkit resources {verb}", "")
+        listing.add_argument("--json", action="store_true", help="print what the server sent")
+    read = _command(verbs, "read", "cli_catalog.run_resources_read",
+                    "read one resource (binary contents: -o FILE)")
+    _catalog_target(read, "mcpkit resources read", " URI")
+    read.add_argument("uri", nargs="?", metavar="URI", help="the resource's URI")
+    read.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    read.add_argument("-o", "--output", metavar="FILE",
+                      help="write the contents to FILE (bytes as sent, for binary resources)")
+    read.add_argument("--max-bytes", type=positive_int, default=MAX_RESOURCE_WRITE_BYTES,
+                      metavar="N", help="the most -o writes (default: %(default)s)")
+
+    prompts = sub.add_parser("prompts", help="list a server's prompts and get one",
+                             description="List the prompts of one server and get one.")
+    verbs = prompts.add_subparsers(dest="verb", required=True, metavar="VERB")
+    listing = _command(verbs, "list", "cli_catalog.run_prompts_list",
+                       "the prompts and their arguments")
+    _catalog_target(listing, "mcpkit prompts list", "")
+    listing.add_argument("--json", action="store_true", help="print what the server sent")
+    get = _command(verbs, "get", "cli_catalog.run_prompts_get",
+                   "get one prompt with its arguments filled in")
+    _catalog_target(get, "mcpkit prompts get", " NAME [key=value ...]")
+    get.add_argument("name", nargs="?", metavar="NAME", help="the prompt's name")
+    get.add_argument("pairs", nargs="*", metavar="key=value", help="the prompt's arguments")
+    get.add_argument("--args", metavar="JSON", help="the arguments as a JSON object")
+    get.add_argument("--json", action="store_true", help="print the whole result as JSON")
+
+    inspect = _command(sub, "inspect", "cli_catalog.run_inspect",
+                       "a JSON report of a whole server: info, capabilities, tools, "
+                       "resources, templates, prompts")
+    _catalog_target(inspect, "mcpkit inspect", "")
+    inspect.add_argument("-o", "--output", metavar="FILE",
+                         help="write the report to FILE (default: print it)")
+
+
+def _target_help() -> str:
+    return ("a configured server's name, or a URL (http(s)://, ws(s)://); leave it out when "
+            "the server's command follows --")
+
+
+def _catalog_target(parser: argparse.ArgumentParser, command: str, rest: str) -> None:
+    """TARGET and the options of a command about one server."""
+    parser.usage = (f"{command} TARGET{rest} [options]\n"
+                    f"       {command}{rest} [options] -- COMMAND [ARGS...]")
+    parser.add_argument("target", nargs="?", metavar="TARGET", help=_target_help())
+    _timeout_option(parser)
+    _target_options(parser)
+
+
+def _target_options(parser: argparse.ArgumentParser) -> None:
+    from mcpkit.manager.cli_targets import add_target_options
+
+    _verbose_option(parser)
+    add_target_options(parser)
+    parser.set_defaults(loose=True)  # `-- COMMAND ARGS…` is the server's command
 
 
 def _answer_options(call: argparse.ArgumentParser) -> None:

@@ -1,5 +1,6 @@
 """The commands that start servers: `mcpkit mcp list` (status), `mcpkit mcp test`,
-`mcpkit tools` and `mcpkit call`.
+`mcpkit tools` and `mcpkit call` (`tools` and `call` also take a URL or a command instead of
+a configured name: `cli_targets`).
 
 Each starts only the servers it needs, through a `ServerManager` (so it behaves as an agent
 using the same config would), and stops them before it returns. `required` is ignored here:
@@ -15,7 +16,7 @@ import json
 import shlex
 import sys
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,7 @@ from mcpkit.manager.cli_render import (
     result_text,
     tool_flags,
 )
+from mcpkit.manager.cli_targets import Target, resolve, stdio_command
 from mcpkit.manager.config import ConfigError, ServerConfig, json_type
 from mcpkit.manager.errors import ToolNotAllowed, UnknownTool
 from mcpkit.manager.managed import Status
@@ -89,10 +91,13 @@ def prepared(files: ConfigFiles, entry: Entry, *, timeout: float | None) -> Serv
 
 
 @contextlib.asynccontextmanager
-async def running(configs: list[ServerConfig], client_options: dict[str, Any] | None = None
+async def running(configs: list[ServerConfig], *, environ: Mapping[str, str] | None = None,
+                  client_options: dict[str, Any] | None = None
                   ) -> AsyncIterator[ServerManager]:
-    """A started manager of `configs`; a progress line on stderr while they start."""
-    manager = ServerManager(configs, client_options=client_options)
+    """A started manager of `configs`; a progress line on stderr while they start.
+    `environ`: where the configs' variables are read (default: this process's);
+    `client_options`: extra `Client` arguments (how `call` answers a server that asks)."""
+    manager = ServerManager(configs, environ=environ, client_options=client_options)
     status = StatusLine()
     async with anyio.create_task_group() as tg:
         if status.enabled and configs:
@@ -123,12 +128,13 @@ async def _draw_progress(manager: ServerManager, status: StatusLine) -> None:
         await anyio.sleep(PROGRESS_TICK_S)
 
 
-def survey(configs: list[ServerConfig]) -> dict[str, Outcome]:
+def survey(configs: list[ServerConfig], *, environ: Mapping[str, str] | None = None
+           ) -> dict[str, Outcome]:
     """Start the servers in parallel, note what each did, stop them."""
 
     async def go() -> dict[str, Outcome]:
         outcomes: dict[str, Outcome] = {}
-        async with running(configs) as manager:
+        async with running(configs, environ=environ) as manager:
             for name, server in manager.servers.items():
                 outcome = Outcome(server.status.value, server.error)
                 if server.status is Status.READY:
@@ -201,22 +207,41 @@ def _target(config: ServerConfig) -> str:
 
 def run_tools(args: argparse.Namespace) -> int:
     files = ConfigFiles()
-    outcomes: dict[str, Outcome] = {}
-    if args.server is not None:
-        entry = files.entry(args.server)
-        _require_enabled(entry)
-        configs = [prepared(files, entry, timeout=args.timeout)]
-    else:
-        configs, outcomes = startable(files, files.entries().values(), timeout=args.timeout)
-        outcomes = {n: o for n, o in outcomes.items() if o.status != "disabled"}
-        if not configs and not outcomes:
-            if args.json:
-                print("[]")
-            print("no enabled MCP servers", file=sys.stderr)
-            print(f"hint: {files.known_hint()}", file=sys.stderr)
-            return EXIT_OK
+    if args.server is not None or stdio_command(args) is not None:
+        target = one_target(args, [args.server] if args.server else [], files=files)
+        with target.redacting():
+            outcomes = survey([target.config], environ=target.environ)
+            return _show_tools(args, outcomes, target)
+    configs, outcomes = startable(files, files.entries().values(), timeout=args.timeout)
+    outcomes = {n: o for n, o in outcomes.items() if o.status != "disabled"}
+    if not configs and not outcomes:
+        if args.json:
+            print("[]")
+        print("no enabled MCP servers", file=sys.stderr)
+        print(f"hint: {files.known_hint()}", file=sys.stderr)
+        return EXIT_OK
     outcomes.update(survey(configs))
+    return _show_tools(args, outcomes, None)
+
+
+def one_target(args: argparse.Namespace, words: list[str], *,
+               files: ConfigFiles | None = None) -> Target:
+    """The target of a command that takes nothing but it (TARGET, or a command after --)."""
+    target, rest = resolve(args, words, files=files, start_timeout=getattr(args, "timeout", None))
+    if rest:
+        raise CliError(f"unexpected {shlex.join(rest)!r} with the server's command",
+                       hint="give a configured name or URL, or a command after --, not both")
+    return target
+
+
+def _show_tools(args: argparse.Namespace, outcomes: dict[str, Outcome],
+                target: Target | None) -> int:
+    """Print the tools of the servers that started; report the ones that did not."""
     failed = [n for n, o in outcomes.items() if o.status != Status.READY.value]
+    if target is not None and target.direct and failed:
+        error = outcomes[failed[0]].error
+        raise CliError(f"{target.label} ({target.config.type}) failed: {one_line(error or '')}",
+                       hint=target.failure_hint(error), code=EXIT_FAILED)
     if args.json:
         import msgspec
 
@@ -224,7 +249,8 @@ def run_tools(args: argparse.Namespace) -> int:
                   for o in outcomes.values() for t in o.tools]
         print(json.dumps(listed, indent=2, ensure_ascii=False))
     else:
-        _print_tools(outcomes)
+        labels = {target.config.name: target.label} if target is not None else {}
+        _print_tools(outcomes, labels, exposed=target is None or not target.direct)
     for name in failed:
         outcome = outcomes[name]
         print(f"mcpkit: error: {name} is {outcome.status}: {one_line(outcome.error or '')}",
@@ -235,23 +261,20 @@ def run_tools(args: argparse.Namespace) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
-def _require_enabled(entry: Entry) -> None:
-    if not entry.enabled:
-        raise CliError(f"MCP server {entry.name!r} is disabled",
-                       hint=f"enable it with `mcpkit mcp enable {entry.name}`")
-
-
-def _print_tools(outcomes: dict[str, Outcome]) -> None:
+def _print_tools(outcomes: dict[str, Outcome], labels: dict[str, str], *, exposed: bool
+                 ) -> None:
+    """Each server's tools; `exposed`: with the name an agent sees (`mcp__server__tool`)."""
     width = output_width()
     blocks = []
     for name, outcome in outcomes.items():
         if outcome.status != Status.READY.value:
             continue
         count = len(outcome.tools)
-        lines = [f"{name} ({count} tool{'' if count == 1 else 's'})"]
+        lines = [f"{labels.get(name, name)} ({count} tool{'' if count == 1 else 's'})"]
         for tool in outcome.tools:
             flags = "".join(f"  [{flag}]" for flag in tool_flags(tool.tool))
-            lines.append(f"  {tool.tool.name} → {tool.name}{flags}")
+            shown = f" → {tool.name}" if exposed else ""
+            lines.append(f"  {tool.tool.name}{shown}{flags}")
             described = first_line(tool.description)
             details = ([described] if described else []) + parameter_lines(tool.input_schema)
             lines += [f"      {line}" for line in details]
@@ -312,24 +335,22 @@ def as_declared(arguments: dict[str, Any], texts: dict[str, str],
 
 
 def run_call(args: argparse.Namespace) -> int:
-    options = [extra for extra in args.extras if extra.startswith("-")]
-    if options:
-        args.subparser.error(f"unrecognized arguments: {' '.join(options)} (a key=value "
-                             "pair that starts with - goes after --)")
-    arguments, texts = tool_arguments(args.args,
-                                      [*args.pairs, *args.extras, *(args.trailing or [])])
-    files = ConfigFiles()
-    entry = files.entry(args.server)
-    _require_enabled(entry)
-    config = prepared(files, entry, timeout=None)
+    refuse_options(args)
+    words = [w for w in (args.server, args.tool) if w is not None] + args.pairs + args.extras
+    target, rest = resolve(args, words, pairs_after_dash=True)
+    if not rest:
+        raise CliError("which tool?", hint=f"list them with `mcpkit tools {_tools_target(args)}`")
+    tool, pairs = rest[0], rest[1:]
+    arguments, texts = tool_arguments(args.args, [*pairs, *trailing_pairs(args)])
     answers = cli_elicit.from_args(args)  # how to answer a server that asks the user
-    try:
-        result = anyio.run(_call, config, args.tool, (arguments, texts), args.timeout,
-                           answers.client_options())
-    except Exception as exc:
-        cli_elicit.explain(answers, exc)
-        raise
-    cli_elicit.explain(answers, None)
+    with target.redacting():
+        try:
+            result = anyio.run(_call, target, tool, (arguments, texts), args.timeout,
+                               answers.client_options())
+        except Exception as exc:
+            cli_elicit.explain(answers, exc)
+            raise
+        cli_elicit.explain(answers, None)
     if args.json:
         import msgspec
 
@@ -343,21 +364,60 @@ def run_call(args: argparse.Namespace) -> int:
     return EXIT_FAILED if result.is_error is True else EXIT_OK
 
 
-async def _call(config: ServerConfig, tool: str,
+def refuse_options(args: argparse.Namespace) -> None:
+    """Words argparse could not place that look like options: a typo, or a key=value pair
+    that starts with - (which goes after --, or into --args when -- gives the command)."""
+    options = [extra for extra in args.extras if extra.startswith("-")]
+    if options:
+        where = ("into --args JSON" if args.trailing and "=" not in args.trailing[0]
+                 else "after --")
+        args.subparser.error(f"unrecognized arguments: {' '.join(options)} (a key=value "
+                             f"pair that starts with - goes {where})")
+
+
+def trailing_pairs(args: argparse.Namespace) -> list[str]:
+    """key=value pairs after `--` (ones that start with -); `--` followed by a word without
+    `=` is the server's command instead (`cli_targets.stdio_command`)."""
+    trailing: list[str] = args.trailing or []
+    return trailing if trailing and "=" in trailing[0] else []
+
+
+def _tools_target(args: argparse.Namespace) -> str:
+    if args.command_line is not None:
+        return f"--command {shlex.quote(args.command_line)}"
+    if args.trailing and "=" not in args.trailing[0]:
+        return f"-- {shlex.join(args.trailing)}"
+    return "TARGET"
+
+
+@contextlib.asynccontextmanager
+async def connected(target: Target, client_options: dict[str, Any] | None = None
+                    ) -> AsyncIterator[ServerManager]:
+    """A manager of the one server `target`, started and ready (CliError if it is not).
+    The one place a single-server command (`call`, `resources`, `prompts`, `inspect`)
+    connects."""
+    async with running([target.config], environ=target.environ,
+                       client_options=client_options) as manager:
+        server = manager.servers[target.config.name]
+        if server.status is not Status.READY:
+            raise CliError(f"{target.label} ({target.config.type}) failed: "
+                           f"{one_line(server.error or '')}",
+                           hint=target.failure_hint(server.error), code=EXIT_FAILED)
+        yield manager
+
+
+async def _call(target: Target, tool: str,
                 given: tuple[dict[str, Any], dict[str, str]], limit: float | None,
                 client_options: dict[str, Any] | None = None) -> Any:
     status = StatusLine()
+    config = target.config
 
     def on_progress(progress: float, total: float | None, message: str | None) -> None:
         done = f"{progress:g}/{total:g}" if total else f"{progress:g}"
         status.show(f"{tool}: {done}" + (f" {message}" if message else ""))
 
-    async with running([config], client_options) as manager:
-        server = manager.servers[config.name]
-        if server.status is not Status.READY:
-            raise CliError(f"{config.name} ({config.type}) failed: {server.error}",
-                           hint=failure_hint(config, server.error), code=EXIT_FAILED)
-        status.show(f"calling {config.name} {tool}…")
+    async with connected(target, client_options) as manager:
+        status.show(f"calling {target.label} {tool}…")
         arguments, texts = given
         for listed in manager.tools(config.name):
             if listed.tool.name == tool:
@@ -367,14 +427,14 @@ async def _call(config: ServerConfig, tool: str,
                                                   on_progress=on_progress, timeout=limit)
         except UnknownTool as exc:
             names = ", ".join(t.tool.name for t in manager.tools(config.name)) or "none"
-            raise CliError(f"{config.name} has no tool named {tool!r}",
+            raise CliError(f"{target.label} has no tool named {tool!r}",
                            hint=f"its tools: {names}") from exc
         except ToolNotAllowed as exc:
             raise CliError(str(exc), hint=f"see enabled_tools/disabled_tools: "
                                           f"`mcpkit mcp get {config.name}`") from exc
         except TimeoutError as exc:
             seconds = limit if limit is not None else config.tool_timeout_sec
-            raise CliError(f"{config.name} {tool}: no answer within {seconds:g} s",
+            raise CliError(f"{target.label} {tool}: no answer within {seconds:g} s",
                            hint="give it longer with --timeout SECONDS",
                            code=EXIT_FAILED) from exc
         finally:
