@@ -219,6 +219,8 @@ class Session:
         if done.returncode != 0:
             raise SnippetError(f"README.md:{snippet.line}: exit code {done.returncode}:\n"
                                f"{tail(output)}")
+        if "UNSET" in done.stdout:  # msgspec's sentinel for an absent field: never for users
+            raise SnippetError(f"README.md:{snippet.line}: prints UNSET:\n{tail(done.stdout)}")
         for wanted in snippet.directives.get("expect", []):
             if wanted not in output:
                 raise SnippetError(f"README.md:{snippet.line}: output lacks {wanted!r}:\n"

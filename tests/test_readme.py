@@ -32,7 +32,8 @@ An invisible HTML comment on the line(s) right above a fence says what a snippet
   installation, so they are dropped and the rest runs.
 - `synopsis`: a usage synopsis (`mcpkit serve [--workspace DIR] ...`): not run; every
   `--option` it names must appear in the command's `--help`.
-- `expect="TEXT"` (repeatable): the snippet's output must contain TEXT.
+- `expect="TEXT"` (repeatable): the snippet's output must contain TEXT. Whatever the
+  directives, no snippet may print `UNSET` (msgspec's marker of an absent field).
 - `same-as=PATH`: the snippet must be a verbatim part of that file (the README's example
   server is `src/mcpkit/examples/demo.py`, which `mcpkit example` serves).
 - `file=PATH` (json): also written to PATH under the working directory, for later snippets.

@@ -207,7 +207,9 @@ def test_consts_are_always_written() -> None:
 
 def example_files() -> list[Any]:
     if not EXAMPLES_DIR.is_dir():
-        return [pytest.param(None, marks=pytest.mark.skip(reason=f"no examples at {EXAMPLES_DIR}"))]
+        return [pytest.param(None, marks=pytest.mark.skip(
+            reason=f"the MCP spec's examples are not in {EXAMPLES_DIR}; "
+                   f"bring them in: {SPEC_HINT}"))]
     return [
         pytest.param(path, id=f"{path.parent.name}/{path.stem}")
         for path in sorted(EXAMPLES_DIR.glob("*/*.json"))
@@ -714,3 +716,18 @@ def _name(tp: Any) -> str:
         if getattr(t, name) is tp:
             return name
     raise AssertionError(tp)
+
+
+# ------------------------------------------------------------------------------ printing
+
+
+def test_no_struct_prints_unset() -> None:
+    """What a user prints (a server's info, a tool, a result) never shows the UNSET marker of
+    an absent field: every struct omits its defaults from its repr."""
+    assert all(cls.__struct_config__.repr_omit_defaults for cls in struct_classes())
+    info = t.Implementation(name="demo", version="1.0.0")
+    assert repr(info) == "Implementation(name='demo', version='1.0.0')"
+    result = msgspec.convert({"content": [{"type": "text", "text": "3"}]}, t.CallToolResult)
+    assert "UNSET" not in repr(result)
+    assert "UNSET" not in str([msgspec.convert({"name": "add", "inputSchema": {
+        "type": "object"}}, t.Tool)])
