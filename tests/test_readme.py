@@ -50,11 +50,17 @@ unchecked, to set up its session).
 
 from __future__ import annotations
 
+import os
+import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 from tests import readme_snippets as rs
+
+from mcpkit import Client
 
 README = rs.ROOT / "README.md"
 SNIPPETS = rs.extract(README.read_text("utf-8"))
@@ -138,13 +144,28 @@ def test_servers_stop_on_ctrl_c_without_a_traceback(progress: Progress) -> None:
     assert not noisy, noisy
 
 
-def test_the_example_server_is_the_readme_code() -> None:
-    """`mcpkit example` serves src/mcpkit/examples/demo.py, the README's "Writing a server"."""
-    marked = [s for s in SNIPPETS if "src/mcpkit/examples/demo.py" in s.directives.get(
-        "same-as", [])]
+@pytest.mark.anyio
+async def test_mcpkit_example_serves_the_readme_code() -> None:
+    """`mcpkit example` (here over stdio) serves what the README's "Writing a server" defines:
+    that snippet is src/mcpkit/examples/demo.py (`same-as`), and this is what runs."""
+    marked = [s for s in SNIPPETS
+              if "src/mcpkit/examples/demo.py" in s.directives.get("same-as", [])]
     assert len(marked) == 1
-    cli = (rs.ROOT / "src" / "mcpkit" / "cli.py").read_text("utf-8")
-    assert "from mcpkit.examples.demo import server" in cli
+    code = marked[0].code
+    command = [sys.executable, "-m", "mcpkit", "example", "--transport", "stdio"]
+    with anyio.fail_after(30):
+        async with Client(command, env=dict(os.environ)) as client:  # PYTHONPATH: this tree
+            assert client.server_info is not None
+            assert f'Server("{client.server_info.name}", "{client.server_info.version}"' in code
+            tools = {tool.name for tool in await client.list_tools()}
+            prompts = {prompt.name for prompt in await client.list_prompts()}
+            uris = {r.uri for r in await client.list_resources()} | {
+                t.uri_template for t in await client.list_resource_templates()}
+            added = await client.call_tool("add", {"a": 2, "b": 3})
+    assert tools == set(re.findall(r"@server\.tool\([^)]*\)\s*\nasync def (\w+)", code))
+    assert prompts == set(re.findall(r"@server\.prompt\(\)\s*\ndef (\w+)", code))
+    assert uris == set(re.findall(r'@server\.resource\("([^"]+)"\)', code))
+    assert added.structured_content == {"result": 5}
 
 
 def test_extract_reads_directives_and_indented_fences(tmp_path: Path) -> None:
