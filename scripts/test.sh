@@ -5,6 +5,9 @@
 #
 # Steps, in order (all of them run; the script fails if any failed):
 #   js-peers     scripts/install_js_peers.sh: npm ci of tests/js (no-op when up to date)
+#   services     scripts/install_services.sh: PostgreSQL and redis-server binaries for the hub's
+#                tests (as root; a no-op when present). Not root and missing: a note, and
+#                those tests skip - the closing lines say so and how to bring them in
 #   ruff         ruff check src tests
 #   mypy         mypy src
 #   pytest       pytest -q [extra args]   (exit 5 "no tests collected" is a failure)
@@ -16,6 +19,8 @@
 #
 # Assumes the active Python has the project installed with its dev extras: it uses $PYTHON
 # if set, else `python` from PATH. Extra arguments are passed to pytest.
+# At the end, after the step summary, every test that pytest skipped is listed by reason, each
+# reason naming the one command that brings in what it lacked (tests/skip_summary.py).
 # Env: MCPKIT_SKIP_CONFORMANCE=1 skips the conformance legs, server and client (local use only:
 #      refused when CI is set), MCPKIT_FAIL_FAST=1 stops at the first failing step.
 set -uo pipefail
@@ -56,7 +61,7 @@ run_step() { # run_step NAME command...
     RESULTS+=("FAILED (exit $rc)")
     FAILED=1
     echo "=== [$name] FAILED with exit code $rc (${dt}s)"
-    if [ -n "${MCPKIT_FAIL_FAST:-}" ]; then summary; exit 1; fi
+    if [ -n "${MCPKIT_FAIL_FAST:-}" ]; then summary; skipped_report; exit 1; fi
   fi
   return 0
 }
@@ -80,7 +85,33 @@ summary() {
   done
 }
 
+services_step() {
+  if [ "$EUID" -eq 0 ]; then
+    bash scripts/install_services.sh </dev/null
+    return
+  fi
+  if ! bash scripts/install_services.sh </dev/null; then
+    echo "test.sh: PostgreSQL/redis-server are missing and this is not root, so the hub's" \
+         "tests against them will skip; bring them in with: sudo scripts/install_services.sh" >&2
+  fi
+  return 0
+}
+
+skipped_report() {
+  if [ -s "$SKIPS" ]; then
+    echo
+    echo "=== test.sh: $(awk '{n += $1} END {print n}' "$SKIPS") tests were SKIPPED on this" \
+         "machine, by reason (each says what brings it in):"
+    cat "$SKIPS"
+  fi
+}
+
+SKIPS="$(mktemp -t mcpkit-skips-XXXXXX)"
+trap 'rm -f "$SKIPS"' EXIT
+export MCPKIT_SKIP_SUMMARY="$SKIPS"
+
 run_step js-peers bash scripts/install_js_peers.sh
+run_step services services_step
 run_step ruff "$PY" -m ruff check src tests
 run_step mypy "$PY" -m mypy src
 STEP_LABEL="$PY -m pytest -q $*" run_step pytest pytest_step "$@"
@@ -99,6 +130,7 @@ else
 fi
 
 summary
+skipped_report
 if [ "$FAILED" -ne 0 ]; then
   echo "test.sh: FAILED"
   exit 1

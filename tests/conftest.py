@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 import pytest
 from tests import timeout_dump
+from tests.skip_summary import pytest_terminal_summary  # a hook: pytest finds it by its name
 
 from mcpkit.protocol import jsonrpc
 from mcpkit.server.connection import Connection
@@ -324,3 +325,6 @@ def http_server() -> Any:
         yield server
     finally:
         server.stop()
+
+
+__all__ = ["pytest_terminal_summary"]

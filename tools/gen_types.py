@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import keyword
+import os
 import re
 import shutil
 import subprocess
@@ -44,7 +45,8 @@ from typing import Any
 import msgspec
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_SPEC_DIR = ROOT.parent / "shared" / "spec" / "schema"
+DEFAULT_SPEC_DIR = Path(os.environ.get("MCPKIT_SPEC_DIR")
+                        or ROOT.parent / "shared" / "spec" / "schema")
 DEFAULT_OUT_DIR = ROOT / "src" / "mcpkit" / "protocol" / "types"
 
 VERSIONS: tuple[str, ...] = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28")
@@ -1209,8 +1211,11 @@ _PRIMITIVES = {
 }
 _LINK = re.compile(r"\{@link\s*([^}]*)\}")
 
-_MCPMODEL = '''class McpModel(msgspec.Struct, kw_only=True, omit_defaults=True, rename="camel"):
-    """Base of every MCP struct: keyword-only, camelCase on the wire, unset fields omitted."""
+_MCPMODEL = '''class McpModel(
+    msgspec.Struct, kw_only=True, omit_defaults=True, repr_omit_defaults=True, rename="camel"
+):
+    """Base of every MCP struct: keyword-only, camelCase on the wire, unset fields omitted (also
+    from its repr: a printed message never shows the `UNSET` sentinel)."""
 '''
 
 

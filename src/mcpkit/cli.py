@@ -25,12 +25,12 @@ from mcpkit.transports.arguments import add_transport_arguments
 
 
 def _example(args: argparse.Namespace) -> int:
-    from mcpkit.examples.notes import build_server
+    from mcpkit.examples.demo import server
     from mcpkit.transports.arguments import serve
 
     if args.transport == "http":
         print(f"mcpkit example server on http://{args.host}:{args.port}/mcp", file=sys.stderr)
-    serve(build_server(), args)
+    serve(server, args)
     return 0
 
 
@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_arguments(serve_cmd)
     serve_cmd.set_defaults(run=run)
-    example = sub.add_parser("example", help="run the example notes server")
+    example = sub.add_parser("example", help="run the README's example server")
     add_transport_arguments(example)
     example.set_defaults(run=_example)
     from mcpkit.hub.cli import add_parser as add_hub_parser

@@ -12,6 +12,7 @@ import contextvars
 import re
 import shutil
 import tempfile
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,15 +72,28 @@ class TaskLimitError(errors.McpError):
 
 
 class Scopes:
-    """All task scopes of one server, with their output directories under `base_dir`."""
+    """All task scopes of one server, with their output directories under `base_dir`.
+
+    Without a `base_dir` the scopes own a temporary directory (`mcpkit-serve-*` in the
+    system temp dir), made when the first task needs it and removed by `close()`, or at
+    the latest when these scopes are garbage-collected or the interpreter exits (a
+    finalizer): a server, or code that builds one in-process, never leaves it behind."""
 
     def __init__(self, base_dir: Path | None = None, max_tasks: int = MAX_TASKS) -> None:
         if max_tasks < 1:
             raise ValueError("max_tasks must be at least 1")
         self.max_tasks = max_tasks
-        self._own_base = base_dir is None
-        self.base_dir = base_dir or Path(tempfile.mkdtemp(prefix="mcpkit-serve-"))
+        self._base_dir = base_dir
+        self._cleanup: weakref.finalize[Any, Any] | None = None
         self._scopes: OrderedDict[str, TaskScope] = OrderedDict()
+
+    @property
+    def base_dir(self) -> Path:
+        if self._base_dir is None:
+            made = Path(tempfile.mkdtemp(prefix="mcpkit-serve-"))
+            self._cleanup = weakref.finalize(self, shutil.rmtree, made, ignore_errors=True)
+            self._base_dir = made
+        return self._base_dir
 
     def current(self) -> TaskScope:
         return self.get(current_task.get())
@@ -111,5 +125,6 @@ class Scopes:
         return list(self._scopes.values())
 
     def close(self) -> None:
-        if self._own_base:
-            shutil.rmtree(self.base_dir, ignore_errors=True)
+        """Remove the temporary directory these scopes made (never a given `base_dir`)."""
+        if self._cleanup is not None:
+            self._cleanup()  # runs shutil.rmtree once; the finalizer is then dead

@@ -33,8 +33,11 @@ import msgspec
 from msgspec import UNSET, UnsetType, field
 
 
-class McpModel(msgspec.Struct, kw_only=True, omit_defaults=True, rename="camel"):
-    """Base of every MCP struct: keyword-only, camelCase on the wire, unset fields omitted."""
+class McpModel(
+    msgspec.Struct, kw_only=True, omit_defaults=True, repr_omit_defaults=True, rename="camel"
+):
+    """Base of every MCP struct: keyword-only, camelCase on the wire, unset fields omitted (also
+    from its repr: a printed message never shows the `UNSET` sentinel)."""
 
 
 class Annotated(McpModel, kw_only=True):
