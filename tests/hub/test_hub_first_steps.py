@@ -158,9 +158,9 @@ def test_register_an_upstream_and_read_it_back_from_the_cli(served: ServedHub) -
 
     tools = ok(upstream(served, "tools", "example")).splitlines()
     assert tools[0].split() == ["NAME", "ALLOWED", "DESCRIPTION"]
-    assert sorted(line.split()[0] for line in tools[1:]) == ["add_note", "list_notes"]
+    assert sorted(line.split()[0] for line in tools[1:]) == ["add", "greet"]
     as_json = json.loads(ok(upstream(served, "tools", "example", "--refresh", "--json")))
-    assert sorted(tool["name"] for tool in as_json) == ["add_note", "list_notes"]
+    assert sorted(tool["name"] for tool in as_json) == ["add", "greet"]
 
     shown = ok(upstream(served, "get", "example"))
     assert "health:       healthy" in shown and "X-Key: …4242" in shown

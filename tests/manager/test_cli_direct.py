@@ -100,42 +100,46 @@ def test_a_url_lists_calls_reads_and_inspects(sh: Shell, example_url: str,
                                               tmp_path: Path) -> None:
     tools = sh("tools", example_url).out
     assert tools.splitlines()[0] == f"{example_url} (2 tools)"
-    assert "  add_note\n" in tools and "  list_notes  [read-only]" in tools
+    assert "  add\n" in tools and "  greet  [read-only]" in tools
     assert "→" not in tools  # no exposed mcp__ names for a server given directly
     listed = sh("tools", example_url, "--json").json()
-    assert sorted(t["name"] for t in listed) == ["add_note", "list_notes"]
+    assert sorted(t["name"] for t in listed) == ["add", "greet"]
     ws_url = example_url.replace("http://", "ws://")
     assert sh("tools", ws_url).out.splitlines()[0] == f"{ws_url} (2 tools)"  # WebSocket
 
-    assert json.loads(sh("call", example_url, "add_note", "title=first",
-                         "body=from the CLI").out) == {"title": "first", "body": "from the CLI"}
-    assert "first" in sh("call", example_url, "list_notes").out
+    assert json.loads(sh("call", example_url, "add", "a=2", "b=3").out) == {"result": 5}
+    assert sh("call", example_url, "greet", "name=Ada", "--answer", "style=formal").out \
+        .strip() == "Hello, Ada (formal)"
 
     templates = sh("resources", "templates", example_url).out.splitlines()
     assert templates[0].split() == ["URI", "TEMPLATE", "NAME", "MIME", "TYPE", "DESCRIPTION"]
-    assert templates[1].split()[:3] == ["note://{title}", "read_note", "text/plain"]
-    assert sh("resources", "read", example_url, "note://first").out == "from the CLI\n"
+    assert templates[1].split()[:2] == ["docs://{topic}", "docs"]
+    assert sh("resources", "list", example_url).out.splitlines()[1].split() == \
+        ["docs://index", "index"]
+    assert sh("resources", "read", example_url, "docs://install").out == \
+        "Documentation about install\n"
 
     prompts = sh("prompts", "list", example_url).out
-    assert prompts.startswith("summarize — Ask the model to summarize every note.")
-    assert "    style (required) — e.g. 'bullet points'" in prompts
-    got = sh("prompts", "get", example_url, "summarize", "style=a haiku").out
-    assert "[user]\nSummarize these notes as a haiku:\n- first: from the CLI" in got
+    assert prompts.startswith("review")
+    assert "    code (required)" in prompts
+    got = sh("prompts", "get", example_url, "review", "code=x = 1").out
+    assert "[user]\nPlease review:\nx = 1" in got
 
     report_file = tmp_path / "report.json"
     written = sh("inspect", example_url, "-o", str(report_file))
     assert written.out == ""
-    assert "wrote" in written.err and "2 tools, 0 resources, 1 templates, 1 prompts" in written.err
+    assert "wrote" in written.err and "2 tools, 1 resources, 1 templates, 1 prompts" in written.err
     report = json.loads(report_file.read_text())
-    assert report["server"]["name"] == "mcpkit-notes"
-    assert report["server"]["instructions"].startswith("Keeps short notes.")
+    assert report["server"]["name"] == "demo"
+    assert report["server"]["instructions"] == "Adds numbers and greets people."
     assert "tools" in report["server"]["capabilities"]
     assert report["connection"]["era"] == "modern"
     assert report["connection"]["protocolVersion"] == report["connection"]["supportedVersions"][0]
-    assert {t["name"]: t["inputSchema"]["required"] for t in report["tools"]}["add_note"] == \
-        ["title", "body"]
-    assert [t["uriTemplate"] for t in report["templates"]] == ["note://{title}"]
-    assert [p["name"] for p in report["prompts"]] == ["summarize"]
+    assert {t["name"]: t["inputSchema"]["required"] for t in report["tools"]}["add"] == \
+        ["a", "b"]
+    assert [t["uriTemplate"] for t in report["templates"]] == ["docs://{topic}"]
+    assert [r["uri"] for r in report["resources"]] == ["docs://index"]
+    assert [p["name"] for p in report["prompts"]] == ["review"]
     assert report == sh("inspect", example_url).json() | {"connection": report["connection"]}
 
 
@@ -147,9 +151,10 @@ def test_a_command_after_dashes_is_a_stdio_server(sh: Shell) -> None:
     assert tools.splitlines()[0].endswith("example --transport stdio (2 tools)")
     # TOOL and its key=value pairs come first, the server's own command (options and all)
     # after --; fastmcp's --command 'CMD ARGS' means the same.
-    added = sh("call", "add_note", "title=t", "body=-x", "--json", "--", *EXAMPLE_STDIO).json()
-    assert added["structuredContent"] == {"title": "t", "body": "-x"}
-    assert sh("call", "--command", " ".join(EXAMPLE_STDIO), "list_notes").out.strip() == "[]"
+    added = sh("call", "add", "a=2", "b=-3", "--json", "--", *EXAMPLE_STDIO).json()
+    assert added["structuredContent"] == {"result": -1}
+    assert json.loads(sh("call", "--command", " ".join(EXAMPLE_STDIO), "add", "a=1",
+                         "b=1").out) == {"result": 2}
     report = sh("inspect", "--", *EXAMPLE_STDIO).json()
     assert report["connection"]["transport"] == "stdio"
     assert len(report["tools"]) == 2
@@ -292,9 +297,9 @@ def test_the_python_sdks_server_over_stdio_and_sse(sh: Shell) -> None:
 def test_a_configured_name_works_with_every_command(sh: Shell) -> None:
     sh("mcp", "add", "notes", "--", *EXAMPLE_STDIO)
     assert "notes (2 tools)" in sh("tools", "notes").out
-    assert "mcp__notes__add_note" in sh("tools", "notes").out  # the names an agent sees
-    assert "note://{title}" in sh("resources", "templates", "notes").out
-    assert "summarize" in sh("prompts", "list", "notes").out
+    assert "mcp__notes__add" in sh("tools", "notes").out  # the names an agent sees
+    assert "docs://{topic}" in sh("resources", "templates", "notes").out
+    assert "review" in sh("prompts", "list", "notes").out
     assert sh("inspect", "notes").json()["connection"]["target"] == "notes"
     wrong = sh("tools", "notes", "--bearer", "x", code=2)
     assert "--bearer only apply to a URL or a command" in wrong.err
