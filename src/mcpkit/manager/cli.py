@@ -47,8 +47,8 @@ from mcpkit.manager.cli_config import (
 
 Command = Callable[[argparse.Namespace], int]
 INTERRUPTED = 130
-TRANSPORT_CHOICES = ("http", "sse", "ws")
-IMPORT_SOURCES = ("claude", "cursor", "vscode", "codex", "opencode")
+TRANSPORT_CHOICES = ("http", "sse", "ws", "stdio")
+IMPORT_SOURCES = ("claude", "claude-desktop", "cursor", "vscode", "codex", "opencode")
 """`imports.SOURCES`, repeated so that building the parser imports nothing heavy."""
 
 
@@ -141,25 +141,39 @@ def _command(parsers: Any, name: str, run: str, about: str) -> argparse.Argument
 
 def _add_parser(verbs: Any) -> None:
     add = _command(verbs, "add", "cli_edit.run_add",
-                   "add a server: NAME -- COMMAND ARGS… or NAME --url URL")
-    add.usage = ("mcpkit mcp add NAME [options] -- COMMAND [ARGS...]\n"
-                 "       mcpkit mcp add NAME --url URL [--transport http|sse|ws] [options]")
-    add.add_argument("name")
-    add.add_argument("--url", help="a remote server's URL")
-    add.add_argument("--transport", choices=TRANSPORT_CHOICES,
-                     help="for --url (default: ws for ws:// URLs, else http)")
-    add.add_argument("--env", action="append", default=[], metavar="K=V",
-                     help="a variable for the command (kept as written: '${GH_TOKEN}' stays "
-                          "a reference)")
+                   "add a server: NAME URL, or NAME -- COMMAND ARGS…")
+    add.usage = ("mcpkit mcp add [options] NAME URL\n"
+                 "       mcpkit mcp add [options] NAME -- COMMAND [ARGS...]")
+    add.description = (
+        "Add a server. The Claude Code and Codex spellings work: options may come before or "
+        "after NAME; a URL is an http server (ws:// and wss:// a WebSocket one) unless "
+        "--transport says otherwise; a command goes after --. Examples:\n"
+        "  mcpkit mcp add --transport http docs https://example.com/mcp\n"
+        "  mcpkit mcp add docs https://example.com/mcp -H 'Authorization: Bearer ${TOKEN}'\n"
+        "  mcpkit mcp add -e DEBUG=1 files -- npx -y @modelcontextprotocol/server-filesystem .")
+    add.formatter_class = argparse.RawDescriptionHelpFormatter
+    add.add_argument("name", help="the server's name (letters, digits, _ - .)")
+    add.add_argument("--url", help="the server's URL (Codex's spelling; the same as giving "
+                                   "URL after NAME)")
+    add.add_argument("-t", "--transport", choices=TRANSPORT_CHOICES,
+                     help="http (Streamable HTTP), sse (legacy HTTP+SSE), ws (WebSocket), or "
+                          "stdio (a command) (default: stdio for a command, ws for ws:// and "
+                          "wss:// URLs, else http)")
+    add.add_argument("-e", "--env", action="append", default=[], metavar="KEY=VALUE",
+                     help="a variable for the command, repeatable (kept as written: "
+                          "'${GH_TOKEN}' stays a reference)")
     add.add_argument("--env-var", action="append", default=[], metavar="NAME",
-                     help="pass this variable through from the environment")
+                     help="pass this variable through from the environment, repeatable")
     add.add_argument("--cwd", help="the command's working directory")
-    add.add_argument("--header", action="append", default=[], metavar="'K: V'",
-                     help="an HTTP header for --url servers")
+    add.add_argument("-H", "--header", action="append", default=[], metavar="'K: V'",
+                     help="an HTTP header for a URL server, repeatable (write secrets as "
+                          "'Authorization: Bearer ${TOKEN}' to keep them out of the file)")
     add.add_argument("--bearer-token-env-var", metavar="NAME",
-                     help="send `Authorization: Bearer $NAME` (--url servers)")
-    add.add_argument("--startup-timeout", type=float, metavar="S")
-    add.add_argument("--tool-timeout", type=float, metavar="S")
+                     help="send `Authorization: Bearer $NAME` (URL servers)")
+    add.add_argument("--startup-timeout", type=float, metavar="S",
+                     help="seconds the server has to start (default: 30)")
+    add.add_argument("--tool-timeout", type=float, metavar="S",
+                     help="seconds a tool call may take (default: 60)")
     add.add_argument("--disabled", action="store_true", help="add it disabled")
     _scope_option(add, "user")
     add.add_argument("--force", action="store_true", help="replace an entry of the same name")
@@ -167,9 +181,12 @@ def _add_parser(verbs: Any) -> None:
 
 
 def _scope_option(parser: argparse.ArgumentParser, default: str | None) -> None:
-    about = ("which config file (default: user)" if default else
-             "which config file (default: the project's entry, else the user's)")
-    parser.add_argument("--scope", choices=SCOPES, default=default, help=about)
+    where = ("user: yours, every project; project: .mcpkit/mcp.json, shared; local: "
+             ".mcpkit/mcp.local.json, yours, this project")
+    about = (f"which config file: {where} (default: {default})" if default else
+             f"which config file: {where} (default: the entry in effect: local, else "
+             "project, else user)")
+    parser.add_argument("-s", "--scope", choices=SCOPES, default=default, help=about)
 
 
 def _timeout_option(parser: argparse.ArgumentParser) -> None:
@@ -256,11 +273,13 @@ def _run_list(args: argparse.Namespace) -> int:
     entries = files.entries()
     rows: list[dict[str, Any]] = []
     outcomes: dict[str, Any] = {}
+    configs: list[Any] = []
     if not args.no_connect and entries:
         from mcpkit.manager import cli_servers
 
         configs, outcomes = cli_servers.startable(files, entries.values(), timeout=args.timeout)
         outcomes.update(cli_servers.survey(configs))
+        cli_servers.say_connected(outcomes, args.verbose)
     for entry in entries.values():
         outcome = outcomes.get(entry.name)
         status = ("invalid" if entry.error else "enabled" if entry.enabled else "disabled")
@@ -273,28 +292,34 @@ def _run_list(args: argparse.Namespace) -> int:
             "tools": len(outcome.tools) if outcome and outcome.status == "ready" else None,
             "startup_ms": outcome.startup_ms if outcome else None,
         })
+    # As `mcp test`: 1 when a server that should have started did not (a disabled one
+    # is not a failure; an invalid entry is).
+    code = EXIT_FAILED if any(r["status"] in ("failed", "invalid") for r in rows) else EXIT_OK
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
-        return EXIT_OK
+        return code
     if not rows:
         print("no MCP servers configured")
         print(f"hint: {files.known_hint()}", file=sys.stderr)
         return EXIT_OK
-    from mcpkit.manager.cli_render import cut, one_line, output_width, table
+    from mcpkit.manager.cli_render import output_width, table
 
     width = output_width()
     cells = [[r["name"], r["scope"], str(r["type"] or "?"), r["target"], r["status"],
               "-" if r["tools"] is None else str(r["tools"])] for r in rows]
     for line in table(("NAME", "SCOPE", "TRANSPORT", "TARGET", "STATUS", "TOOLS"), cells,
-                      width=width, shrink=3):
+                      width=width, shrink=(3, 0)):
         print(line)
-    problems = [r for r in rows if r["error"]]
-    if problems:
+    if any(r["error"] for r in rows):
+        from mcpkit.manager import cli_servers
+
         print()
-        for r in problems:
-            line = f"{r['name']}: {r['status']}: {one_line(r['error'])}"
-            print(cut(line, width) if width else line)
-    return EXIT_OK
+        sys.stdout.flush()
+        cli_servers.report_failures(
+            {r["name"]: outcomes.get(r["name"]) or cli_servers.Outcome(r["status"], r["error"])
+             for r in rows if r["error"]},
+            {c.name: c for c in configs})
+    return code
 
 
 def _target(entry: Entry) -> str:

@@ -66,19 +66,53 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def cut_middle(text: str, width: int) -> str:
+    """`text` in at most `width` characters, its middle replaced by `…` when it is longer:
+    the start and the end (where `?task_id=…` and version numbers differ) both stay."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:width]
+    tail = (width - 1) // 2
+    head = width - 1 - tail
+    return text[:head] + ELLIPSIS + text[len(text) - tail:]
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, width: int | None,
-          shrink: int) -> list[str]:
-    """Left-aligned columns two spaces apart; when `width` is given and the table is wider,
-    column `shrink` is cut to fit (never below MIN_CUT_COLUMN characters)."""
+          shrink: int | Sequence[int]) -> list[str]:
+    """Left-aligned columns two spaces apart. When `width` is given and the table is wider,
+    the `shrink` columns (in that order) are cut in the middle to fit, never below
+    MIN_CUT_COLUMN characters; a cell whose cut would read the same as another row's cut
+    of a different text is shown whole (rows must stay distinguishable, even if the line
+    then wraps)."""
+    columns = [shrink] if isinstance(shrink, int) else list(shrink)
     widths = [max(len(str(row[i])) for row in [headers, *rows]) for i in range(len(headers))]
-    total = sum(widths) + 2 * (len(widths) - 1)
-    if width is not None and total > width:
-        widths[shrink] = max(MIN_CUT_COLUMN, widths[shrink] - (total - width))
+    excess = sum(widths) + 2 * (len(widths) - 1) - (width or 0)
+    for column in columns:
+        if width is None or excess <= 0:
+            break
+        narrower = max(MIN_CUT_COLUMN, widths[column] - excess)
+        excess -= widths[column] - narrower
+        widths[column] = min(widths[column], narrower)
+    shown = [[str(cell) for cell in row] for row in rows]
+    for column in columns:
+        _cut_column(shown, column, widths[column])
     lines = []
-    for row in [headers, *rows]:
-        cells = [cut(str(cell), widths[i]).ljust(widths[i]) for i, cell in enumerate(row)]
+    for row in [list(headers), *shown]:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row)]
         lines.append("  ".join(cells).rstrip())
     return lines
+
+
+def _cut_column(rows: list[list[str]], column: int, width: int) -> None:
+    """Cut one column's cells in place, keeping distinct texts distinct."""
+    cuts: dict[str, set[str]] = {}
+    for row in rows:
+        cuts.setdefault(cut_middle(row[column], width), set()).add(row[column])
+    for row in rows:
+        short = cut_middle(row[column], width)
+        if len(cuts[short]) == 1:
+            row[column] = short
 
 
 # --- secrets --------------------------------------------------------------------------------

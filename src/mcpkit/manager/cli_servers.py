@@ -12,7 +12,6 @@ import argparse
 import contextlib
 import dataclasses
 import json
-import shlex
 import sys
 import time
 from collections.abc import AsyncIterator, Iterable
@@ -35,6 +34,7 @@ from mcpkit.manager.cli_render import (
     tool_flags,
 )
 from mcpkit.manager.config import ConfigError, ServerConfig, json_type
+from mcpkit.manager.diagnose import diagnose
 from mcpkit.manager.errors import ToolNotAllowed, UnknownTool
 from mcpkit.manager.managed import Status
 from mcpkit.manager.manager import ServerManager
@@ -54,6 +54,9 @@ class Outcome:
     era: str | None = None
     protocol_version: str | None = None
     server_info: dict[str, str] | None = None
+    failure: BaseException | None = None
+    """The exception behind `error`, for `diagnose`."""
+    transport: str | None = None
 
 
 # --- starting servers -------------------------------------------------------------------------
@@ -127,32 +130,58 @@ def survey(configs: list[ServerConfig]) -> dict[str, Outcome]:
     async def go() -> dict[str, Outcome]:
         outcomes: dict[str, Outcome] = {}
         async with running(configs) as manager:
-            for name, server in manager.servers.items():
-                outcome = Outcome(server.status.value, server.error)
-                if server.status is Status.READY:
-                    outcome.tools = manager.tools(name)
-                    if server.startup_s is not None:
-                        outcome.startup_ms = round(server.startup_s * 1000)
-                    client = server.client
-                    if client is not None:
-                        outcome.era = client.era.value if client.era else None
-                        outcome.protocol_version = client.protocol_version
-                        if client.server_info is not None:
-                            outcome.server_info = {"name": client.server_info.name,
-                                                   "version": client.server_info.version}
-                outcomes[name] = outcome
+            for name in manager.servers:
+                outcomes[name] = outcome_of(manager, name)
         return outcomes
 
     return anyio.run(go)
 
 
-def failure_hint(config: ServerConfig, error: str | None) -> str:
-    if error and "startup_timeout_sec" in error:
-        return (f"if it is just slow, give it longer: --timeout SECONDS, or "
-                f"\"startup_timeout_sec\" in the entry of {config.name}")
-    if config.type == "stdio":
-        return f"run the command yourself to see what it says: {shlex.join(config.target())}"
-    return f"is the server running at {mask_url(config.url or '')}?"
+def outcome_of(manager: ServerManager, name: str) -> Outcome:
+    """What starting server `name` of a started manager found."""
+    server = manager.servers[name]
+    outcome = Outcome(server.status.value, server.error, failure=server.failure)
+    if server.status is Status.READY:
+        outcome.tools = manager.tools(name)
+        if server.startup_s is not None:
+            outcome.startup_ms = round(server.startup_s * 1000)
+        client = server.client
+        if client is not None:
+            outcome.transport = client.session.transport.kind
+            outcome.era = client.era.value if client.era else None
+            outcome.protocol_version = client.protocol_version
+            if client.server_info is not None:
+                outcome.server_info = {"name": client.server_info.name,
+                                       "version": client.server_info.version}
+    return outcome
+
+
+def failed(config: ServerConfig, error: str | None,
+           failure: BaseException | None = None) -> CliError:
+    """The error of a server that did not start: what went wrong and its fix
+    (`diagnose`)."""
+    found = diagnose(config, error, failure)
+    return CliError(found.message, hint=found.hint, code=EXIT_FAILED)
+
+
+def connected_line(name: str, outcome: Outcome) -> str:
+    """What `-v` says of a server that started: what, how, how fast."""
+    details = [f"{outcome.transport or '?'}", f"era {outcome.era}",
+               f"protocol {outcome.protocol_version}"]
+    if outcome.server_info:
+        details.append(f"server {outcome.server_info['name']} "
+                       f"{outcome.server_info['version']}")
+    count = len(outcome.tools)
+    return (f"connected to {name} in {outcome.startup_ms} ms ({', '.join(details)}); "
+            f"{count} tool{'' if count == 1 else 's'}")
+
+
+def say_connected(outcomes: dict[str, Outcome], verbose: bool) -> None:
+    """With -v, one line on stderr for each server that started."""
+    if verbose:
+        for name, outcome in outcomes.items():
+            if outcome.status == Status.READY.value:
+                print(f"mcpkit: {connected_line(name, outcome)}", file=sys.stderr)
 
 
 # --- mcp test -------------------------------------------------------------------------------------
@@ -173,11 +202,14 @@ def run_test(args: argparse.Namespace) -> int:
             "era": outcome.era, "protocol_version": outcome.protocol_version,
             "server": outcome.server_info,
         }
+        if not ok:
+            found = diagnose(config, outcome.error, outcome.failure)
+            report.update(problem=found.kind, message=found.message, hint=found.hint)
         print(json.dumps(report, indent=2, ensure_ascii=False))
         return EXIT_OK if ok else EXIT_FAILED
     if not ok:
-        raise CliError(f"{config.name} ({config.type}) failed: {outcome.error}",
-                       hint=failure_hint(config, outcome.error), code=EXIT_FAILED)
+        raise failed(config, outcome.error, outcome.failure)
+    say_connected({config.name: outcome}, args.verbose)
     count = len(outcome.tools)
     details = [f"era {outcome.era}", f"protocol {outcome.protocol_version}"]
     if outcome.server_info:
@@ -214,7 +246,8 @@ def run_tools(args: argparse.Namespace) -> int:
             print(f"hint: {files.known_hint()}", file=sys.stderr)
             return EXIT_OK
     outcomes.update(survey(configs))
-    failed = [n for n, o in outcomes.items() if o.status != Status.READY.value]
+    say_connected(outcomes, args.verbose)
+    failures = [n for n, o in outcomes.items() if o.status != Status.READY.value]
     if args.json:
         import msgspec
 
@@ -223,14 +256,24 @@ def run_tools(args: argparse.Namespace) -> int:
         print(json.dumps(listed, indent=2, ensure_ascii=False))
     else:
         _print_tools(outcomes)
-    for name in failed:
-        outcome = outcomes[name]
-        print(f"mcpkit: error: {name} is {outcome.status}: {one_line(outcome.error or '')}",
-              file=sys.stderr)
-    if failed:
-        print(f"hint: `mcpkit mcp test {failed[0] if len(failed) == 1 else 'NAME'}` shows "
-              "the whole error", file=sys.stderr)
-    return EXIT_FAILED if failed else EXIT_OK
+    report_failures(outcomes, {c.name: c for c in configs})
+    return EXIT_FAILED if failures else EXIT_OK
+
+
+def report_failures(outcomes: dict[str, Outcome], configs: dict[str, ServerConfig]) -> None:
+    """On stderr, for each server that did not start: what went wrong and its fix."""
+    for name, outcome in outcomes.items():
+        if outcome.status == Status.READY.value:
+            continue
+        config = configs.get(name)
+        if config is not None and outcome.status == Status.FAILED.value:
+            found = diagnose(config, outcome.error, outcome.failure)
+            print(f"mcpkit: error: {found.message}", file=sys.stderr)
+            print(f"hint: {found.hint}", file=sys.stderr)
+        else:  # invalid: the entry or a variable is wrong
+            print(f"mcpkit: error: {name} is {outcome.status}: "
+                  f"{one_line(outcome.error or '')}", file=sys.stderr)
+            print(f"hint: `mcpkit mcp get {name}` shows its entry", file=sys.stderr)
 
 
 def _require_enabled(entry: Entry) -> None:
@@ -320,7 +363,8 @@ def run_call(args: argparse.Namespace) -> int:
     entry = files.entry(args.server)
     _require_enabled(entry)
     config = prepared(files, entry, timeout=None)
-    result = anyio.run(_call, config, args.tool, (arguments, texts), args.timeout)
+    result = anyio.run(_call, config, args.tool, (arguments, texts), args.timeout,
+                       args.verbose)
     if args.json:
         import msgspec
 
@@ -335,7 +379,8 @@ def run_call(args: argparse.Namespace) -> int:
 
 
 async def _call(config: ServerConfig, tool: str,
-                given: tuple[dict[str, Any], dict[str, str]], limit: float | None) -> Any:
+                given: tuple[dict[str, Any], dict[str, str]], limit: float | None,
+                verbose: bool = False) -> Any:
     status = StatusLine()
 
     def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -345,16 +390,23 @@ async def _call(config: ServerConfig, tool: str,
     async with running([config]) as manager:
         server = manager.servers[config.name]
         if server.status is not Status.READY:
-            raise CliError(f"{config.name} ({config.type}) failed: {server.error}",
-                           hint=failure_hint(config, server.error), code=EXIT_FAILED)
+            raise failed(config, server.error, server.failure)
+        say_connected({config.name: outcome_of(manager, config.name)}, verbose)
         status.show(f"calling {config.name} {tool}…")
         arguments, texts = given
         for listed in manager.tools(config.name):
             if listed.tool.name == tool:
                 arguments = as_declared(arguments, texts, listed.input_schema)
         try:
-            return await manager.call_server_tool(config.name, tool, arguments,
-                                                  on_progress=on_progress, timeout=limit)
+            started = time.monotonic()
+            result = await manager.call_server_tool(config.name, tool, arguments,
+                                                    on_progress=on_progress, timeout=limit)
+            if verbose:
+                status.clear()
+                print(f"mcpkit: {tool} answered in {round((time.monotonic() - started) * 1000)}"
+                      f" ms" + (" (a tool error)" if result.is_error is True else ""),
+                      file=sys.stderr)
+            return result
         except UnknownTool as exc:
             names = ", ".join(t.tool.name for t in manager.tools(config.name)) or "none"
             raise CliError(f"{config.name} has no tool named {tool!r}",

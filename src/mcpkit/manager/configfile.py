@@ -1,9 +1,13 @@
 """Config files: where they are, how they are read and merged, and how the CLI edits them.
 
-Two scopes, each one file:
+Three scopes, each one file, later ones winning (the scopes of Claude Code):
 
     user     $XDG_CONFIG_HOME/mcpkit/mcp.json   (XDG_CONFIG_HOME unset: ~/.config/mcpkit/mcp.json)
-    project  .mcpkit/mcp.json in the working directory or the nearest parent that has one
+             yours, in every project
+    project  .mcpkit/mcp.json in the working directory or the nearest parent that has one:
+             the project's, shared with it (checked in)
+    local    .mcpkit/mcp.local.json next to it: yours, in this project only (a new one is
+             listed in .mcpkit/.gitignore so that it is not checked in by mistake)
 
 Either may be `mcp.toml` instead (both in one directory is an error: which one wins would be
 a guess). A project entry replaces the user entry of the same name as a whole; fields are
@@ -45,7 +49,10 @@ from mcpkit.manager.config import ConfigError, ServerConfig, from_entry, json_ty
 from mcpkit.manager.interpolate import interpolate
 
 FILE_NAMES = ("mcp.json", "mcp.toml")
+LOCAL_FILE_NAME = "mcp.local.json"
 PROJECT_DIR = ".mcpkit"
+SCOPES = ("user", "project", "local")
+"""In the order they apply: an entry of a later scope replaces one of the same name."""
 SERVERS_KEY = "mcpServers"
 TOML_SERVERS_KEYS = ("mcp_servers", "mcpServers")
 NEW_FILE_MODE = 0o600
@@ -90,6 +97,17 @@ def default_project_path(cwd: Path) -> Path:
     return cwd / PROJECT_DIR / "mcp.json"
 
 
+def local_config_path(cwd: Path) -> Path:
+    """The local file (existing or not): `mcp.local.json` in the nearest `.mcpkit` directory
+    that has a project or local file, else in `cwd/.mcpkit`."""
+    start = cwd.resolve()
+    for directory in (start, *start.parents):
+        folder = directory / PROJECT_DIR
+        if (folder / LOCAL_FILE_NAME).is_file() or config_in(folder) is not None:
+            return folder / LOCAL_FILE_NAME
+    return cwd / PROJECT_DIR / LOCAL_FILE_NAME
+
+
 # --- reading ------------------------------------------------------------------------------
 
 
@@ -117,7 +135,7 @@ class LoadedConfig:
     servers: dict[str, ServerConfig] = field(default_factory=dict)
     """User entries in file order, then the project's new names; project entries win."""
     paths: dict[str, Path] = field(default_factory=dict)
-    """Scope name ("user", "project") → the file read for it."""
+    """Scope name ("user", "project", "local") → the file read for it."""
 
     def enabled(self) -> list[ServerConfig]:
         return [server for server in self.servers.values() if server.enabled]
@@ -137,7 +155,7 @@ class LoadedConfig:
 
 def load(*, cwd: Path | None = None, environ: Mapping[str, str] | None = None,
          user_path: Path | None = None, project_path: Path | None = None) -> LoadedConfig:
-    """The user file, then the project file over it (per server name).
+    """The user file, then the project file over it, then the local one (per server name).
 
     Explicit paths replace the searched-for ones; a path that does not exist contributes
     nothing."""
@@ -146,11 +164,12 @@ def load(*, cwd: Path | None = None, environ: Mapping[str, str] | None = None,
         user_path = config_in(user_config_path(env).parent)
     if project_path is None:
         project_path = project_config_path(Path.cwd() if cwd is None else cwd)
+    local_path = local_config_path(Path.cwd() if cwd is None else cwd)
     loaded = LoadedConfig()
-    for scope, path in (("user", user_path), ("project", project_path)):
+    for scope, path in (("user", user_path), ("project", project_path), ("local", local_path)):
         if path is None or not path.exists():
             continue
-        if scope == "project" and "user" in loaded.paths and _same_file(path, loaded.paths["user"]):
+        if scope != "user" and "user" in loaded.paths and _same_file(path, loaded.paths["user"]):
             continue
         loaded.paths[scope] = path
         loaded.servers.update(read_servers(path, env, scope))
