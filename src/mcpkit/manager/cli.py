@@ -46,6 +46,9 @@ from mcpkit.manager.cli_config import (
 )
 
 Command = Callable[[argparse.Namespace], int]
+MAX_IMPORT_FILE_BYTES = 64 * 1024 * 1024
+"""`imports.MAX_IMPORT_FILE_BYTES`, repeated so that building the parser imports nothing
+heavy."""
 INTERRUPTED = 130
 TRANSPORT_CHOICES = ("http", "sse", "ws", "stdio")
 IMPORT_SOURCES = ("claude", "claude-desktop", "cursor", "vscode", "codex", "opencode")
@@ -57,6 +60,8 @@ IMPORT_SOURCES = ("claude", "claude-desktop", "cursor", "vscode", "codex", "open
 
 def add_commands(sub: Any) -> None:
     """Register `mcp`, `tools` and `call` on the `mcpkit` subparsers."""
+    from mcpkit.transports.http.serve import positive_int
+
     mcp = sub.add_parser("mcp", help="configure MCP servers (add, list, get, remove, test…)",
                          description="Configure the MCP servers of the user and the project.")
     verbs = mcp.add_subparsers(dest="verb", required=True, metavar="VERB")
@@ -96,9 +101,14 @@ def add_commands(sub: Any) -> None:
 
     imports = _command(verbs, "import", "cli_edit.run_import",
                        "import the servers of another tool's config")
-    imports.add_argument("--from", dest="source", required=True, choices=IMPORT_SOURCES)
-    imports.add_argument("path", nargs="?", help="the file (default: the first that exists "
-                                                 "of the tool's usual places)")
+    imports.add_argument("--from", dest="source", required=True, choices=IMPORT_SOURCES,
+                         help="the tool: claude (Claude Code), claude-desktop, cursor, vscode, "
+                              "codex or opencode")
+    imports.add_argument("path", nargs="?", help="one file (default: every file of the tool "
+                                                 "that exists, the user's and the project's)")
+    imports.add_argument("--max-file-bytes", type=positive_int, metavar="N",
+                         default=MAX_IMPORT_FILE_BYTES,
+                         help="refuse a file larger than this (default: %(default)s)")
     _scope_option(imports, "user")
     imports.add_argument("--force", action="store_true", help="replace servers of the same name")
     imports.add_argument("--dry-run", action="store_true", help="show, write nothing")

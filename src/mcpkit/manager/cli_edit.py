@@ -19,6 +19,7 @@ from typing import Any
 from mcpkit.manager import configfile, imports
 from mcpkit.manager.cli_config import EXIT_FAILED, EXIT_OK, SCOPES, CliError, ConfigFiles
 from mcpkit.manager.cli_render import mask, mask_env, mask_url
+from mcpkit.manager.config import ConfigError
 from mcpkit.manager.interpolate import is_variable_name
 
 # --- add, add-json --------------------------------------------------------------------------
@@ -249,46 +250,96 @@ def _set_enabled(args: argparse.Namespace, enabled: bool) -> int:
 def run_import(args: argparse.Namespace) -> int:
     files = ConfigFiles()
     source: str = args.source
+    read = _read_sources(source, _import_paths(args, files), files, args.max_file_bytes)
+    servers, origin = _merge(read)
+    if not servers:
+        where = ", ".join(str(path) for path, _ in read)
+        raise CliError(f"no MCP servers to import in {where}", code=EXIT_FAILED)
+    target = files.write_path(args.scope)
+    existing = files.raw(args.scope)
+    added = [name for name in servers if args.force or name not in existing]
+    skipped = [name for name in servers if name not in added]
+    if not args.dry_run:
+        for name in added:
+            _write_server(target, args.scope, name, servers[name], replace=True)
+    _print_import(args, read, servers, origin, added, skipped, target)
+    return EXIT_OK
+
+
+def _import_paths(args: argparse.Namespace, files: ConfigFiles) -> list[Path]:
+    """The file given, or every file of the tool that exists (user's, then project's)."""
     if args.path is not None:
         path = Path(args.path)
         if not path.is_file():
             raise CliError(f"no such file: {path}", code=EXIT_FAILED,
-                           hint=f"give the path of a {source} config file")
-    else:
-        candidates = imports.default_paths(source, home=Path.home(), cwd=files.cwd)
-        found = [p for p in candidates if p.is_file()]
-        if not found:
-            raise CliError(f"no {source} config found; looked for "
-                           f"{', '.join(str(p) for p in candidates)}", code=EXIT_FAILED,
-                           hint=f"give its path: mcpkit mcp import --from {source} PATH")
-        path = found[0]
-    result = imports.read_foreign(source, path, cwd=files.cwd, home=Path.home())
-    for warning in result.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    if not result.servers:
-        raise CliError(f"no MCP servers to import in {path}", code=EXIT_FAILED)
-    target = files.write_path(args.scope)
-    existing = files.raw(args.scope)
-    added, skipped = [], []
-    for name, entry in result.servers.items():
-        if name in existing and not args.force:
-            skipped.append(name)
-            continue
-        if not args.dry_run:
-            _write_server(target, args.scope, name, entry, replace=True)
-        added.append((name, entry))
+                           hint=f"give the path of a {args.source} config file")
+        return [path]
+    candidates = list(dict.fromkeys(
+        imports.default_paths(args.source, home=Path.home(), cwd=files.cwd)))
+    found = [path for path in candidates if path.is_file()]
+    if not found:
+        raise CliError(f"no {args.source} config found; looked for "
+                       f"{', '.join(str(p) for p in candidates)}", code=EXIT_FAILED,
+                       hint=f"give its path: mcpkit mcp import --from {args.source} PATH")
+    return found
+
+
+def _read_sources(source: str, paths: list[Path], files: ConfigFiles,
+                  max_bytes: int) -> list[tuple[Path, imports.ImportResult]]:
+    """Each file read (all of them before anything is written: one bad file stops the
+    import, naming that file)."""
+    read = []
+    for path in paths:
+        try:
+            result = imports.read_foreign(source, path, cwd=files.cwd, home=Path.home(),
+                                          max_bytes=max_bytes)
+        except ConfigError as exc:
+            others = "" if len(paths) == 1 else \
+                f", or import another file alone: mcpkit mcp import --from {source} PATH"
+            raise CliError(str(exc), hint=f"fix the file{others}") from exc
+        where = f"{path}: " if len(paths) > 1 else ""
+        for warning in result.warnings:
+            print(f"warning: {where}{warning}", file=sys.stderr)
+        read.append((path, result))
+    return read
+
+
+def _merge(read: list[tuple[Path, imports.ImportResult]]
+           ) -> tuple[dict[str, dict[str, Any]], dict[str, Path]]:
+    """All files' servers; a name in several files takes the last file's entry (the
+    project's over the user's, as the tool itself does), and a different entry under the
+    same name is reported as a conflict."""
+    servers: dict[str, dict[str, Any]] = {}
+    origin: dict[str, Path] = {}
+    for path, result in read:
+        for name, entry in result.servers.items():
+            if name in servers and servers[name] != entry:
+                print(f"conflict: {name!r} is in {origin[name]} and in {path} with different "
+                      f"settings; importing the one in {path}", file=sys.stderr)
+            if name not in servers or servers[name] != entry:
+                origin[name] = path
+            servers[name] = entry
+    return servers, origin
+
+
+def _print_import(args: argparse.Namespace, read: list[tuple[Path, imports.ImportResult]],
+                  servers: dict[str, dict[str, Any]], origin: dict[str, Path],
+                  added: list[str], skipped: list[str], target: Path) -> None:
     verb = "would import" if args.dry_run else "imported"
     count = len(added)
-    print(f"{verb} {count} server{'' if count == 1 else 's'} from {path} into {target} "
+    sources = ", ".join(str(path) for path, _ in read)
+    print(f"{verb} {count} server{'' if count == 1 else 's'} from {sources} into {target} "
           f"({args.scope} scope)" + (":" if added else ""))
-    for name, entry in added:
+    several = len(read) > 1
+    for name in added:
+        entry = servers[name]
         target_text = mask_url(entry["url"]) if "url" in entry else \
             shlex.join([entry.get("command", ""), *entry.get("args", [])])
-        print(f"  + {name}  ({entry.get('type')}: {target_text})")
+        whence = f"  from {origin[name]}" if several else ""
+        print(f"  + {name}  ({entry.get('type')}: {target_text}){whence}")
     if skipped:
         print(f"skipped {len(skipped)} already in {target} (--force replaces them):")
         for name in skipped:
             print(f"  = {name}")
     if args.dry_run:
         print("dry run: nothing was written")
-    return EXIT_OK

@@ -31,6 +31,7 @@ from mcpkit.manager.config import ServerConfig
 SNIPPET_CHARS = 120
 """At most this much of a server's error body is quoted."""
 _NOT_VARIABLE_CHARS = re.compile(r"[^A-Za-z0-9]+")
+_CONTENT_TYPE = re.compile(r"unexpected content type '([^']*)'")
 
 
 @dataclass(frozen=True)
@@ -68,16 +69,18 @@ def diagnose(config: ServerConfig, error: str | None,
         host = urlsplit(config.url or "").hostname or address
         return Diagnosis("dns", f"{config.name}: cannot resolve the host {host!r}",
                          f"check the host name in {url}")
-    tls = _first(chain, ssl.SSLError)
+    tls = _first(chain[::-1], ssl.SSLError)  # the innermost: the ssl module's own reason
     if tls is not None:
         return _tls_problem(config, url, address, tls)
     if _has(chain, TimeoutError):
         return Diagnosis("timeout", f"{config.name}: no answer from {address} in time",
                          "is the host reachable from here (a firewall, a VPN)? if it is "
                          "just slow: --timeout SECONDS")
-    if "content type" in text or "not JSON" in text or "invalid JSON" in text:
+    content_type = _CONTENT_TYPE.search(text)
+    if content_type or "not JSON" in text or "invalid JSON" in text:
+        said = f"it answered {content_type.group(1)}" if content_type else text
         return Diagnosis("not-mcp", f"{config.name}: {url} does not answer as an MCP "
-                                    f"server ({text})",
+                                    f"server ({said})",
                          "check that the URL is the server's MCP endpoint (often …/mcp, "
                          "or …/sse with --transport sse)")
     return Diagnosis("failed", f"{config.name} ({config.type}) failed: {text}",
@@ -88,10 +91,11 @@ def _http_problem(config: ServerConfig, url: str, status: int,
                   chain: list[BaseException]) -> Diagnosis:
     said = _snippet(chain)
     where = f"HTTP {status} from {url}" + (f": {said}" if said else "")
+    status_said = f"HTTP {status}" + (f": {said}" if said else "")
     if status in (401, 403):
         return _auth_problem(config, url, status, where)
     if status == 404:
-        return Diagnosis("not-found", f"{config.name}: nothing at {url} ({where})",
+        return Diagnosis("not-found", f"{config.name}: nothing at {url} ({status_said})",
                          "the URL's path is wrong: check where the server serves MCP "
                          f"(often /mcp), then `{_readd(config, url='URL')}`")
     if 300 <= status < 400:
@@ -105,7 +109,7 @@ def _http_problem(config: ServerConfig, url: str, status: int,
                          f"`{_readd(config, url=mask_url(location) if location else 'URL')}`")
     if status in (405, 406, 415):
         return Diagnosis("not-mcp", f"{config.name}: {url} does not answer as an MCP "
-                                    f"server ({where})",
+                                    f"server ({status_said})",
                          "check that the URL is the server's MCP endpoint (often …/mcp, or "
                          "…/sse with --transport sse)")
     return Diagnosis("http", f"{config.name}: the server failed ({where})",
