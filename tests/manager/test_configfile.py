@@ -288,6 +288,26 @@ def test_load_finds_both_files(tmp_path: Path) -> None:
     assert loaded.paths == {"user": user, "project": project}
 
 
+def test_local_scope_wins_over_project_and_user(tmp_path: Path) -> None:
+    # Claude Code's scopes: local (yours, this project) over project (shared) over user
+    environ = {"HOME": str(tmp_path / "home")}
+    write_json(tmp_path / "home" / ".config" / "mcpkit" / "mcp.json",
+               {"mcpServers": {"a": {"command": "user-a"}, "u": {"command": "u"}}})
+    write_json(tmp_path / "repo" / ".mcpkit" / "mcp.json",
+               {"mcpServers": {"a": {"command": "project-a"}}})
+    local = write_json(tmp_path / "repo" / ".mcpkit" / "mcp.local.json",
+                       {"mcpServers": {"a": {"command": "local-a"}, "l": {"command": "l"}}})
+    (tmp_path / "repo" / "sub").mkdir()
+    loaded = load(cwd=tmp_path / "repo" / "sub", environ=environ)
+    assert list(loaded.servers) == ["a", "u", "l"]
+    assert (loaded.servers["a"].command, loaded.servers["a"].scope) == ("local-a", "local")
+    assert loaded.paths["local"] == local
+    # a local file alone (no project file) is found too, from a subdirectory
+    (tmp_path / "repo" / ".mcpkit" / "mcp.json").unlink()
+    alone = load(cwd=tmp_path / "repo" / "sub", environ=environ)
+    assert alone.servers["a"].scope == "local" and "project" not in alone.paths
+
+
 def test_load_uses_home_without_xdg(tmp_path: Path) -> None:
     home = tmp_path / "home"
     user = write_json(home / ".config" / "mcpkit" / "mcp.json",

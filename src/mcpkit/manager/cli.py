@@ -1,26 +1,31 @@
 """`mcpkit mcp …`, `mcpkit tools`, `mcpkit call`: the configured servers, from a terminal.
 
-    mcpkit mcp add NAME [--env K=V]… [--env-var NAME]… [--cwd DIR] [--scope user|project]
+    mcpkit mcp add NAME [-e K=V]… [--env-var NAME]… [--cwd DIR] [-s user|project|local]
                    -- COMMAND ARGS…
-    mcpkit mcp add NAME --url URL [--transport http|sse|ws] [--header 'K: V']…
-                   [--bearer-token-env-var NAME]
+    mcpkit mcp add [-t http|sse|ws] NAME URL [-H 'K: V']… [--bearer-token-env-var NAME]
+                   (options before or after NAME; Codex's --url URL works too)
     mcpkit mcp add-json NAME JSON          one entry as JSON (`-` reads it from stdin)
     mcpkit mcp list [--json] [--no-connect]
     mcpkit mcp get NAME [--json]           every field, secrets masked
-    mcpkit mcp remove|enable|disable NAME [--scope user|project]
-    mcpkit mcp test NAME [--json]          connect, list the tools, time it
-    mcpkit mcp import --from claude|cursor|vscode|codex|opencode [PATH] [--dry-run]
+    mcpkit mcp remove|enable|disable NAME [--scope user|project|local]
+    mcpkit mcp test NAME [--json] [-v]     connect, list the tools, time it
+    mcpkit mcp import --from claude|claude-desktop|cursor|vscode|codex|opencode [PATH]
+                   [--dry-run]             every file of the tool, or PATH
+    mcpkit mcp add-from-claude-desktop     = import --from claude-desktop
     mcpkit tools [SERVER] [--json]
     mcpkit call SERVER TOOL [--args JSON] [key=value …] [--json] [--timeout S]
 
 `add` writes the user file by default (`~/.config/mcpkit/mcp.json`, or under
 $XDG_CONFIG_HOME); `--scope project` writes `.mcpkit/mcp.json` (the nearest existing one, or
-in the current directory). `remove`, `enable` and `disable` edit the project's entry of that
-name first, then the user's; `--scope` picks one.
+in the current directory), `--scope local` the `.mcpkit/mcp.local.json` beside it (yours,
+this project only; Claude Code's local scope). An entry of a later scope replaces the
+earlier one of the same name: local over project over user. `remove`, `enable` and
+`disable` edit the entry in effect; `--scope` picks one.
 
-Exit codes: 0 ok; 1 the operation failed (a server did not start, a tool returned an error,
-nothing to import); 2 the command line or a config file is wrong. An error is one line
-`mcpkit: error: …`, usually followed by `hint: …`; expected failures print no traceback.
+Exit codes: 0 ok; 1 the operation failed (a server did not start, also in `mcp list`; a tool
+returned an error; nothing to import); 2 the command line or a config file is wrong. An
+error is one line `mcpkit: error: …`, usually followed by `hint: …`; expected failures
+print no traceback.
 """
 
 from __future__ import annotations
@@ -63,7 +68,8 @@ def add_commands(sub: Any) -> None:
     from mcpkit.transports.http.serve import positive_int
 
     mcp = sub.add_parser("mcp", help="configure MCP servers (add, list, get, remove, test…)",
-                         description="Configure the MCP servers of the user and the project.")
+                         description="Configure the MCP servers of the user and the project "
+                                     "(scopes: user, project, local).")
     verbs = mcp.add_subparsers(dest="verb", required=True, metavar="VERB")
     _add_parser(verbs)
     add_json = _command(verbs, "add-json", "cli_edit.run_add_json",
@@ -112,6 +118,15 @@ def add_commands(sub: Any) -> None:
     _scope_option(imports, "user")
     imports.add_argument("--force", action="store_true", help="replace servers of the same name")
     imports.add_argument("--dry-run", action="store_true", help="show, write nothing")
+
+    desktop = _command(verbs, "add-from-claude-desktop", "cli_edit.run_import",
+                       "import Claude Desktop's servers (Claude Code's spelling of "
+                       "`mcp import --from claude-desktop`)")
+    desktop.set_defaults(source="claude-desktop", path=None,
+                         max_file_bytes=MAX_IMPORT_FILE_BYTES)
+    _scope_option(desktop, "user")
+    desktop.add_argument("--force", action="store_true", help="replace servers of the same name")
+    desktop.add_argument("--dry-run", action="store_true", help="show, write nothing")
 
     tools = _command(sub, "tools", "cli_servers.run_tools",
                      "start the enabled servers (or one) and list their tools")

@@ -154,17 +154,20 @@ class LoadedConfig:
 
 
 def load(*, cwd: Path | None = None, environ: Mapping[str, str] | None = None,
-         user_path: Path | None = None, project_path: Path | None = None) -> LoadedConfig:
+         user_path: Path | None = None, project_path: Path | None = None,
+         local_path: Path | None = None) -> LoadedConfig:
     """The user file, then the project file over it, then the local one (per server name).
 
-    Explicit paths replace the searched-for ones; a path that does not exist contributes
-    nothing."""
+    Explicit paths replace the searched-for ones (an explicit project file has its local
+    file beside it); a path that does not exist contributes nothing."""
     env = os.environ if environ is None else environ
     if user_path is None:
         user_path = config_in(user_config_path(env).parent)
     if project_path is None:
         project_path = project_config_path(Path.cwd() if cwd is None else cwd)
-    local_path = local_config_path(Path.cwd() if cwd is None else cwd)
+    if local_path is None:
+        local_path = (project_path.parent / LOCAL_FILE_NAME if project_path is not None else
+                      local_config_path(Path.cwd() if cwd is None else cwd))
     loaded = LoadedConfig()
     for scope, path in (("user", user_path), ("project", project_path), ("local", local_path)):
         if path is None or not path.exists():

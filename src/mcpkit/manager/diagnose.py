@@ -99,8 +99,7 @@ def _http_problem(config: ServerConfig, url: str, status: int,
                          "the URL's path is wrong: check where the server serves MCP "
                          f"(often /mcp), then `{_readd(config, url='URL')}`")
     if 300 <= status < 400:
-        location = next((str(getattr(e, "location", "")) for e in chain
-                         if getattr(e, "location", None)), "")
+        location = _location(chain)
         target = mask_url(location) if location else "the URL it names"
         return Diagnosis("redirect", f"{config.name}: {url} redirects to {target} "
                                      f"(HTTP {status}); redirects are not followed, so that "
@@ -186,6 +185,17 @@ def _http_status(chain: list[BaseException]) -> int | None:
 
     error = _first(chain, HttpStatusError)
     return error.status if isinstance(error, HttpStatusError) else None
+
+
+def _location(chain: list[BaseException]) -> str:
+    """Where a redirect points (its Location header), or ""."""
+    from mcpkit.transports.client.base import HttpStatusError
+
+    error = _first(chain, HttpStatusError)
+    if not isinstance(error, HttpStatusError):
+        return ""
+    found = {k.lower(): v for k, v in error.headers.items()}.get("location", "")
+    return str(getattr(error, "location", "") or found)
 
 
 def _snippet(chain: list[BaseException]) -> str:
