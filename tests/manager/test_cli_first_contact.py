@@ -310,3 +310,20 @@ def test_import_refuses_hostile_files_precisely(user: User) -> None:
     mcp_json.write_bytes(b'{"mcpServers": {"\xff": {}}}')
     binary = user.fails(2, "mcp", "import", "--from", "claude")
     assert error_line(binary) == f"mcpkit: error: {mcp_json}: not UTF-8 text (byte 18, line 1)"
+
+
+def test_no_variable_value_is_printed_on_failure(user: User) -> None:
+    """Errors, `--json` and `-v` show `${SEC}`, not its value: in a command's arguments (and
+    what the command says on stderr), a URL's query, a header."""
+    secret = "value-of-sec-5ec2et"
+    user.write(user.user_file, {
+        "cmd": {"command": PY, "args": ["-c", "import sys; sys.exit(sys.argv[1])", "${SEC}"]},
+        "web": {"url": f"http://127.0.0.1:{free_port()}/mcp?api_key=${{SEC}}",
+                "headers": {"Authorization": "Bearer ${SEC}"}}})
+    outputs = [user("mcp", "list", "-v", SEC=secret), user("mcp", "list", "--json", SEC=secret),
+               user("mcp", "test", "--json", "-v", "cmd", SEC=secret),
+               user("tools", "-v", "web", SEC=secret)]
+    for result in outputs:
+        assert result.code == 1, result
+        assert secret not in result.out + result.err, result
+    assert "${SEC}" in outputs[0].err  # the reference is shown where the value was

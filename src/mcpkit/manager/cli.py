@@ -283,8 +283,12 @@ def _setup_logging(verbose: bool) -> None:
     twice, so they show only with --verbose."""
     logger = logging.getLogger("mcpkit")
     if verbose:
+        from mcpkit.manager.cli_render import RedactingFilter
+
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format="%(levelname)s %(name)s: %(message)s")
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(RedactingFilter())
     elif not logger.handlers:
         logger.addHandler(logging.NullHandler())
         logger.propagate = False
@@ -299,6 +303,8 @@ def _run_list(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     outcomes: dict[str, Any] = {}
     configs: list[Any] = []
+    from mcpkit.manager.cli_render import redact
+
     if not args.no_connect and entries:
         from mcpkit.manager import cli_servers
 
@@ -313,7 +319,7 @@ def _run_list(args: argparse.Namespace) -> int:
             "type": entry.config.type if entry.config else entry.raw.get("type"),
             "target": _target(entry), "enabled": entry.enabled,
             "status": outcome.status if outcome else status,
-            "error": outcome.error if outcome else entry.error,
+            "error": redact(outcome.error) if outcome else entry.error,
             "tools": len(outcome.tools) if outcome and outcome.status == "ready" else None,
             "startup_ms": outcome.startup_ms if outcome else None,
         })
@@ -343,7 +349,7 @@ def _run_list(args: argparse.Namespace) -> int:
         cli_servers.report_failures(
             {r["name"]: outcomes.get(r["name"]) or cli_servers.Outcome(r["status"], r["error"])
              for r in rows if r["error"]},
-            {c.name: c for c in configs})
+            {c.name: c for c in configs}, {n: e.config for n, e in entries.items()})
     return code
 
 
@@ -392,7 +398,7 @@ def _get_lines(fields: dict[str, Any]) -> list[tuple[str, str]]:
     stdio = fields["type"] == "stdio"
     lines = [("scope", f"{fields['scope']} ({fields['path']})")]
     if fields["overrides"]:
-        lines.append(("overrides", f"the user entry in {fields['overrides']}"))
+        lines.append(("overrides", f"the entry in {fields['overrides']}"))
     lines.append(("type", fields["type"]))
     shown = ("command", "args", "env", "env_vars", "cwd") if stdio else \
         ("url", "headers", "bearer_token_env_var")

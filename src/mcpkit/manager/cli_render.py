@@ -11,11 +11,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 import os
 import re
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
@@ -158,6 +159,66 @@ def mask_url(url: str) -> str:
             query = "&".join(f"{key}={mask(value) if looks_secret(key) else value}"
                              for key, value in pairs)
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+class Redactor:
+    """The values of the variables a started entry used (`${TOKEN}`, the bearer token's
+    variable, passed-through variables): anything printed (errors, `--json`, `-v` logs)
+    shows `${NAME}` in their place. Shorter values are left: they would blank out ordinary
+    words."""
+
+    min_chars = 4
+
+    def __init__(self) -> None:
+        self._values: dict[str, str] = {}
+
+    def add(self, value: str, name: str) -> None:
+        if len(value) >= self.min_chars:
+            self._values[value] = f"${{{name}}}"
+
+    def __call__(self, text: str) -> str:
+        for value in sorted(self._values, key=len, reverse=True):
+            if value in text:
+                text = text.replace(value, self._values[value])
+        return text
+
+
+REDACT = Redactor()
+"""The process's one redactor (a CLI command is one process)."""
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def redact(text: str | None) -> str | None:
+    """`text` with the registered variables' values replaced (None stays None)."""
+    return None if text is None else REDACT(text)
+
+
+def redact_variables_of(written: object, environ: Mapping[str, str]) -> None:
+    """Register every variable `written` (an entry as written) refers to."""
+    if isinstance(written, str):
+        for name in _VARIABLE.findall(written):
+            if environ.get(name):
+                REDACT.add(environ[name], name)
+    elif isinstance(written, list):
+        for item in written:
+            redact_variables_of(item, environ)
+    elif isinstance(written, dict):
+        for key, item in written.items():
+            if key in ("bearer_token_env_var",) and isinstance(item, str):
+                redact_variables_of(f"${{{item}}}", environ)
+            elif key == "env_vars" and isinstance(item, list):
+                redact_variables_of([f"${{{n}}}" for n in item if isinstance(n, str)], environ)
+            else:
+                redact_variables_of(item, environ)
+
+
+class RedactingFilter(logging.Filter):
+    """For the log handler of `-v`: each record's text through `REDACT`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = REDACT(record.getMessage())
+        record.args = None
+        return True
 
 
 # --- tools ----------------------------------------------------------------------------------

@@ -30,6 +30,8 @@ from mcpkit.manager.cli_render import (
     one_line,
     output_width,
     parameter_lines,
+    redact,
+    redact_variables_of,
     result_text,
     tool_flags,
 )
@@ -84,6 +86,7 @@ def prepared(files: ConfigFiles, entry: Entry, *, timeout: float | None) -> Serv
     cannot be (an invalid entry, an unset variable or bearer token)."""
     config = files.resolve(entry)
     config.bearer_token(files.environ)  # unset: an error now, not inside the manager
+    redact_variables_of(entry.raw, files.environ)
     changes: dict[str, Any] = {"required": False, "enabled": True}
     if timeout is not None:
         changes["startup_timeout_sec"] = timeout
@@ -156,11 +159,11 @@ def outcome_of(manager: ServerManager, name: str) -> Outcome:
     return outcome
 
 
-def failed(config: ServerConfig, error: str | None,
-           failure: BaseException | None = None) -> CliError:
+def failed(config: ServerConfig, error: str | None, failure: BaseException | None = None,
+           written: ServerConfig | None = None) -> CliError:
     """The error of a server that did not start: what went wrong and its fix
-    (`diagnose`)."""
-    found = diagnose(config, error, failure)
+    (`diagnose`; `written`: the entry as written, shown instead of `config`)."""
+    found = diagnose(config, error, failure, written)
     return CliError(found.message, hint=found.hint, code=EXIT_FAILED)
 
 
@@ -196,19 +199,19 @@ def run_test(args: argparse.Namespace) -> int:
     if args.json:
         report = {
             "name": config.name, "scope": entry.scope, "type": config.type,
-            "target": _target(config), "enabled": entry.enabled, "ok": ok,
-            "status": outcome.status, "error": outcome.error,
+            "target": redact(_target(entry.config or config)), "enabled": entry.enabled, "ok": ok,
+            "status": outcome.status, "error": redact(outcome.error),
             "startup_ms": outcome.startup_ms, "tools": [t.tool.name for t in outcome.tools],
             "era": outcome.era, "protocol_version": outcome.protocol_version,
             "server": outcome.server_info,
         }
         if not ok:
-            found = diagnose(config, outcome.error, outcome.failure)
+            found = diagnose(config, outcome.error, outcome.failure, entry.config)
             report.update(problem=found.kind, message=found.message, hint=found.hint)
         print(json.dumps(report, indent=2, ensure_ascii=False))
         return EXIT_OK if ok else EXIT_FAILED
     if not ok:
-        raise failed(config, outcome.error, outcome.failure)
+        raise failed(config, outcome.error, outcome.failure, entry.config)
     say_connected({config.name: outcome}, args.verbose)
     count = len(outcome.tools)
     details = [f"era {outcome.era}", f"protocol {outcome.protocol_version}"]
@@ -256,23 +259,26 @@ def run_tools(args: argparse.Namespace) -> int:
         print(json.dumps(listed, indent=2, ensure_ascii=False))
     else:
         _print_tools(outcomes)
-    report_failures(outcomes, {c.name: c for c in configs})
+    report_failures(outcomes, {c.name: c for c in configs},
+                    {n: e.config for n, e in files.entries().items()})
     return EXIT_FAILED if failures else EXIT_OK
 
 
-def report_failures(outcomes: dict[str, Outcome], configs: dict[str, ServerConfig]) -> None:
-    """On stderr, for each server that did not start: what went wrong and its fix."""
+def report_failures(outcomes: dict[str, Outcome], configs: dict[str, ServerConfig],
+                    written: dict[str, ServerConfig | None]) -> None:
+    """On stderr, for each server that did not start: what went wrong and its fix
+    (`configs`: as started; `written`: the entries as written, which are shown)."""
     for name, outcome in outcomes.items():
         if outcome.status == Status.READY.value:
             continue
         config = configs.get(name)
         if config is not None and outcome.status == Status.FAILED.value:
-            found = diagnose(config, outcome.error, outcome.failure)
+            found = diagnose(config, outcome.error, outcome.failure, written.get(name))
             print(f"mcpkit: error: {found.message}", file=sys.stderr)
             print(f"hint: {found.hint}", file=sys.stderr)
         else:  # invalid: the entry or a variable is wrong
             print(f"mcpkit: error: {name} is {outcome.status}: "
-                  f"{one_line(outcome.error or '')}", file=sys.stderr)
+                  f"{redact(one_line(outcome.error or ''))}", file=sys.stderr)
             print(f"hint: `mcpkit mcp get {name}` shows its entry", file=sys.stderr)
 
 
@@ -364,7 +370,7 @@ def run_call(args: argparse.Namespace) -> int:
     _require_enabled(entry)
     config = prepared(files, entry, timeout=None)
     result = anyio.run(_call, config, args.tool, (arguments, texts), args.timeout,
-                       args.verbose)
+                       args.verbose, entry.config)
     if args.json:
         import msgspec
 
@@ -380,7 +386,7 @@ def run_call(args: argparse.Namespace) -> int:
 
 async def _call(config: ServerConfig, tool: str,
                 given: tuple[dict[str, Any], dict[str, str]], limit: float | None,
-                verbose: bool = False) -> Any:
+                verbose: bool = False, written: ServerConfig | None = None) -> Any:
     status = StatusLine()
 
     def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -390,7 +396,7 @@ async def _call(config: ServerConfig, tool: str,
     async with running([config]) as manager:
         server = manager.servers[config.name]
         if server.status is not Status.READY:
-            raise failed(config, server.error, server.failure)
+            raise failed(config, server.error, server.failure, written)
         say_connected({config.name: outcome_of(manager, config.name)}, verbose)
         status.show(f"calling {config.name} {tool}…")
         arguments, texts = given

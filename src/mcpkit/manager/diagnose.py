@@ -12,8 +12,9 @@
     exited       a stdio command that ended     run the command yourself
     failed       anything else                  the error as it came
 
-The messages are built from the config (its URL masked) rather than from the exception's
-text, which may hold the URL with a token in its query.
+The messages show the server as its entry is written (`written`: `${TOKEN}` rather than the
+token, the URL masked), also inside the error's own text, which names the interpolated
+command line or URL.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import ssl
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from mcpkit.manager.cli_render import first_line, mask_url, one_line
+from mcpkit.manager.cli_render import REDACT, first_line, mask_url, one_line
 from mcpkit.manager.config import ServerConfig
 
 SNIPPET_CHARS = 120
@@ -41,14 +42,22 @@ class Diagnosis:
     hint: str
 
 
-def diagnose(config: ServerConfig, error: str | None,
-             failure: BaseException | None) -> Diagnosis:
-    """The one-line explanation of a server that failed to start, and its fix."""
-    text = one_line(error or "unknown error")
+def diagnose(started: ServerConfig, error: str | None, failure: BaseException | None,
+             written: ServerConfig | None = None) -> Diagnosis:
+    """The one-line explanation of a server that failed to start, and its fix. `started`
+    is the config it was started with (variables expanded), `written` the entry as written
+    (shown instead, when given). No variable's value is in either line (`REDACT`)."""
+    found = _diagnose(started, error, failure, written or started)
+    return Diagnosis(found.kind, REDACT(found.message), REDACT(found.hint))
+
+
+def _diagnose(started: ServerConfig, error: str | None, failure: BaseException | None,
+              config: ServerConfig) -> Diagnosis:
+    text = _scrubbed(one_line(error or "unknown error"), started, config)
     chain = _chain(failure)
     if error and "startup_timeout_sec" in error:
         return Diagnosis("timeout", f"{config.name} did not start within "
-                                    f"{config.startup_timeout_sec:g} s",
+                                    f"{started.startup_timeout_sec:g} s",
                          f"if it is just slow, give it longer: --timeout SECONDS, or "
                          f"\"startup_timeout_sec\" in the entry of {config.name}")
     if config.type == "stdio":
@@ -147,6 +156,15 @@ def _tls_problem(config: ServerConfig, url: str, address: str,
         return Diagnosis("tls", message, f"the server speaks plain HTTP, not TLS: "
                                          f"`{_readd(config, url=plain)}`")
     return Diagnosis("tls", message, f"check that {url} serves TLS (https://)")
+
+
+def _scrubbed(text: str, started: ServerConfig, written: ServerConfig) -> str:
+    """`text` with the started command line or URL replaced by the written one (masked)."""
+    if started.type == "stdio":
+        ran, shown = " ".join(started.target()), " ".join(written.target())
+    else:
+        ran, shown = started.url or "", mask_url(written.url or "")
+    return text.replace(ran, shown) if ran else text
 
 
 def _readd(config: ServerConfig, *, url: str, extra: list[str] | None = None) -> str:

@@ -29,6 +29,7 @@ from anyio.abc import TaskGroup
 
 from mcpkit.client import Client, ConnectionClosed, TransportError
 from mcpkit.client.session import ProgressCallback
+from mcpkit.manager.cli_render import mask_url
 from mcpkit.manager.config import ServerConfig
 from mcpkit.manager.errors import ServerUnavailable
 from mcpkit.protocol import types
@@ -108,7 +109,14 @@ class ManagedServer:
         return self.config.name
 
     def describe(self) -> str:
-        return f"{self.name} ({self.config.type}: {self.config.describe_target()})"
+        """For logs: the command without its arguments and the URL masked, since both are
+        interpolated and an argument or a query parameter may be a `${TOKEN}`'s value."""
+        config = self.config
+        if config.type == "stdio":
+            target = (config.command or "") + (" …" if config.args else "")
+        else:
+            target = mask_url(config.url or "")
+        return f"{self.name} ({config.type}: {target})"
 
     # --- starting and stopping -------------------------------------------------------------
 
