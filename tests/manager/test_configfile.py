@@ -521,3 +521,20 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> 
         configfile._write_atomically(target, "{}\n")
     assert target.is_dir()
     assert os.listdir(tmp_path) == ["mcp.json"]
+
+
+def test_hostile_files_are_refused_precisely(tmp_path: Path) -> None:
+    deep = write(tmp_path / "deep" / "mcp.json",
+                 '{"mcpServers": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    toml = write(tmp_path / "deep" / "mcp.toml", "x = " + "[" * 100_000 + "]" * 100_000)
+    for path in (deep, toml):
+        with pytest.raises(ConfigError, match="nested too deeply to be a config file"):
+            raw_servers(path)
+    big = write_json(tmp_path / "big" / "mcp.json",
+                     {"mcpServers": {"a": {"command": "x" * 200}}})
+    with pytest.raises(ConfigError, match=r"mcp.json: larger than 100 bytes"):
+        raw_servers(big, max_bytes=100)
+    with pytest.raises(ConfigError, match=r"larger than 100 bytes"):
+        load(environ=ENV, user_path=big, project_path=tmp_path / "none.json",
+             max_file_bytes=100)
+    assert list(raw_servers(big)) == ["a"]  # the default bound is far above it

@@ -66,6 +66,9 @@ def test_default_paths(home: Path, project: Path) -> None:
                                        project / ".vscode" / "mcp.json")
     assert default_paths("codex", home=home, cwd=project, environ={}) == [
         home / ".codex" / "config.toml", project / ".codex" / "config.toml"]
+    assert default_paths("codex", home=home, cwd=project,
+                         environ={"CODEX_HOME": str(home / "cx")})[0] == \
+        home / "cx" / "config.toml"
     opencode = default_paths("opencode", home=home, cwd=project, environ={})
     assert opencode[-2:] == [project / "opencode.json", project / "opencode.jsonc"]
     assert home / ".config" / "opencode" / "opencode.json" in opencode

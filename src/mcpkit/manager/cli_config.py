@@ -62,8 +62,10 @@ class ConfigFiles:
     """The user, project and local files of a working directory."""
 
     def __init__(self, cwd: Path | None = None,
-                 environ: Mapping[str, str] | None = None) -> None:
+                 environ: Mapping[str, str] | None = None,
+                 max_file_bytes: int = configfile.MAX_CONFIG_FILE_BYTES) -> None:
         self.cwd = Path.cwd() if cwd is None else cwd
+        self.max_file_bytes = max_file_bytes
         self.environ = os.environ if environ is None else environ
         self.user = configfile.config_in(configfile.user_config_path(self.environ).parent)
         self.project = configfile.project_config_path(self.cwd)
@@ -92,7 +94,8 @@ class ConfigFiles:
     def raw(self, scope: str) -> dict[str, dict[str, Any]]:
         if scope not in self._raw:
             path = self.path(scope)
-            self._raw[scope] = {} if path is None else configfile.raw_servers(path)
+            self._raw[scope] = {} if path is None else \
+                configfile.raw_servers(path, max_bytes=self.max_file_bytes)
         return self._raw[scope]
 
     def entries(self) -> dict[str, Entry]:

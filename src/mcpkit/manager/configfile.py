@@ -56,6 +56,8 @@ SCOPES = ("user", "project", "local")
 SERVERS_KEY = "mcpServers"
 TOML_SERVERS_KEYS = ("mcp_servers", "mcpServers")
 NEW_FILE_MODE = 0o600
+MAX_CONFIG_FILE_BYTES = 16 * 1024 * 1024
+"""A config file larger than this is refused (`max_bytes` of the readers sets another)."""
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
@@ -111,10 +113,11 @@ def local_config_path(cwd: Path) -> Path:
 # --- reading ------------------------------------------------------------------------------
 
 
-def read_servers(path: Path, environ: Mapping[str, str], scope: str) -> dict[str, ServerConfig]:
+def read_servers(path: Path, environ: Mapping[str, str], scope: str, *,
+                 max_bytes: int = MAX_CONFIG_FILE_BYTES) -> dict[str, ServerConfig]:
     """The checked, interpolated servers of one file, each with `.scope = scope`."""
     servers: dict[str, ServerConfig] = {}
-    for name, entry in _servers_of(_read_document(path), path).items():
+    for name, entry in _servers_of(_read_document(path, max_bytes), path).items():
         config = _server_from_raw(name, entry, environ, path)
         config.scope = scope
         servers[name] = config
@@ -155,7 +158,8 @@ class LoadedConfig:
 
 def load(*, cwd: Path | None = None, environ: Mapping[str, str] | None = None,
          user_path: Path | None = None, project_path: Path | None = None,
-         local_path: Path | None = None) -> LoadedConfig:
+         local_path: Path | None = None,
+         max_file_bytes: int = MAX_CONFIG_FILE_BYTES) -> LoadedConfig:
     """The user file, then the project file over it, then the local one (per server name).
 
     Explicit paths replace the searched-for ones (an explicit project file has its local
@@ -175,7 +179,7 @@ def load(*, cwd: Path | None = None, environ: Mapping[str, str] | None = None,
         if scope != "user" and "user" in loaded.paths and _same_file(path, loaded.paths["user"]):
             continue
         loaded.paths[scope] = path
-        loaded.servers.update(read_servers(path, env, scope))
+        loaded.servers.update(read_servers(path, env, scope, max_bytes=max_file_bytes))
     return loaded
 
 
@@ -231,13 +235,22 @@ class _AnyValue(Mapping[str, str]):
         return 0
 
 
-def _read_document(path: Path) -> dict[str, Any]:
-    """The whole file as an object; {} for an empty or missing file."""
+def _read_document(path: Path, max_bytes: int = MAX_CONFIG_FILE_BYTES) -> dict[str, Any]:
+    """The whole file as an object; {} for an empty or missing file. A file over
+    `max_bytes` is refused (read no further)."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        with path.open("rb") as file:
+            data = file.read(max_bytes + 1)
     except FileNotFoundError:
         return {}
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from exc
+    if len(data) > max_bytes:
+        raise ConfigError(f"{path}: larger than {max_bytes} bytes; not a config file mcpkit "
+                          "reads")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from exc
     if not text.strip():
         return {}
@@ -257,6 +270,8 @@ def _parse_toml(text: str, path: Path) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    except RecursionError as exc:
+        raise ConfigError(f"{path}: nested too deeply to be a config file") from exc
 
 
 def _parse_json(text: str, path: Path) -> Any:
@@ -265,7 +280,12 @@ def _parse_json(text: str, path: Path) -> Any:
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: "
                           f"{exc.msg}") from exc
-    return _plain(document, path, ())
+    except RecursionError as exc:
+        raise ConfigError(f"{path}: nested too deeply to be a config file") from exc
+    try:
+        return _plain(document, path, ())
+    except RecursionError as exc:
+        raise ConfigError(f"{path}: nested too deeply to be a config file") from exc
 
 
 class _KeyedPairs(list[tuple[str, Any]]):
@@ -310,9 +330,10 @@ def _servers_of(document: dict[str, Any], path: Path) -> dict[str, Any]:
 # --- editing ------------------------------------------------------------------------------
 
 
-def raw_servers(path: Path) -> dict[str, dict[str, Any]]:
+def raw_servers(path: Path, *, max_bytes: int = MAX_CONFIG_FILE_BYTES
+                ) -> dict[str, dict[str, Any]]:
     """The entries as written (not interpolated, not checked); {} when there is no file."""
-    servers = _servers_of(_read_document(path), path)
+    servers = _servers_of(_read_document(path, max_bytes), path)
     return {name: entry for name, entry in servers.items() if isinstance(entry, dict)}
 
 

@@ -88,6 +88,7 @@ def default_paths(source: str, *, home: Path, cwd: Path,
     app_data = Path(env["APPDATA"]) if env.get("APPDATA") else home / "AppData" / "Roaming"
     config_home = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME", "").startswith(
         "/") else home / ".config"
+    codex_home = Path(env["CODEX_HOME"]) if env.get("CODEX_HOME") else home / ".codex"
     user_dirs = list(dict.fromkeys((config_home, home / ".config", app_support, app_data)))
     candidates = {
         "claude": [home / ".claude.json", cwd / ".mcp.json"],
@@ -96,7 +97,7 @@ def default_paths(source: str, *, home: Path, cwd: Path,
         "cursor": [home / ".cursor" / "mcp.json", cwd / ".cursor" / "mcp.json"],
         "vscode": [*(base / "Code" / "User" / "mcp.json" for base in user_dirs),
                    cwd / ".vscode" / "mcp.json"],
-        "codex": [home / ".codex" / "config.toml", cwd / ".codex" / "config.toml"],
+        "codex": [codex_home / "config.toml", cwd / ".codex" / "config.toml"],
         "opencode": [directory / name
                      for directory in (home / ".config" / "opencode", cwd / ".opencode", cwd)
                      for name in ("opencode.json", "opencode.jsonc")],
