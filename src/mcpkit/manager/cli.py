@@ -170,8 +170,8 @@ def _add_parser(verbs: Any) -> None:
     add.usage = ("mcpkit mcp add [options] NAME URL\n"
                  "       mcpkit mcp add [options] NAME -- COMMAND [ARGS...]")
     add.description = (
-        "Add a server. The Claude Code and Codex spellings work: options may come before or "
-        "after NAME; a URL is an http server (ws:// and wss:// a WebSocket one) unless "
+        "Add a server. The Claude Code and Codex spellings work: options may come before\n"
+        "or after NAME; a URL is an http server (ws:// and wss:// a WebSocket one) unless\n"
         "--transport says otherwise; a command goes after --. Examples:\n"
         "  mcpkit mcp add --transport http docs https://example.com/mcp\n"
         "  mcpkit mcp add docs https://example.com/mcp -H 'Authorization: Bearer ${TOKEN}'\n"
@@ -221,7 +221,9 @@ def _timeout_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _verbose_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="log what happens and, on success, what was connected (transport, "
+                             "protocol era and version, server, time) on stderr")
 
 
 # --- errors ---------------------------------------------------------------------------------
