@@ -20,6 +20,7 @@ import pytest
 from tests.procs import free_port, stop_process, wait_for_port
 
 HERE = Path(__file__).parent
+SRC = str(HERE.parent.parent / "src")
 FIXTURE = str(HERE / "fixture_server.py")
 SHAPES = str(HERE / "cli_server.py")
 PY = sys.executable
@@ -95,7 +96,9 @@ def user(tmp_path: Path) -> User:
     home, project = tmp_path / "home", tmp_path / "project"
     home.mkdir()
     project.mkdir()
-    return User(home, project, {"HOME": str(home), "PATH": os.environ["PATH"]})
+    # This checkout's mcpkit, whatever the venv has installed.
+    return User(home, project, {"HOME": str(home), "PATH": os.environ["PATH"],
+                                "PYTHONPATH": SRC})
 
 
 @pytest.fixture(scope="module")
@@ -168,16 +171,17 @@ def test_add_url_servers(user: User) -> None:
 
 @pytest.mark.parametrize(("argv", "message", "hinted"), [
     (["mcp", "add", "x"], "mcp add x: no server given", "-- COMMAND ARGS"),
-    (["mcp", "add", "x", "npx", "srv"], "the server's command goes after --",
-     "mcpkit mcp add x -- npx srv"),
+    (["mcp", "add", "x", "npx", "-y", "srv"], "a command with options goes after --",
+     "mcpkit mcp add x -- npx -y srv"),
     (["mcp", "add", "x", "--url", "http://h/mcp", "--", "cmd"], "not both", None),
     (["mcp", "add", "x", "--env", "NOVALUE", "--", "cmd"], "--env expects NAME=VALUE",
      "--env DEBUG=1"),
     (["mcp", "add", "x", "--header", "NoColon", "--url", "http://h/mcp"],
      "--header expects 'Name: value'", "Authorization"),
     (["mcp", "add", "x", "--env", "A=1", "--url", "http://h/mcp"],
-     "--env only apply to a command (stdio) server", None),
-    (["mcp", "add", "x", "--header", "A: 1", "--", "cmd"], "--header only apply to a --url", None),
+     "--env only applies to a command (stdio) server", None),
+    (["mcp", "add", "x", "--header", "A: 1", "--", "cmd"], "--header only applies to a URL",
+     None),
     (["mcp", "add", "x", "--url", "http://h/mcp", "--transport", "ws"],
      "a ws url starts with ws:// or wss://", None),
     (["mcp", "add", "bad name", "--", "cmd"], "a server name is 1-64 characters", None),
@@ -298,8 +302,8 @@ def test_list_connects_and_reports_each_server(user: User) -> None:
     user.add_fixture("off")
     user.ok("mcp", "disable", "off")
     user.ok("mcp", "add", "needs", "--env", "T=${NOT_SET_ANYWHERE}", "--", "cmd")
-    table = user.ok("mcp", "list")
-    assert table.err == ""  # no progress line: stderr is not a terminal
+    table = user("mcp", "list")
+    assert table.code == 1  # as `mcp test`: a server failed
     lines = table.out.splitlines()
     assert lines[0].split() == ["NAME", "SCOPE", "TRANSPORT", "TARGET", "STATUS", "TOOLS"]
     rows = {line.split()[0]: line.split() for line in lines[1:5]}
@@ -307,12 +311,17 @@ def test_list_connects_and_reports_each_server(user: User) -> None:
     assert rows["broken"][-2:] == ["failed", "-"]
     assert rows["off"][-2:] == ["disabled", "-"]
     assert rows["needs"][-2:] == ["invalid", "-"]
-    assert any(line.startswith("broken: failed: ") and "no API key" in line
-               for line in lines)
-    assert any(line.startswith("needs: invalid: ") and "NOT_SET_ANYWHERE" in line
-               for line in lines)
+    # the problems, each with its fix, on stderr (no progress line: not a terminal)
+    problems = table.err.splitlines()
+    assert any(line.startswith("mcpkit: error: broken (stdio) failed: ") and
+               "no API key" in line for line in problems), problems
+    assert any(line.startswith("mcpkit: error: needs is invalid: ") and
+               "NOT_SET_ANYWHERE" in line for line in problems), problems
+    assert "hint: run the command yourself to see what it says: " in table.err
 
-    report = {r["name"]: r for r in user.ok("mcp", "list", "--json").json()}
+    listed = user("mcp", "list", "--json")
+    assert listed.code == 1
+    report = {r["name"]: r for r in listed.json()}
     assert set(report["fx"]) == {"name", "scope", "type", "target", "enabled", "status", "error",
                                  "tools", "startup_ms"}
     assert report["fx"]["type"] == "stdio" and report["fx"]["target"].endswith("--name fx")
@@ -321,7 +330,7 @@ def test_list_connects_and_reports_each_server(user: User) -> None:
     assert "exit code 1" in report["broken"]["error"]
     assert report["needs"]["status"] == "invalid"
 
-    narrow = user.ok("mcp", "list", "--no-connect", COLUMNS="70")
+    narrow = user("mcp", "list", "--no-connect", COLUMNS="70")
     assert all(len(line) <= 70 for line in narrow.out.splitlines()), narrow.out
     assert "…" in narrow.out
 
@@ -375,7 +384,9 @@ def test_broken_config_files(user: User) -> None:
     (user.project / ".mcpkit" / "mcp.toml").write_text('[mcp_servers.t]\ncommand = "x"\n')
     toml = user.fails(2, "mcp", "add", "c", "--scope", "project", "--", "y")
     assert "editing TOML is not supported" in error_line(toml)
-    rows = user.ok("mcp", "list", "--no-connect", "--json").json()
+    listed = user("mcp", "list", "--no-connect", "--json")
+    assert listed.code == 1  # an invalid entry cannot start
+    rows = listed.json()
     assert [(r["name"], r["scope"], r["status"]) for r in rows] == [
         ("a", "user", "invalid"), ("t", "project", "enabled")]
 
@@ -414,8 +425,10 @@ def test_test_slow_and_unreachable_servers(user: User) -> None:
     assert "--timeout" in hint(slow)
     user.ok("mcp", "add", "gone", "--url", f"http://127.0.0.1:{free_port()}/mcp")
     gone = user.fails(1, "mcp", "test", "gone")
-    assert error_line(gone).startswith("mcpkit: error: gone (http) failed: ")
-    assert hint(gone).startswith("hint: is the server running at http://127.0.0.1:")
+    assert re.fullmatch(r"mcpkit: error: gone: nothing is listening at 127\.0\.0\.1:\d+ "
+                        r"\(connection refused\)", error_line(gone)), gone
+    assert hint(gone).startswith("hint: start the server, or check the host and port of "
+                                 "http://127.0.0.1:")
     user.ok("mcp", "add", "needs-token", "--url", "http://127.0.0.1:1/mcp",
             "--bearer-token-env-var", "NEEDED_TOKEN")
     unset = user.fails(2, "mcp", "test", "needs-token")
@@ -473,13 +486,14 @@ def test_tools_with_a_failing_server(user: User) -> None:
     partial = user("tools")
     assert partial.code == 1
     assert partial.out.startswith("fx (1 tool)\n  echo → mcp__fx__echo")
-    assert "mcpkit: error: broken is failed: " in partial.err and "no API key" in partial.err
-    assert hint(partial) == "hint: `mcpkit mcp test broken` shows the whole error"
+    assert "mcpkit: error: broken (stdio) failed: " in partial.err
+    assert "no API key" in partial.err
+    assert hint(partial).startswith("hint: run the command yourself to see what it says: ")
     as_json = user("tools", "--json")
     assert as_json.code == 1
     assert [t["exposed_name"] for t in as_json.json()] == ["mcp__fx__echo"]
     one = user.fails(1, "tools", "broken")
-    assert "broken is failed" in error_line(one)
+    assert "broken (stdio) failed" in error_line(one)
 
 
 # --- call --------------------------------------------------------------------------------------
@@ -642,8 +656,8 @@ bearer_token_env_var = "GITHUB_PAT"
 def test_import_errors(user: User) -> None:
     nothing = user.fails(1, "mcp", "import", "--from", "claude")
     assert error_line(nothing).startswith(
-        f"mcpkit: error: no claude config found; looked for {user.project / '.mcp.json'}, "
-        f"{user.home / '.claude.json'}")
+        f"mcpkit: error: no claude config found; looked for {user.home / '.claude.json'}, "
+        f"{user.project / '.mcp.json'}")
     assert hint(nothing) == "hint: give its path: mcpkit mcp import --from claude PATH"
     missing = user.fails(1, "mcp", "import", "--from", "cursor", "no/such.json")
     assert error_line(missing) == "mcpkit: error: no such file: no/such.json"

@@ -288,6 +288,26 @@ def test_load_finds_both_files(tmp_path: Path) -> None:
     assert loaded.paths == {"user": user, "project": project}
 
 
+def test_local_scope_wins_over_project_and_user(tmp_path: Path) -> None:
+    # Claude Code's scopes: local (yours, this project) over project (shared) over user
+    environ = {"HOME": str(tmp_path / "home")}
+    write_json(tmp_path / "home" / ".config" / "mcpkit" / "mcp.json",
+               {"mcpServers": {"a": {"command": "user-a"}, "u": {"command": "u"}}})
+    write_json(tmp_path / "repo" / ".mcpkit" / "mcp.json",
+               {"mcpServers": {"a": {"command": "project-a"}}})
+    local = write_json(tmp_path / "repo" / ".mcpkit" / "mcp.local.json",
+                       {"mcpServers": {"a": {"command": "local-a"}, "l": {"command": "l"}}})
+    (tmp_path / "repo" / "sub").mkdir()
+    loaded = load(cwd=tmp_path / "repo" / "sub", environ=environ)
+    assert list(loaded.servers) == ["a", "u", "l"]
+    assert (loaded.servers["a"].command, loaded.servers["a"].scope) == ("local-a", "local")
+    assert loaded.paths["local"] == local
+    # a local file alone (no project file) is found too, from a subdirectory
+    (tmp_path / "repo" / ".mcpkit" / "mcp.json").unlink()
+    alone = load(cwd=tmp_path / "repo" / "sub", environ=environ)
+    assert alone.servers["a"].scope == "local" and "project" not in alone.paths
+
+
 def test_load_uses_home_without_xdg(tmp_path: Path) -> None:
     home = tmp_path / "home"
     user = write_json(home / ".config" / "mcpkit" / "mcp.json",
@@ -501,3 +521,20 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> 
         configfile._write_atomically(target, "{}\n")
     assert target.is_dir()
     assert os.listdir(tmp_path) == ["mcp.json"]
+
+
+def test_hostile_files_are_refused_precisely(tmp_path: Path) -> None:
+    deep = write(tmp_path / "deep" / "mcp.json",
+                 '{"mcpServers": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    toml = write(tmp_path / "deep" / "mcp.toml", "x = " + "[" * 100_000 + "]" * 100_000)
+    for path in (deep, toml):
+        with pytest.raises(ConfigError, match="nested too deeply to be a config file"):
+            raw_servers(path)
+    big = write_json(tmp_path / "big" / "mcp.json",
+                     {"mcpServers": {"a": {"command": "x" * 200}}})
+    with pytest.raises(ConfigError, match=r"mcp.json: larger than 100 bytes"):
+        raw_servers(big, max_bytes=100)
+    with pytest.raises(ConfigError, match=r"larger than 100 bytes"):
+        load(environ=ENV, user_path=big, project_path=tmp_path / "none.json",
+             max_file_bytes=100)
+    assert list(raw_servers(big)) == ["a"]  # the default bound is far above it

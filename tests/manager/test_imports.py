@@ -48,19 +48,32 @@ def through_our_file(result: ImportResult, tmp_path: Path,
 
 
 def test_default_paths(home: Path, project: Path) -> None:
-    assert default_paths("claude", home=home, cwd=project)[:3] == [
-        project / ".mcp.json", home / ".claude.json",
-        home / ".config" / "Claude" / "claude_desktop_config.json"]
-    assert default_paths("cursor", home=home, cwd=project) == [
-        project / ".cursor" / "mcp.json", home / ".cursor" / "mcp.json"]
-    assert default_paths("vscode", home=home, cwd=project)[:2] == [
-        project / ".vscode" / "mcp.json", home / ".config" / "Code" / "User" / "mcp.json"]
-    assert default_paths("codex", home=home, cwd=project) == [
-        project / ".codex" / "config.toml", home / ".codex" / "config.toml"]
-    opencode = default_paths("opencode", home=home, cwd=project)
-    assert opencode[0] == project / "opencode.json"
+    # every file, the user's first and the project's last (the project's entries win)
+    assert default_paths("claude", home=home, cwd=project, environ={}) == [
+        home / ".claude.json", project / ".mcp.json"]
+    assert default_paths("claude-desktop", home=home, cwd=project, environ={}) == [
+        home / ".config" / "Claude" / "claude_desktop_config.json",
+        home / "Library" / "Application Support" / "Claude" / "claude_desktop_config.json",
+        home / "AppData" / "Roaming" / "Claude" / "claude_desktop_config.json"]
+    appdata = home / "roaming"
+    assert default_paths("claude-desktop", home=home, cwd=project,
+                         environ={"APPDATA": str(appdata)})[-1] == \
+        appdata / "Claude" / "claude_desktop_config.json"
+    assert default_paths("cursor", home=home, cwd=project, environ={}) == [
+        home / ".cursor" / "mcp.json", project / ".cursor" / "mcp.json"]
+    vscode = default_paths("vscode", home=home, cwd=project, environ={})
+    assert (vscode[0], vscode[-1]) == (home / ".config" / "Code" / "User" / "mcp.json",
+                                       project / ".vscode" / "mcp.json")
+    assert default_paths("codex", home=home, cwd=project, environ={}) == [
+        home / ".codex" / "config.toml", project / ".codex" / "config.toml"]
+    assert default_paths("codex", home=home, cwd=project,
+                         environ={"CODEX_HOME": str(home / "cx")})[0] == \
+        home / "cx" / "config.toml"
+    opencode = default_paths("opencode", home=home, cwd=project, environ={})
+    assert opencode[-2:] == [project / "opencode.json", project / "opencode.jsonc"]
     assert home / ".config" / "opencode" / "opencode.json" in opencode
-    assert set(SOURCES) == {"claude", "cursor", "vscode", "codex", "opencode"}
+    assert set(SOURCES) == {"claude", "claude-desktop", "cursor", "vscode", "codex",
+                            "opencode"}
 
 
 def test_unknown_source(home: Path, project: Path) -> None:
@@ -428,6 +441,7 @@ def test_default_paths_are_where_the_readers_look(home: Path, project: Path) -> 
     # a file written at each tool's first default path reads back its server
     files = {
         "claude": '{"mcpServers": {"s": {"command": "x"}}}',
+        "claude-desktop": '{"mcpServers": {"s": {"command": "x"}}}',
         "cursor": '{"mcpServers": {"s": {"command": "x"}}}',
         "vscode": '{"servers": {"s": {"type": "stdio", "command": "x"}}}',
         "codex": '[mcp_servers.s]\ncommand = "x"\n',

@@ -1,15 +1,17 @@
 """`mcpkit mcp …`, `mcpkit tools`, `mcpkit call`, …: MCP servers, from a terminal.
 
-    mcpkit mcp add NAME [--env K=V]… [--env-var NAME]… [--cwd DIR] [--scope user|project]
+    mcpkit mcp add NAME [-e K=V]… [--env-var NAME]… [--cwd DIR] [-s user|project|local]
                    -- COMMAND ARGS…
-    mcpkit mcp add NAME --url URL [--transport http|sse|ws] [--header 'K: V']…
-                   [--bearer-token-env-var NAME]
+    mcpkit mcp add [-t http|sse|ws] NAME URL [-H 'K: V']… [--bearer-token-env-var NAME]
+                   (options before or after NAME; Codex's --url URL works too)
     mcpkit mcp add-json NAME JSON          one entry as JSON (`-` reads it from stdin)
     mcpkit mcp list [--json] [--no-connect]
     mcpkit mcp get NAME [--json]           every field, secrets masked
-    mcpkit mcp remove|enable|disable NAME [--scope user|project]
-    mcpkit mcp test NAME [--json]          connect, list the tools, time it
-    mcpkit mcp import --from claude|cursor|vscode|codex|opencode [PATH] [--dry-run]
+    mcpkit mcp remove|enable|disable NAME [--scope user|project|local]
+    mcpkit mcp test NAME [--json] [-v]     connect, list the tools, time it
+    mcpkit mcp import --from claude|claude-desktop|cursor|vscode|codex|opencode [PATH]
+                   [--dry-run]             every file of the tool, or PATH
+    mcpkit mcp add-from-claude-desktop     = import --from claude-desktop
     mcpkit tools [TARGET] [--json]
     mcpkit call TARGET TOOL [--args JSON] [key=value …] [--json] [--timeout S]
                 [--answer FIELD=VALUE … | --answers JSON | --decline] [--no-browser]
@@ -24,12 +26,15 @@ is left out and the server's command follows `--` (`cli_targets`).
 
 `add` writes the user file by default (`~/.config/mcpkit/mcp.json`, or under
 $XDG_CONFIG_HOME); `--scope project` writes `.mcpkit/mcp.json` (the nearest existing one, or
-in the current directory). `remove`, `enable` and `disable` edit the project's entry of that
-name first, then the user's; `--scope` picks one.
+in the current directory), `--scope local` the `.mcpkit/mcp.local.json` beside it (yours,
+this project only; Claude Code's local scope). An entry of a later scope replaces the
+earlier one of the same name: local over project over user. `remove`, `enable` and
+`disable` edit the entry in effect; `--scope` picks one.
 
-Exit codes: 0 ok; 1 the operation failed (a server did not start, a tool returned an error,
-nothing to import); 2 the command line or a config file is wrong. An error is one line
-`mcpkit: error: …`, usually followed by `hint: …`; expected failures print no traceback.
+Exit codes: 0 ok; 1 the operation failed (a server did not start, also in `mcp list`; a tool
+returned an error; nothing to import); 2 the command line or a config file is wrong. An
+error is one line `mcpkit: error: …`, usually followed by `hint: …`; expected failures
+print no traceback.
 """
 
 from __future__ import annotations
@@ -56,11 +61,14 @@ from mcpkit.manager.cli_config import (
 from mcpkit.transports.http.serve import positive_int
 
 Command = Callable[[argparse.Namespace], int]
+MAX_IMPORT_FILE_BYTES = 64 * 1024 * 1024
+"""`imports.MAX_IMPORT_FILE_BYTES`, repeated so that building the parser imports nothing
+heavy."""
 INTERRUPTED = 130
-TRANSPORT_CHOICES = ("http", "sse", "ws")
+TRANSPORT_CHOICES = ("http", "sse", "ws", "stdio")
 MAX_RESOURCE_WRITE_BYTES = 64 * 1024 * 1024
 """What `mcpkit resources read -o FILE` writes at most (`--max-bytes`)."""
-IMPORT_SOURCES = ("claude", "cursor", "vscode", "codex", "opencode")
+IMPORT_SOURCES = ("claude", "claude-desktop", "cursor", "vscode", "codex", "opencode")
 """`imports.SOURCES`, repeated so that building the parser imports nothing heavy."""
 
 
@@ -69,8 +77,11 @@ IMPORT_SOURCES = ("claude", "cursor", "vscode", "codex", "opencode")
 
 def add_commands(sub: Any) -> None:
     """Register `mcp`, `tools` and `call` on the `mcpkit` subparsers."""
+    from mcpkit.transports.http.serve import positive_int
+
     mcp = sub.add_parser("mcp", help="configure MCP servers (add, list, get, remove, test…)",
-                         description="Configure the MCP servers of the user and the project.")
+                         description="Configure the MCP servers of the user and the project "
+                                     "(scopes: user, project, local).")
     verbs = mcp.add_subparsers(dest="verb", required=True, metavar="VERB")
     _add_parser(verbs)
     add_json = _command(verbs, "add-json", "cli_edit.run_add_json",
@@ -108,12 +119,26 @@ def add_commands(sub: Any) -> None:
 
     imports = _command(verbs, "import", "cli_edit.run_import",
                        "import the servers of another tool's config")
-    imports.add_argument("--from", dest="source", required=True, choices=IMPORT_SOURCES)
-    imports.add_argument("path", nargs="?", help="the file (default: the first that exists "
-                                                 "of the tool's usual places)")
+    imports.add_argument("--from", dest="source", required=True, choices=IMPORT_SOURCES,
+                         help="the tool: claude (Claude Code), claude-desktop, cursor, vscode, "
+                              "codex or opencode")
+    imports.add_argument("path", nargs="?", help="one file (default: every file of the tool "
+                                                 "that exists, the user's and the project's)")
+    imports.add_argument("--max-file-bytes", type=positive_int, metavar="N",
+                         default=MAX_IMPORT_FILE_BYTES,
+                         help="refuse a file larger than this (default: %(default)s)")
     _scope_option(imports, "user")
     imports.add_argument("--force", action="store_true", help="replace servers of the same name")
     imports.add_argument("--dry-run", action="store_true", help="show, write nothing")
+
+    desktop = _command(verbs, "add-from-claude-desktop", "cli_edit.run_import",
+                       "import Claude Desktop's servers (Claude Code's spelling of "
+                       "`mcp import --from claude-desktop`)")
+    desktop.set_defaults(source="claude-desktop", path=None,
+                         max_file_bytes=MAX_IMPORT_FILE_BYTES)
+    _scope_option(desktop, "user")
+    desktop.add_argument("--force", action="store_true", help="replace servers of the same name")
+    desktop.add_argument("--dry-run", action="store_true", help="show, write nothing")
 
     _add_server_commands(sub)
 
@@ -245,25 +270,39 @@ def _command(parsers: Any, name: str, run: str, about: str) -> argparse.Argument
 
 def _add_parser(verbs: Any) -> None:
     add = _command(verbs, "add", "cli_edit.run_add",
-                   "add a server: NAME -- COMMAND ARGS… or NAME --url URL")
-    add.usage = ("mcpkit mcp add NAME [options] -- COMMAND [ARGS...]\n"
-                 "       mcpkit mcp add NAME --url URL [--transport http|sse|ws] [options]")
-    add.add_argument("name")
-    add.add_argument("--url", help="a remote server's URL")
-    add.add_argument("--transport", choices=TRANSPORT_CHOICES,
-                     help="for --url (default: ws for ws:// URLs, else http)")
-    add.add_argument("--env", action="append", default=[], metavar="K=V",
-                     help="a variable for the command (kept as written: '${GH_TOKEN}' stays "
-                          "a reference)")
+                   "add a server: NAME URL, or NAME -- COMMAND ARGS…")
+    add.usage = ("mcpkit mcp add [options] NAME URL\n"
+                 "       mcpkit mcp add [options] NAME -- COMMAND [ARGS...]")
+    add.description = (
+        "Add a server. The Claude Code and Codex spellings work: options may come before\n"
+        "or after NAME; a URL is an http server (ws:// and wss:// a WebSocket one) unless\n"
+        "--transport says otherwise; a command goes after --. Examples:\n"
+        "  mcpkit mcp add --transport http docs https://example.com/mcp\n"
+        "  mcpkit mcp add docs https://example.com/mcp -H 'Authorization: Bearer ${TOKEN}'\n"
+        "  mcpkit mcp add -e DEBUG=1 files -- npx -y @modelcontextprotocol/server-filesystem .")
+    add.formatter_class = argparse.RawDescriptionHelpFormatter
+    add.add_argument("name", help="the server's name (letters, digits, _ - .)")
+    add.add_argument("--url", help="the server's URL (Codex's spelling; the same as giving "
+                                   "URL after NAME)")
+    add.add_argument("-t", "--transport", choices=TRANSPORT_CHOICES,
+                     help="http (Streamable HTTP), sse (legacy HTTP+SSE), ws (WebSocket), or "
+                          "stdio (a command) (default: stdio for a command, ws for ws:// and "
+                          "wss:// URLs, else http)")
+    add.add_argument("-e", "--env", action="append", default=[], metavar="KEY=VALUE",
+                     help="a variable for the command, repeatable (kept as written: "
+                          "'${GH_TOKEN}' stays a reference)")
     add.add_argument("--env-var", action="append", default=[], metavar="NAME",
-                     help="pass this variable through from the environment")
+                     help="pass this variable through from the environment, repeatable")
     add.add_argument("--cwd", help="the command's working directory")
-    add.add_argument("--header", action="append", default=[], metavar="'K: V'",
-                     help="an HTTP header for --url servers")
+    add.add_argument("-H", "--header", action="append", default=[], metavar="'K: V'",
+                     help="an HTTP header for a URL server, repeatable (write secrets as "
+                          "'Authorization: Bearer ${TOKEN}' to keep them out of the file)")
     add.add_argument("--bearer-token-env-var", metavar="NAME",
-                     help="send `Authorization: Bearer $NAME` (--url servers)")
-    add.add_argument("--startup-timeout", type=float, metavar="S")
-    add.add_argument("--tool-timeout", type=float, metavar="S")
+                     help="send `Authorization: Bearer $NAME` (URL servers)")
+    add.add_argument("--startup-timeout", type=float, metavar="S",
+                     help="seconds the server has to start (default: 30)")
+    add.add_argument("--tool-timeout", type=float, metavar="S",
+                     help="seconds a tool call may take (default: 60)")
     add.add_argument("--disabled", action="store_true", help="add it disabled")
     _scope_option(add, "user")
     add.add_argument("--force", action="store_true", help="replace an entry of the same name")
@@ -271,9 +310,12 @@ def _add_parser(verbs: Any) -> None:
 
 
 def _scope_option(parser: argparse.ArgumentParser, default: str | None) -> None:
-    about = ("which config file (default: user)" if default else
-             "which config file (default: the project's entry, else the user's)")
-    parser.add_argument("--scope", choices=SCOPES, default=default, help=about)
+    where = ("user: yours, every project; project: .mcpkit/mcp.json, shared; local: "
+             ".mcpkit/mcp.local.json, yours, this project")
+    about = (f"which config file: {where} (default: {default})" if default else
+             f"which config file: {where} (default: the entry in effect: local, else "
+             "project, else user)")
+    parser.add_argument("-s", "--scope", choices=SCOPES, default=default, help=about)
 
 
 def _timeout_option(parser: argparse.ArgumentParser) -> None:
@@ -283,7 +325,9 @@ def _timeout_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _verbose_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="log what happens and, on success, what was connected (transport, "
+                             "protocol era and version, server, time) on stderr")
 
 
 # --- errors ---------------------------------------------------------------------------------
@@ -345,8 +389,12 @@ def _setup_logging(verbose: bool) -> None:
     twice, so they show only with --verbose."""
     logger = logging.getLogger("mcpkit")
     if verbose:
+        from mcpkit.manager.cli_render import RedactingFilter
+
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format="%(levelname)s %(name)s: %(message)s")
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(RedactingFilter())
     elif not logger.handlers:
         logger.addHandler(logging.NullHandler())
         logger.propagate = False
@@ -360,11 +408,15 @@ def _run_list(args: argparse.Namespace) -> int:
     entries = files.entries()
     rows: list[dict[str, Any]] = []
     outcomes: dict[str, Any] = {}
+    configs: list[Any] = []
+    from mcpkit.manager.cli_render import redact
+
     if not args.no_connect and entries:
         from mcpkit.manager import cli_servers
 
         configs, outcomes = cli_servers.startable(files, entries.values(), timeout=args.timeout)
         outcomes.update(cli_servers.survey(configs))
+        cli_servers.say_connected(outcomes, args.verbose)
     for entry in entries.values():
         outcome = outcomes.get(entry.name)
         status = ("invalid" if entry.error else "enabled" if entry.enabled else "disabled")
@@ -373,32 +425,38 @@ def _run_list(args: argparse.Namespace) -> int:
             "type": entry.config.type if entry.config else entry.raw.get("type"),
             "target": _target(entry), "enabled": entry.enabled,
             "status": outcome.status if outcome else status,
-            "error": outcome.error if outcome else entry.error,
+            "error": redact(outcome.error) if outcome else entry.error,
             "tools": len(outcome.tools) if outcome and outcome.status == "ready" else None,
             "startup_ms": outcome.startup_ms if outcome else None,
         })
+    # As `mcp test`: 1 when a server that should have started did not (a disabled one
+    # is not a failure; an invalid entry is).
+    code = EXIT_FAILED if any(r["status"] in ("failed", "invalid") for r in rows) else EXIT_OK
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
-        return EXIT_OK
+        return code
     if not rows:
         print("no MCP servers configured")
         print(f"hint: {files.known_hint()}", file=sys.stderr)
         return EXIT_OK
-    from mcpkit.manager.cli_render import cut, one_line, output_width, table
+    from mcpkit.manager.cli_render import output_width, table
 
     width = output_width()
     cells = [[r["name"], r["scope"], str(r["type"] or "?"), r["target"], r["status"],
               "-" if r["tools"] is None else str(r["tools"])] for r in rows]
     for line in table(("NAME", "SCOPE", "TRANSPORT", "TARGET", "STATUS", "TOOLS"), cells,
-                      width=width, shrink=3):
+                      width=width, shrink=(3, 0)):
         print(line)
-    problems = [r for r in rows if r["error"]]
-    if problems:
+    if any(r["error"] for r in rows):
+        from mcpkit.manager import cli_servers
+
         print()
-        for r in problems:
-            line = f"{r['name']}: {r['status']}: {one_line(r['error'])}"
-            print(cut(line, width) if width else line)
-    return EXIT_OK
+        sys.stdout.flush()
+        cli_servers.report_failures(
+            {r["name"]: outcomes.get(r["name"]) or cli_servers.Outcome(r["status"], r["error"])
+             for r in rows if r["error"]},
+            {c.name: c for c in configs}, {n: e.config for n, e in entries.items()})
+    return code
 
 
 def _target(entry: Entry) -> str:
@@ -446,7 +504,7 @@ def _get_lines(fields: dict[str, Any]) -> list[tuple[str, str]]:
     stdio = fields["type"] == "stdio"
     lines = [("scope", f"{fields['scope']} ({fields['path']})")]
     if fields["overrides"]:
-        lines.append(("overrides", f"the user entry in {fields['overrides']}"))
+        lines.append(("overrides", f"the entry in {fields['overrides']}"))
     lines.append(("type", fields["type"]))
     shown = ("command", "args", "env", "env_vars", "cwd") if stdio else \
         ("url", "headers", "bearer_token_env_var")

@@ -1,4 +1,4 @@
-"""The config files as `mcpkit mcp` sees them: both scopes, entries as written, and errors
+"""The config files as `mcpkit mcp` sees them: the three scopes, entries as written, and errors
 that carry a hint and an exit code.
 
 Entries are read as written (`configfile.raw_servers`, checked with `check_raw_entry`) so
@@ -19,7 +19,8 @@ from mcpkit.manager import configfile
 from mcpkit.manager.config import ConfigError, ServerConfig, from_entry
 from mcpkit.manager.interpolate import interpolate
 
-SCOPES = ("user", "project")
+SCOPES = configfile.SCOPES
+"""user, project, local: later ones win (as in Claude Code); see `configfile`."""
 EXIT_OK = 0
 EXIT_FAILED = 1
 """The operation failed: a server did not start, a tool returned an error…"""
@@ -50,7 +51,7 @@ class Entry:
     """Checked as written (values not interpolated); None when the entry is invalid."""
     error: str | None
     overrides: Path | None = None
-    """For a project entry: the user file whose entry of the same name it replaces."""
+    """The file of an earlier scope whose entry of the same name this one replaces."""
 
     @property
     def enabled(self) -> bool:
@@ -58,22 +59,26 @@ class Entry:
 
 
 class ConfigFiles:
-    """The user and project files of a working directory."""
+    """The user, project and local files of a working directory."""
 
     def __init__(self, cwd: Path | None = None,
-                 environ: Mapping[str, str] | None = None) -> None:
+                 environ: Mapping[str, str] | None = None,
+                 max_file_bytes: int = configfile.MAX_CONFIG_FILE_BYTES) -> None:
         self.cwd = Path.cwd() if cwd is None else cwd
+        self.max_file_bytes = max_file_bytes
         self.environ = os.environ if environ is None else environ
         self.user = configfile.config_in(configfile.user_config_path(self.environ).parent)
         self.project = configfile.project_config_path(self.cwd)
         if self.user is not None and self.project is not None and _same(self.user,
                                                                         self.project):
             self.project = None
+        local = configfile.local_config_path(self.cwd)
+        self.local = local if local.is_file() else None
         self._raw: dict[str, dict[str, dict[str, Any]]] = {}
 
     def path(self, scope: str) -> Path | None:
         """The existing file of a scope, or None."""
-        return self.user if scope == "user" else self.project
+        return {"user": self.user, "project": self.project, "local": self.local}[scope]
 
     def write_path(self, scope: str) -> Path:
         """Where a scope's entries are written: its file, or where a new one goes."""
@@ -82,16 +87,20 @@ class ConfigFiles:
             return existing
         if scope == "user":
             return configfile.user_config_path(self.environ)
+        if scope == "local":
+            return configfile.local_config_path(self.cwd)
         return configfile.default_project_path(self.cwd)
 
     def raw(self, scope: str) -> dict[str, dict[str, Any]]:
         if scope not in self._raw:
             path = self.path(scope)
-            self._raw[scope] = {} if path is None else configfile.raw_servers(path)
+            self._raw[scope] = {} if path is None else \
+                configfile.raw_servers(path, max_bytes=self.max_file_bytes)
         return self._raw[scope]
 
     def entries(self) -> dict[str, Entry]:
-        """Every server, user entries first, a project entry replacing the user's."""
+        """Every server, user entries first, a project entry replacing the user's, a local
+        one replacing both."""
         merged: dict[str, Entry] = {}
         for scope in SCOPES:
             path = self.path(scope)
@@ -115,18 +124,30 @@ class ConfigFiles:
         if names:
             return f"known servers: {', '.join(names)}"
         where = f" in the {scope} config" if scope else ""
-        return (f"no servers are configured{where}; add one with "
-                "`mcpkit mcp add NAME -- COMMAND ARGS...`")
+        return (f"no servers are configured{where}; add one with `mcpkit mcp add NAME URL` "
+                "or `mcpkit mcp add NAME -- COMMAND ARGS...`")
 
     def locate(self, name: str, scope: str | None) -> tuple[str, Path]:
-        """The file to edit for `name`: the project's first, then the user's, unless `scope`
-        says which."""
-        for candidate in [scope] if scope else ["project", "user"]:
+        """The file to edit for `name`: the one whose entry is in effect (local, project, then
+        user), unless `scope` says which."""
+        for candidate in [scope] if scope else list(reversed(SCOPES)):
             path = self.path(candidate)
             if path is not None and name in self.raw(candidate):
                 return candidate, path
         where = f" in the {scope} config ({self.write_path(scope)})" if scope else ""
         raise CliError(f"no MCP server named {name!r}{where}", hint=self.known_hint(scope))
+
+    def shadowing(self, name: str, scope: str) -> list[str]:
+        """Notes on the entries of `name` in the other scopes: which wins over which."""
+        notes = []
+        for other in SCOPES:
+            path = self.path(other)
+            if other == scope or path is None or name not in self.raw(other):
+                continue
+            later = SCOPES.index(other) > SCOPES.index(scope)
+            effect = "it overrides this one" if later else "this one overrides it"
+            notes.append(f"the {other} config also has {name} ({path}); {effect}")
+        return notes
 
     def resolve(self, entry: Entry) -> ServerConfig:
         """The entry with its variables expanded and checked: what a client is built from."""

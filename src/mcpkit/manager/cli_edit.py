@@ -10,34 +10,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
 from mcpkit.manager import configfile, imports
-from mcpkit.manager.cli_config import EXIT_FAILED, EXIT_OK, CliError, ConfigFiles
-from mcpkit.manager.cli_render import mask_url
+from mcpkit.manager.cli_config import EXIT_FAILED, EXIT_OK, SCOPES, CliError, ConfigFiles
+from mcpkit.manager.cli_render import mask, mask_env, mask_url
+from mcpkit.manager.config import ConfigError
 from mcpkit.manager.interpolate import is_variable_name
 
 # --- add, add-json --------------------------------------------------------------------------
 
 
 def run_add(args: argparse.Namespace) -> int:
-    command: list[str] = args.trailing or []
-    if args.extras:
-        shown = shlex.join(args.extras)
-        if args.url or command or args.extras[0].startswith("-"):
-            args.subparser.error(f"unrecognized arguments: {shown}")
-        raise CliError(f"mcp add {args.name}: the server's command goes after --",
-                       hint=f"mcpkit mcp add {args.name} -- {shown}")
-    if args.url and command:
-        raise CliError("give either --url or a command after --, not both")
-    if not args.url and not command:
-        raise CliError(f"mcp add {args.name}: no server given",
-                       hint=f"give its command after --: mcpkit mcp add {args.name} -- "
-                            "COMMAND ARGS..., or its URL: --url URL")
-    entry = _stdio_entry(args, command) if command else _remote_entry(args)
+    command, url = _server_given(args)
+    entry = _stdio_entry(args, command) if command else _remote_entry(args, url)
     if args.startup_timeout is not None:
         entry["startup_timeout_sec"] = args.startup_timeout
     if args.tool_timeout is not None:
@@ -47,10 +37,90 @@ def run_add(args: argparse.Namespace) -> int:
     return _write(args.name, entry, args.scope, args.force)
 
 
+def _server_given(args: argparse.Namespace) -> tuple[list[str], str]:
+    """The command (after `--`, or the words after NAME) or the URL (`--url`, or the word
+    after NAME) the user gave, in the spellings of Claude Code and Codex."""
+    name: str = args.name
+    trailing: list[str] = args.trailing or []
+    words: list[str] = args.extras
+    options = [word for word in words if word.startswith("-")]
+    if options:
+        if words and not words[0].startswith("-") and not looks_like_url(words[0]):
+            # `mcp add fs npx -y pkg`: the command's own options: they need `--`.
+            raise CliError(f"mcp add {name}: a command with options goes after --",
+                           hint=_add_line(args, ["--", *words]))
+        args.subparser.error(f"unrecognized arguments: {shlex.join(options)}")
+    url: str = args.url or ""
+    if words and looks_like_url(words[0]) and len(words) == 1 and not url:
+        url, words = words[0], []
+    if url and (words or trailing):
+        raise CliError(f"mcp add {name}: give a URL or a command after --, not both")
+    command = trailing or words
+    if command and looks_like_url(command[0]):
+        raise CliError(f"mcp add {name}: {command[0]!r} is a URL, not a command to run",
+                       hint=f"a URL server is added without --: "
+                            f"{_add_line(args, [command[0]])}")
+    guess = _url_guess(command[0]) if command else None
+    if guess and args.transport in (None, "stdio"):
+        raise CliError(f"mcp add {name}: {command[0]!r} looks like a server's address, not a "
+                       "command to run", hint=f"give it as a URL: {_add_line(args, [guess])}")
+    if url and args.transport == "stdio":
+        raise CliError(f"mcp add {name}: --transport stdio runs a command, not a URL",
+                       hint=f"{_add_line(args, [url], transport='http')}, or a command: "
+                            f"mcpkit mcp add {name} -- COMMAND ARGS...")
+    if command and args.transport not in (None, "stdio"):
+        guess = _url_guess(command[0]) if len(command) == 1 else None
+        raise CliError(f"mcp add {name}: --transport {args.transport} needs the server's URL"
+                       f", not the command {shlex.join(command)!r}",
+                       hint=(f"did you mean {_add_line(args, [guess])}?" if guess else
+                             f"give its URL: {_add_line(args, ['URL'])}"))
+    if not url and not command:
+        raise CliError(f"mcp add {name}: no server given",
+                       hint=f"give its URL: mcpkit mcp add {name} URL, or its command "
+                            f"after --: mcpkit mcp add {name} -- COMMAND ARGS...")
+    return command, url
+
+
+def looks_like_url(text: str) -> bool:
+    """`scheme://…`: what no command is called."""
+    return _URL.match(text) is not None
+
+
+def _url_guess(text: str) -> str | None:
+    """`localhost:8000/mcp` → `http://localhost:8000/mcp`; None when it does not look like a
+    host and port."""
+    return f"http://{text}" if _HOST_PORT.match(text) else None
+
+
+def _add_line(args: argparse.Namespace, rest: list[str], *,
+              transport: str | None = None) -> str:
+    """`mcpkit mcp add …` as the user wrote it, with `rest` as its server: options that do
+    not hold secrets are kept (a header's value could be a token: shown as 'K: …')."""
+    parts = ["mcpkit", "mcp", "add"]
+    chosen = transport or (args.transport if args.transport != "stdio" else None)
+    if chosen:
+        parts += ["--transport", chosen]
+    if args.scope != "user":
+        parts += ["--scope", args.scope]
+    if rest and rest[0] == "--":  # a command: the options of a command server
+        for pair in args.env:
+            key, _, value = pair.partition("=")
+            parts += ["--env", f"{key}={mask_env(key, value)}"]
+    else:
+        for header in args.header:
+            key, _, value = header.partition(":")
+            parts += ["--header", f"{key.strip()}: {mask(value.strip())}"]
+    return shlex.join([*parts, args.name, *rest])
+
+
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_HOST_PORT = re.compile(r"(localhost|\d{1,3}(\.\d{1,3}){3}|\[[0-9a-fA-F:]+\]"
+                        r"|[A-Za-z0-9.-]+\.[A-Za-z]{2,}):\d{1,5}(/\S*)?$")
+
+
 def _stdio_entry(args: argparse.Namespace, command: list[str]) -> dict[str, Any]:
     _refuse(args, {"--header": args.header,
-                   "--bearer-token-env-var": args.bearer_token_env_var,
-                   "--transport": args.transport}, "a --url server")
+                   "--bearer-token-env-var": args.bearer_token_env_var}, "a URL server")
     entry: dict[str, Any] = {"type": "stdio", "command": command[0]}
     if command[1:]:
         entry["args"] = command[1:]
@@ -63,10 +133,9 @@ def _stdio_entry(args: argparse.Namespace, command: list[str]) -> dict[str, Any]
     return entry
 
 
-def _remote_entry(args: argparse.Namespace) -> dict[str, Any]:
+def _remote_entry(args: argparse.Namespace, url: str) -> dict[str, Any]:
     _refuse(args, {"--env": args.env, "--env-var": args.env_var, "--cwd": args.cwd},
             "a command (stdio) server")
-    url: str = args.url
     kind = args.transport or ("ws" if url.lower().startswith(("ws://", "wss://")) else "http")
     entry: dict[str, Any] = {"type": kind, "url": url}
     if args.header:
@@ -79,7 +148,8 @@ def _remote_entry(args: argparse.Namespace) -> dict[str, Any]:
 def _refuse(args: argparse.Namespace, given: dict[str, object], meant_for: str) -> None:
     wrong = [option for option, value in given.items() if value]
     if wrong:
-        raise CliError(f"{', '.join(wrong)} only apply to {meant_for}")
+        verb = "applies" if len(wrong) == 1 else "apply"
+        raise CliError(f"{', '.join(wrong)} only {verb} to {meant_for}")
 
 
 def _env_pair(pair: str) -> tuple[str, str]:
@@ -121,14 +191,23 @@ def _write(name: str, entry: object, scope: str, force: bool) -> int:
         raise CliError(f"MCP server {name!r} already exists in {path}",
                        hint=f"--force replaces it; `mcpkit mcp get {name}` shows it")
     assert isinstance(entry, dict)  # check_raw_entry refuses anything else
-    configfile.write_server(path, name, entry, replace=force)
+    _write_server(path, scope, name, entry, replace=force)
     verb = "replaced" if exists else "added"
     print(f"{verb} {config.type} server {name} in {path} ({scope} scope)")
-    other = "project" if scope == "user" else "user"
-    if name in files.raw(other):
-        effect = "it overrides this one" if other == "project" else "this one overrides it"
-        print(f"note: the {other} config also has {name} ({files.path(other)}); {effect}")
+    for note in files.shadowing(name, scope):
+        print(f"note: {note}")
     return EXIT_OK
+
+
+def _write_server(path: Path, scope: str, name: str, entry: dict[str, Any], *,
+                  replace: bool) -> None:
+    """`configfile.write_server`; a new local file is listed in `.mcpkit/.gitignore` (it is
+    the user's own, like Claude Code's local scope, and may hold secrets)."""
+    new = not path.exists()
+    configfile.write_server(path, name, entry, replace=replace)
+    ignore = path.parent / ".gitignore"
+    if new and scope == "local" and not ignore.exists():
+        ignore.write_text(f"{path.name}\n", encoding="utf-8")
 
 
 # --- remove, enable, disable ----------------------------------------------------------------
@@ -139,9 +218,9 @@ def run_remove(args: argparse.Namespace) -> int:
     scope, path = files.locate(args.name, args.scope)
     configfile.remove_server(path, args.name)
     print(f"removed {args.name} from {path} ({scope} scope)")
-    other = "user" if scope == "project" else "project"
-    if args.name in files.raw(other):
-        print(f"note: the {other} config still has {args.name} ({files.path(other)})")
+    for other in SCOPES:
+        if other != scope and args.name in files.raw(other):
+            print(f"note: the {other} config still has {args.name} ({files.path(other)})")
     return EXIT_OK
 
 
@@ -171,46 +250,96 @@ def _set_enabled(args: argparse.Namespace, enabled: bool) -> int:
 def run_import(args: argparse.Namespace) -> int:
     files = ConfigFiles()
     source: str = args.source
+    read = _read_sources(source, _import_paths(args, files), files, args.max_file_bytes)
+    servers, origin = _merge(read)
+    if not servers:
+        where = ", ".join(str(path) for path, _ in read)
+        raise CliError(f"no MCP servers to import in {where}", code=EXIT_FAILED)
+    target = files.write_path(args.scope)
+    existing = files.raw(args.scope)
+    added = [name for name in servers if args.force or name not in existing]
+    skipped = [name for name in servers if name not in added]
+    if not args.dry_run:
+        for name in added:
+            _write_server(target, args.scope, name, servers[name], replace=True)
+    _print_import(args, read, servers, origin, added, skipped, target)
+    return EXIT_OK
+
+
+def _import_paths(args: argparse.Namespace, files: ConfigFiles) -> list[Path]:
+    """The file given, or every file of the tool that exists (user's, then project's)."""
     if args.path is not None:
         path = Path(args.path)
         if not path.is_file():
             raise CliError(f"no such file: {path}", code=EXIT_FAILED,
-                           hint=f"give the path of a {source} config file")
-    else:
-        candidates = imports.default_paths(source, home=Path.home(), cwd=files.cwd)
-        found = [p for p in candidates if p.is_file()]
-        if not found:
-            raise CliError(f"no {source} config found; looked for "
-                           f"{', '.join(str(p) for p in candidates)}", code=EXIT_FAILED,
-                           hint=f"give its path: mcpkit mcp import --from {source} PATH")
-        path = found[0]
-    result = imports.read_foreign(source, path, cwd=files.cwd, home=Path.home())
-    for warning in result.warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    if not result.servers:
-        raise CliError(f"no MCP servers to import in {path}", code=EXIT_FAILED)
-    target = files.write_path(args.scope)
-    existing = files.raw(args.scope)
-    added, skipped = [], []
-    for name, entry in result.servers.items():
-        if name in existing and not args.force:
-            skipped.append(name)
-            continue
-        if not args.dry_run:
-            configfile.write_server(target, name, entry, replace=True)
-        added.append((name, entry))
+                           hint=f"give the path of a {args.source} config file")
+        return [path]
+    candidates = list(dict.fromkeys(
+        imports.default_paths(args.source, home=Path.home(), cwd=files.cwd)))
+    found = [path for path in candidates if path.is_file()]
+    if not found:
+        raise CliError(f"no {args.source} config found; looked for "
+                       f"{', '.join(str(p) for p in candidates)}", code=EXIT_FAILED,
+                       hint=f"give its path: mcpkit mcp import --from {args.source} PATH")
+    return found
+
+
+def _read_sources(source: str, paths: list[Path], files: ConfigFiles,
+                  max_bytes: int) -> list[tuple[Path, imports.ImportResult]]:
+    """Each file read (all of them before anything is written: one bad file stops the
+    import, naming that file)."""
+    read = []
+    for path in paths:
+        try:
+            result = imports.read_foreign(source, path, cwd=files.cwd, home=Path.home(),
+                                          max_bytes=max_bytes)
+        except ConfigError as exc:
+            others = "" if len(paths) == 1 else \
+                f", or import another file alone: mcpkit mcp import --from {source} PATH"
+            raise CliError(str(exc), hint=f"fix the file{others}") from exc
+        where = f"{path}: " if len(paths) > 1 else ""
+        for warning in result.warnings:
+            print(f"warning: {where}{warning}", file=sys.stderr)
+        read.append((path, result))
+    return read
+
+
+def _merge(read: list[tuple[Path, imports.ImportResult]]
+           ) -> tuple[dict[str, dict[str, Any]], dict[str, Path]]:
+    """All files' servers; a name in several files takes the last file's entry (the
+    project's over the user's, as the tool itself does), and a different entry under the
+    same name is reported as a conflict."""
+    servers: dict[str, dict[str, Any]] = {}
+    origin: dict[str, Path] = {}
+    for path, result in read:
+        for name, entry in result.servers.items():
+            if name in servers and servers[name] != entry:
+                print(f"conflict: {name!r} is in {origin[name]} and in {path} with different "
+                      f"settings; importing the one in {path}", file=sys.stderr)
+            if name not in servers or servers[name] != entry:
+                origin[name] = path
+            servers[name] = entry
+    return servers, origin
+
+
+def _print_import(args: argparse.Namespace, read: list[tuple[Path, imports.ImportResult]],
+                  servers: dict[str, dict[str, Any]], origin: dict[str, Path],
+                  added: list[str], skipped: list[str], target: Path) -> None:
     verb = "would import" if args.dry_run else "imported"
     count = len(added)
-    print(f"{verb} {count} server{'' if count == 1 else 's'} from {path} into {target} "
+    sources = ", ".join(str(path) for path, _ in read)
+    print(f"{verb} {count} server{'' if count == 1 else 's'} from {sources} into {target} "
           f"({args.scope} scope)" + (":" if added else ""))
-    for name, entry in added:
+    several = len(read) > 1
+    for name in added:
+        entry = servers[name]
         target_text = mask_url(entry["url"]) if "url" in entry else \
             shlex.join([entry.get("command", ""), *entry.get("args", [])])
-        print(f"  + {name}  ({entry.get('type')}: {target_text})")
+        whence = f"  from {origin[name]}" if several else ""
+        print(f"  + {name}  ({entry.get('type')}: {target_text}){whence}")
     if skipped:
         print(f"skipped {len(skipped)} already in {target} (--force replaces them):")
         for name in skipped:
             print(f"  = {name}")
     if args.dry_run:
         print("dry run: nothing was written")
-    return EXIT_OK

@@ -11,11 +11,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 import os
 import re
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
@@ -66,19 +67,53 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def cut_middle(text: str, width: int) -> str:
+    """`text` in at most `width` characters, its middle replaced by `…` when it is longer:
+    the start and the end (where `?task_id=…` and version numbers differ) both stay."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:width]
+    tail = (width - 1) // 2
+    head = width - 1 - tail
+    return text[:head] + ELLIPSIS + text[len(text) - tail:]
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, width: int | None,
-          shrink: int) -> list[str]:
-    """Left-aligned columns two spaces apart; when `width` is given and the table is wider,
-    column `shrink` is cut to fit (never below MIN_CUT_COLUMN characters)."""
+          shrink: int | Sequence[int]) -> list[str]:
+    """Left-aligned columns two spaces apart. When `width` is given and the table is wider,
+    the `shrink` columns (in that order) are cut in the middle to fit, never below
+    MIN_CUT_COLUMN characters; a cell whose cut would read the same as another row's cut
+    of a different text is shown whole (rows must stay distinguishable, even if the line
+    then wraps)."""
+    columns = [shrink] if isinstance(shrink, int) else list(shrink)
     widths = [max(len(str(row[i])) for row in [headers, *rows]) for i in range(len(headers))]
-    total = sum(widths) + 2 * (len(widths) - 1)
-    if width is not None and total > width:
-        widths[shrink] = max(MIN_CUT_COLUMN, widths[shrink] - (total - width))
+    excess = sum(widths) + 2 * (len(widths) - 1) - (width or 0)
+    for column in columns:
+        if width is None or excess <= 0:
+            break
+        narrower = max(MIN_CUT_COLUMN, widths[column] - excess)
+        excess -= widths[column] - narrower
+        widths[column] = min(widths[column], narrower)
+    shown = [[str(cell) for cell in row] for row in rows]
+    for column in columns:
+        _cut_column(shown, column, widths[column])
     lines = []
-    for row in [headers, *rows]:
-        cells = [cut(str(cell), widths[i]).ljust(widths[i]) for i, cell in enumerate(row)]
+    for row in [list(headers), *shown]:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row)]
         lines.append("  ".join(cells).rstrip())
     return lines
+
+
+def _cut_column(rows: list[list[str]], column: int, width: int) -> None:
+    """Cut one column's cells in place, keeping distinct texts distinct."""
+    cuts: dict[str, set[str]] = {}
+    for row in rows:
+        cuts.setdefault(cut_middle(row[column], width), set()).add(row[column])
+    for row in rows:
+        short = cut_middle(row[column], width)
+        if len(cuts[short]) == 1:
+            row[column] = short
 
 
 # --- secrets --------------------------------------------------------------------------------
@@ -124,6 +159,66 @@ def mask_url(url: str) -> str:
             query = "&".join(f"{key}={mask(value) if looks_secret(key) else value}"
                              for key, value in pairs)
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+class Redactor:
+    """The values of the variables a started entry used (`${TOKEN}`, the bearer token's
+    variable, passed-through variables): anything printed (errors, `--json`, `-v` logs)
+    shows `${NAME}` in their place. Shorter values are left: they would blank out ordinary
+    words."""
+
+    min_chars = 4
+
+    def __init__(self) -> None:
+        self._values: dict[str, str] = {}
+
+    def add(self, value: str, name: str) -> None:
+        if len(value) >= self.min_chars:
+            self._values[value] = f"${{{name}}}"
+
+    def __call__(self, text: str) -> str:
+        for value in sorted(self._values, key=len, reverse=True):
+            if value in text:
+                text = text.replace(value, self._values[value])
+        return text
+
+
+REDACT = Redactor()
+"""The process's one redactor (a CLI command is one process)."""
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def redact(text: str | None) -> str | None:
+    """`text` with the registered variables' values replaced (None stays None)."""
+    return None if text is None else REDACT(text)
+
+
+def redact_variables_of(written: object, environ: Mapping[str, str]) -> None:
+    """Register every variable `written` (an entry as written) refers to."""
+    if isinstance(written, str):
+        for name in _VARIABLE.findall(written):
+            if environ.get(name):
+                REDACT.add(environ[name], name)
+    elif isinstance(written, list):
+        for item in written:
+            redact_variables_of(item, environ)
+    elif isinstance(written, dict):
+        for key, item in written.items():
+            if key in ("bearer_token_env_var",) and isinstance(item, str):
+                redact_variables_of(f"${{{item}}}", environ)
+            elif key == "env_vars" and isinstance(item, list):
+                redact_variables_of([f"${{{n}}}" for n in item if isinstance(n, str)], environ)
+            else:
+                redact_variables_of(item, environ)
+
+
+class RedactingFilter(logging.Filter):
+    """For the log handler of `-v`: each record's text through `REDACT`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = REDACT(record.getMessage())
+        record.args = None
+        return True
 
 
 # --- tools ----------------------------------------------------------------------------------

@@ -33,11 +33,14 @@ from mcpkit.manager.cli_render import (
     one_line,
     output_width,
     parameter_lines,
+    redact,
+    redact_variables_of,
     result_text,
     tool_flags,
 )
 from mcpkit.manager.cli_targets import Target, resolve, stdio_command
 from mcpkit.manager.config import ConfigError, ServerConfig, json_type
+from mcpkit.manager.diagnose import diagnose
 from mcpkit.manager.errors import ToolNotAllowed, UnknownTool
 from mcpkit.manager.managed import Status
 from mcpkit.manager.manager import ServerManager
@@ -57,6 +60,9 @@ class Outcome:
     era: str | None = None
     protocol_version: str | None = None
     server_info: dict[str, str] | None = None
+    failure: BaseException | None = None
+    """The exception behind `error`, for `diagnose`."""
+    transport: str | None = None
 
 
 # --- starting servers -------------------------------------------------------------------------
@@ -84,6 +90,7 @@ def prepared(files: ConfigFiles, entry: Entry, *, timeout: float | None) -> Serv
     cannot be (an invalid entry, an unset variable or bearer token)."""
     config = files.resolve(entry)
     config.bearer_token(files.environ)  # unset: an error now, not inside the manager
+    redact_variables_of(entry.raw, files.environ)
     changes: dict[str, Any] = {"required": False, "enabled": True}
     if timeout is not None:
         changes["startup_timeout_sec"] = timeout
@@ -135,32 +142,58 @@ def survey(configs: list[ServerConfig], *, environ: Mapping[str, str] | None = N
     async def go() -> dict[str, Outcome]:
         outcomes: dict[str, Outcome] = {}
         async with running(configs, environ=environ) as manager:
-            for name, server in manager.servers.items():
-                outcome = Outcome(server.status.value, server.error)
-                if server.status is Status.READY:
-                    outcome.tools = manager.tools(name)
-                    if server.startup_s is not None:
-                        outcome.startup_ms = round(server.startup_s * 1000)
-                    client = server.client
-                    if client is not None:
-                        outcome.era = client.era.value if client.era else None
-                        outcome.protocol_version = client.protocol_version
-                        if client.server_info is not None:
-                            outcome.server_info = {"name": client.server_info.name,
-                                                   "version": client.server_info.version}
-                outcomes[name] = outcome
+            for name in manager.servers:
+                outcomes[name] = outcome_of(manager, name)
         return outcomes
 
     return anyio.run(go)
 
 
-def failure_hint(config: ServerConfig, error: str | None) -> str:
-    if error and "startup_timeout_sec" in error:
-        return (f"if it is just slow, give it longer: --timeout SECONDS, or "
-                f"\"startup_timeout_sec\" in the entry of {config.name}")
-    if config.type == "stdio":
-        return f"run the command yourself to see what it says: {shlex.join(config.target())}"
-    return f"is the server running at {mask_url(config.url or '')}?"
+def outcome_of(manager: ServerManager, name: str) -> Outcome:
+    """What starting server `name` of a started manager found."""
+    server = manager.servers[name]
+    outcome = Outcome(server.status.value, server.error, failure=server.failure)
+    if server.status is Status.READY:
+        outcome.tools = manager.tools(name)
+        if server.startup_s is not None:
+            outcome.startup_ms = round(server.startup_s * 1000)
+        client = server.client
+        if client is not None:
+            outcome.transport = client.session.transport.kind
+            outcome.era = client.era.value if client.era else None
+            outcome.protocol_version = client.protocol_version
+            if client.server_info is not None:
+                outcome.server_info = {"name": client.server_info.name,
+                                       "version": client.server_info.version}
+    return outcome
+
+
+def failed(config: ServerConfig, error: str | None, failure: BaseException | None = None,
+           written: ServerConfig | None = None) -> CliError:
+    """The error of a server that did not start: what went wrong and its fix
+    (`diagnose`; `written`: the entry as written, shown instead of `config`)."""
+    found = diagnose(config, error, failure, written)
+    return CliError(found.message, hint=found.hint, code=EXIT_FAILED)
+
+
+def connected_line(name: str, outcome: Outcome) -> str:
+    """What `-v` says of a server that started: what, how, how fast."""
+    details = [f"{outcome.transport or '?'}", f"era {outcome.era}",
+               f"protocol {outcome.protocol_version}"]
+    if outcome.server_info:
+        details.append(f"server {outcome.server_info['name']} "
+                       f"{outcome.server_info['version']}")
+    count = len(outcome.tools)
+    return (f"connected to {name} in {outcome.startup_ms} ms ({', '.join(details)}); "
+            f"{count} tool{'' if count == 1 else 's'}")
+
+
+def say_connected(outcomes: dict[str, Outcome], verbose: bool) -> None:
+    """With -v, one line on stderr for each server that started."""
+    if verbose:
+        for name, outcome in outcomes.items():
+            if outcome.status == Status.READY.value:
+                print(f"mcpkit: {connected_line(name, outcome)}", file=sys.stderr)
 
 
 # --- mcp test -------------------------------------------------------------------------------------
@@ -175,17 +208,20 @@ def run_test(args: argparse.Namespace) -> int:
     if args.json:
         report = {
             "name": config.name, "scope": entry.scope, "type": config.type,
-            "target": _target(config), "enabled": entry.enabled, "ok": ok,
-            "status": outcome.status, "error": outcome.error,
+            "target": redact(_target(entry.config or config)), "enabled": entry.enabled, "ok": ok,
+            "status": outcome.status, "error": redact(outcome.error),
             "startup_ms": outcome.startup_ms, "tools": [t.tool.name for t in outcome.tools],
             "era": outcome.era, "protocol_version": outcome.protocol_version,
             "server": outcome.server_info,
         }
+        if not ok:
+            found = diagnose(config, outcome.error, outcome.failure, entry.config)
+            report.update(problem=found.kind, message=found.message, hint=found.hint)
         print(json.dumps(report, indent=2, ensure_ascii=False))
         return EXIT_OK if ok else EXIT_FAILED
     if not ok:
-        raise CliError(f"{config.name} ({config.type}) failed: {outcome.error}",
-                       hint=failure_hint(config, outcome.error), code=EXIT_FAILED)
+        raise failed(config, outcome.error, outcome.failure, entry.config)
+    say_connected({config.name: outcome}, args.verbose)
     count = len(outcome.tools)
     details = [f"era {outcome.era}", f"protocol {outcome.protocol_version}"]
     if outcome.server_info:
@@ -211,7 +247,9 @@ def run_tools(args: argparse.Namespace) -> int:
         target = one_target(args, [args.server] if args.server else [], files=files)
         with target.redacting():
             outcomes = survey([target.config], environ=target.environ)
-            return _show_tools(args, outcomes, target)
+            written = {target.config.name: target.entry.config if target.entry else None}
+            return _show_tools(args, outcomes, target, {target.config.name: target.config},
+                               written)
     configs, outcomes = startable(files, files.entries().values(), timeout=args.timeout)
     outcomes = {n: o for n, o in outcomes.items() if o.status != "disabled"}
     if not configs and not outcomes:
@@ -221,7 +259,8 @@ def run_tools(args: argparse.Namespace) -> int:
         print(f"hint: {files.known_hint()}", file=sys.stderr)
         return EXIT_OK
     outcomes.update(survey(configs))
-    return _show_tools(args, outcomes, None)
+    return _show_tools(args, outcomes, None, {c.name: c for c in configs},
+                       {n: e.config for n, e in files.entries().items()})
 
 
 def one_target(args: argparse.Namespace, words: list[str], *,
@@ -234,14 +273,16 @@ def one_target(args: argparse.Namespace, words: list[str], *,
     return target
 
 
-def _show_tools(args: argparse.Namespace, outcomes: dict[str, Outcome],
-                target: Target | None) -> int:
-    """Print the tools of the servers that started; report the ones that did not."""
-    failed = [n for n, o in outcomes.items() if o.status != Status.READY.value]
-    if target is not None and target.direct and failed:
-        error = outcomes[failed[0]].error
-        raise CliError(f"{target.label} ({target.config.type}) failed: {one_line(error or '')}",
-                       hint=target.failure_hint(error), code=EXIT_FAILED)
+def _show_tools(args: argparse.Namespace, outcomes: dict[str, Outcome], target: Target | None,
+                started: dict[str, ServerConfig], written: dict[str, ServerConfig | None]
+                ) -> int:
+    """Print the tools of the servers that started; report the ones that did not
+    (`started`: the configs as started; `written`: the entries as written, which are shown)."""
+    say_connected(outcomes, args.verbose)
+    failures = [n for n, o in outcomes.items() if o.status != Status.READY.value]
+    if target is not None and target.direct and failures:
+        outcome = outcomes[failures[0]]
+        raise target.failure(outcome.error, outcome.failure)
     if args.json:
         import msgspec
 
@@ -251,14 +292,26 @@ def _show_tools(args: argparse.Namespace, outcomes: dict[str, Outcome],
     else:
         labels = {target.config.name: target.label} if target is not None else {}
         _print_tools(outcomes, labels, exposed=target is None or not target.direct)
-    for name in failed:
-        outcome = outcomes[name]
-        print(f"mcpkit: error: {name} is {outcome.status}: {one_line(outcome.error or '')}",
-              file=sys.stderr)
-    if failed:
-        print(f"hint: `mcpkit mcp test {failed[0] if len(failed) == 1 else 'NAME'}` shows "
-              "the whole error", file=sys.stderr)
-    return EXIT_FAILED if failed else EXIT_OK
+    report_failures(outcomes, started, written)
+    return EXIT_FAILED if failures else EXIT_OK
+
+
+def report_failures(outcomes: dict[str, Outcome], configs: dict[str, ServerConfig],
+                    written: dict[str, ServerConfig | None]) -> None:
+    """On stderr, for each server that did not start: what went wrong and its fix
+    (`configs`: as started; `written`: the entries as written, which are shown)."""
+    for name, outcome in outcomes.items():
+        if outcome.status == Status.READY.value:
+            continue
+        config = configs.get(name)
+        if config is not None and outcome.status == Status.FAILED.value:
+            found = diagnose(config, outcome.error, outcome.failure, written.get(name))
+            print(f"mcpkit: error: {found.message}", file=sys.stderr)
+            print(f"hint: {found.hint}", file=sys.stderr)
+        else:  # invalid: the entry or a variable is wrong
+            print(f"mcpkit: error: {name} is {outcome.status}: "
+                  f"{redact(one_line(outcome.error or ''))}", file=sys.stderr)
+            print(f"hint: `mcpkit mcp get {name}` shows its entry", file=sys.stderr)
 
 
 def _print_tools(outcomes: dict[str, Outcome], labels: dict[str, str], *, exposed: bool
@@ -346,7 +399,7 @@ def run_call(args: argparse.Namespace) -> int:
     with target.redacting():
         try:
             result = anyio.run(_call, target, tool, (arguments, texts), args.timeout,
-                               answers.client_options())
+                               answers.client_options(), args.verbose)
         except Exception as exc:
             cli_elicit.explain(answers, exc)
             raise
@@ -391,8 +444,8 @@ def _tools_target(args: argparse.Namespace) -> str:
 
 
 @contextlib.asynccontextmanager
-async def connected(target: Target, client_options: dict[str, Any] | None = None
-                    ) -> AsyncIterator[ServerManager]:
+async def connected(target: Target, client_options: dict[str, Any] | None = None,
+                    verbose: bool = False) -> AsyncIterator[ServerManager]:
     """A manager of the one server `target`, started and ready (CliError if it is not).
     The one place a single-server command (`call`, `resources`, `prompts`, `inspect`)
     connects."""
@@ -400,15 +453,14 @@ async def connected(target: Target, client_options: dict[str, Any] | None = None
                        client_options=client_options) as manager:
         server = manager.servers[target.config.name]
         if server.status is not Status.READY:
-            raise CliError(f"{target.label} ({target.config.type}) failed: "
-                           f"{one_line(server.error or '')}",
-                           hint=target.failure_hint(server.error), code=EXIT_FAILED)
+            raise target.failure(server.error, server.failure)
+        say_connected({target.config.name: outcome_of(manager, target.config.name)}, verbose)
         yield manager
 
 
 async def _call(target: Target, tool: str,
                 given: tuple[dict[str, Any], dict[str, str]], limit: float | None,
-                client_options: dict[str, Any] | None = None) -> Any:
+                client_options: dict[str, Any] | None = None, verbose: bool = False) -> Any:
     status = StatusLine()
     config = target.config
 
@@ -416,15 +468,22 @@ async def _call(target: Target, tool: str,
         done = f"{progress:g}/{total:g}" if total else f"{progress:g}"
         status.show(f"{tool}: {done}" + (f" {message}" if message else ""))
 
-    async with connected(target, client_options) as manager:
+    async with connected(target, client_options, verbose) as manager:
         status.show(f"calling {target.label} {tool}…")
         arguments, texts = given
         for listed in manager.tools(config.name):
             if listed.tool.name == tool:
                 arguments = as_declared(arguments, texts, listed.input_schema)
         try:
-            return await manager.call_server_tool(config.name, tool, arguments,
-                                                  on_progress=on_progress, timeout=limit)
+            started = time.monotonic()
+            result = await manager.call_server_tool(config.name, tool, arguments,
+                                                    on_progress=on_progress, timeout=limit)
+            if verbose:
+                status.clear()
+                print(f"mcpkit: {tool} answered in {round((time.monotonic() - started) * 1000)}"
+                      f" ms" + (" (a tool error)" if result.is_error is True else ""),
+                      file=sys.stderr)
+            return result
         except UnknownTool as exc:
             names = ", ".join(t.tool.name for t in manager.tools(config.name)) or "none"
             raise CliError(f"{target.label} has no tool named {tool!r}",

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import logging
 import os
 import re
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from urllib.parse import parse_qsl, urlsplit
 
-from mcpkit.manager.cli_config import CliError, ConfigFiles, Entry
+from mcpkit.manager.cli_config import EXIT_FAILED, CliError, ConfigFiles, Entry
 from mcpkit.manager.config import ServerConfig
 from mcpkit.manager.interpolate import is_variable_name
 from mcpkit.manager.names import sanitize
@@ -49,7 +50,14 @@ _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 """An HTTP header name (RFC 9110 token)."""
 MASK = "****"
 MIN_SECRET_CHARS = 3
-_AUTH_FAILED = re.compile(r"\bHTTP (401|403)\b")
+_DIRECT_HINTS = {
+    "refused": "start the server, or check the host and port of the URL",
+    "not-found": "the URL's path is wrong: check where the server serves MCP (often /mcp)",
+    "redirect": "redirects are not followed: if you trust where it points, give that URL",
+    "tls": "the server speaks plain HTTP, not TLS: give the http:// (or ws://) URL",
+    "timeout": "if it is just slow, give it longer: --timeout SECONDS",
+}
+"""Fixes for a server given directly, where `diagnose`'s hint is an `mcp add` line."""
 
 
 @dataclass
@@ -74,24 +82,38 @@ class Target:
             text = text.replace(secret, MASK)
         return text
 
-    def failure_hint(self, error: str | None) -> str:
-        """What to try when the server did not start: for a URL that wants credentials,
-        how to give them; otherwise what `mcpkit mcp test` would say."""
+    def failure(self, error: str | None, failure: BaseException | None) -> CliError:
+        """The error of this server not starting: `diagnose`'s one line and fix. For a URL
+        or command given directly, the fix is said in this command's options (`--bearer`,
+        `-H`, another URL) rather than as an `mcp add` line, which would do something else."""
+        from mcpkit.manager.diagnose import diagnose
+
+        if not self.direct:
+            assert self.entry is not None
+            found = diagnose(self.config, error, failure, self.entry.config)
+            return CliError(found.message, hint=found.hint, code=EXIT_FAILED)
+        shown = dataclasses.replace(self.config, name=self.label)
+        found = diagnose(shown, error, failure)
+        return CliError(self.redact(found.message),
+                        hint=self.redact(self._direct_hint(found.kind, found.hint, error)),
+                        code=EXIT_FAILED)
+
+    def _direct_hint(self, kind: str, hint: str, error: str | None) -> str:
         if error and "(ListLimits." in error:
             from mcpkit.client.listing import MAX_LIST_BYTES, MAX_LIST_ITEMS, MAX_LIST_PAGES
 
             return (f"its list does not end within the client's bounds ({MAX_LIST_PAGES} "
                     f"pages, {MAX_LIST_ITEMS} items, {MAX_LIST_BYTES // 2**20} MiB: "
                     "mcpkit.client.ListLimits); the server is broken")
-        if self.direct and self.config.type != "stdio" and error and _AUTH_FAILED.search(error):
+        if kind == "auth":
             if self.secrets:
                 return ("the server refused the credentials given (--bearer, --header or "
                         f"${BEARER_ENV}); check them")
             return (f"the server requires authentication: give a token with --bearer TOKEN "
                     f"(or ${BEARER_ENV}), or a header with -H 'Authorization: ...'")
-        from mcpkit.manager.cli_servers import failure_hint
-
-        return failure_hint(self.config, error)
+        if "mcpkit mcp " not in hint:
+            return hint
+        return _DIRECT_HINTS.get(kind, "check the URL and that the server runs")
 
     @contextlib.contextmanager
     def redacting(self) -> Iterator[None]:

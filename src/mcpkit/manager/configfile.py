@@ -1,9 +1,13 @@
 """Config files: where they are, how they are read and merged, and how the CLI edits them.
 
-Two scopes, each one file:
+Three scopes, each one file, later ones winning (the scopes of Claude Code):
 
     user     $XDG_CONFIG_HOME/mcpkit/mcp.json   (XDG_CONFIG_HOME unset: ~/.config/mcpkit/mcp.json)
-    project  .mcpkit/mcp.json in the working directory or the nearest parent that has one
+             yours, in every project
+    project  .mcpkit/mcp.json in the working directory or the nearest parent that has one:
+             the project's, shared with it (checked in)
+    local    .mcpkit/mcp.local.json next to it: yours, in this project only (a new one is
+             listed in .mcpkit/.gitignore so that it is not checked in by mistake)
 
 Either may be `mcp.toml` instead (both in one directory is an error: which one wins would be
 a guess). A project entry replaces the user entry of the same name as a whole; fields are
@@ -45,10 +49,15 @@ from mcpkit.manager.config import ConfigError, ServerConfig, from_entry, json_ty
 from mcpkit.manager.interpolate import interpolate
 
 FILE_NAMES = ("mcp.json", "mcp.toml")
+LOCAL_FILE_NAME = "mcp.local.json"
 PROJECT_DIR = ".mcpkit"
+SCOPES = ("user", "project", "local")
+"""In the order they apply: an entry of a later scope replaces one of the same name."""
 SERVERS_KEY = "mcpServers"
 TOML_SERVERS_KEYS = ("mcp_servers", "mcpServers")
 NEW_FILE_MODE = 0o600
+MAX_CONFIG_FILE_BYTES = 16 * 1024 * 1024
+"""A config file larger than this is refused (`max_bytes` of the readers sets another)."""
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
@@ -90,13 +99,25 @@ def default_project_path(cwd: Path) -> Path:
     return cwd / PROJECT_DIR / "mcp.json"
 
 
+def local_config_path(cwd: Path) -> Path:
+    """The local file (existing or not): `mcp.local.json` in the nearest `.mcpkit` directory
+    that has a project or local file, else in `cwd/.mcpkit`."""
+    start = cwd.resolve()
+    for directory in (start, *start.parents):
+        folder = directory / PROJECT_DIR
+        if (folder / LOCAL_FILE_NAME).is_file() or config_in(folder) is not None:
+            return folder / LOCAL_FILE_NAME
+    return cwd / PROJECT_DIR / LOCAL_FILE_NAME
+
+
 # --- reading ------------------------------------------------------------------------------
 
 
-def read_servers(path: Path, environ: Mapping[str, str], scope: str) -> dict[str, ServerConfig]:
+def read_servers(path: Path, environ: Mapping[str, str], scope: str, *,
+                 max_bytes: int = MAX_CONFIG_FILE_BYTES) -> dict[str, ServerConfig]:
     """The checked, interpolated servers of one file, each with `.scope = scope`."""
     servers: dict[str, ServerConfig] = {}
-    for name, entry in _servers_of(_read_document(path), path).items():
+    for name, entry in _servers_of(_read_document(path, max_bytes), path).items():
         config = _server_from_raw(name, entry, environ, path)
         config.scope = scope
         servers[name] = config
@@ -117,7 +138,7 @@ class LoadedConfig:
     servers: dict[str, ServerConfig] = field(default_factory=dict)
     """User entries in file order, then the project's new names; project entries win."""
     paths: dict[str, Path] = field(default_factory=dict)
-    """Scope name ("user", "project") → the file read for it."""
+    """Scope name ("user", "project", "local") → the file read for it."""
 
     def enabled(self) -> list[ServerConfig]:
         return [server for server in self.servers.values() if server.enabled]
@@ -136,24 +157,29 @@ class LoadedConfig:
 
 
 def load(*, cwd: Path | None = None, environ: Mapping[str, str] | None = None,
-         user_path: Path | None = None, project_path: Path | None = None) -> LoadedConfig:
-    """The user file, then the project file over it (per server name).
+         user_path: Path | None = None, project_path: Path | None = None,
+         local_path: Path | None = None,
+         max_file_bytes: int = MAX_CONFIG_FILE_BYTES) -> LoadedConfig:
+    """The user file, then the project file over it, then the local one (per server name).
 
-    Explicit paths replace the searched-for ones; a path that does not exist contributes
-    nothing."""
+    Explicit paths replace the searched-for ones (an explicit project file has its local
+    file beside it); a path that does not exist contributes nothing."""
     env = os.environ if environ is None else environ
     if user_path is None:
         user_path = config_in(user_config_path(env).parent)
     if project_path is None:
         project_path = project_config_path(Path.cwd() if cwd is None else cwd)
+    if local_path is None:
+        local_path = (project_path.parent / LOCAL_FILE_NAME if project_path is not None else
+                      local_config_path(Path.cwd() if cwd is None else cwd))
     loaded = LoadedConfig()
-    for scope, path in (("user", user_path), ("project", project_path)):
+    for scope, path in (("user", user_path), ("project", project_path), ("local", local_path)):
         if path is None or not path.exists():
             continue
-        if scope == "project" and "user" in loaded.paths and _same_file(path, loaded.paths["user"]):
+        if scope != "user" and "user" in loaded.paths and _same_file(path, loaded.paths["user"]):
             continue
         loaded.paths[scope] = path
-        loaded.servers.update(read_servers(path, env, scope))
+        loaded.servers.update(read_servers(path, env, scope, max_bytes=max_file_bytes))
     return loaded
 
 
@@ -209,13 +235,22 @@ class _AnyValue(Mapping[str, str]):
         return 0
 
 
-def _read_document(path: Path) -> dict[str, Any]:
-    """The whole file as an object; {} for an empty or missing file."""
+def _read_document(path: Path, max_bytes: int = MAX_CONFIG_FILE_BYTES) -> dict[str, Any]:
+    """The whole file as an object; {} for an empty or missing file. A file over
+    `max_bytes` is refused (read no further)."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        with path.open("rb") as file:
+            data = file.read(max_bytes + 1)
     except FileNotFoundError:
         return {}
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from exc
+    if len(data) > max_bytes:
+        raise ConfigError(f"{path}: larger than {max_bytes} bytes; not a config file mcpkit "
+                          "reads")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from exc
     if not text.strip():
         return {}
@@ -235,6 +270,8 @@ def _parse_toml(text: str, path: Path) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+    except RecursionError as exc:
+        raise ConfigError(f"{path}: nested too deeply to be a config file") from exc
 
 
 def _parse_json(text: str, path: Path) -> Any:
@@ -243,7 +280,12 @@ def _parse_json(text: str, path: Path) -> Any:
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: "
                           f"{exc.msg}") from exc
-    return _plain(document, path, ())
+    except RecursionError as exc:
+        raise ConfigError(f"{path}: nested too deeply to be a config file") from exc
+    try:
+        return _plain(document, path, ())
+    except RecursionError as exc:
+        raise ConfigError(f"{path}: nested too deeply to be a config file") from exc
 
 
 class _KeyedPairs(list[tuple[str, Any]]):
@@ -288,9 +330,10 @@ def _servers_of(document: dict[str, Any], path: Path) -> dict[str, Any]:
 # --- editing ------------------------------------------------------------------------------
 
 
-def raw_servers(path: Path) -> dict[str, dict[str, Any]]:
+def raw_servers(path: Path, *, max_bytes: int = MAX_CONFIG_FILE_BYTES
+                ) -> dict[str, dict[str, Any]]:
     """The entries as written (not interpolated, not checked); {} when there is no file."""
-    servers = _servers_of(_read_document(path), path)
+    servers = _servers_of(_read_document(path, max_bytes), path)
     return {name: entry for name, entry in servers.items() if isinstance(entry, dict)}
 
 

@@ -1,8 +1,10 @@
 """Other tools' MCP config files, read into raw mcpkit entries (`mcpkit mcp import`).
 
-    claude    .mcp.json, ~/.claude.json           {"mcpServers": {...}}; ~/.claude.json also
-                                                  has per-project `projects.<dir>.mcpServers`
-              claude_desktop_config.json          {"mcpServers": {...}}
+    claude    ~/.claude.json, .mcp.json           {"mcpServers": {...}}; ~/.claude.json also
+    (Code)                                        has per-project `projects.<dir>.mcpServers`
+    claude-desktop claude_desktop_config.json     {"mcpServers": {...}}, in ~/.config/Claude
+                                                  (Linux), ~/Library/Application Support/
+                                                  Claude (macOS), %APPDATA%/Claude (Windows)
     cursor    .cursor/mcp.json, ~/.cursor/mcp.json {"mcpServers": {...}}; a url without type
                                                   is http
     vscode    .vscode/mcp.json, the profile's     {"servers": {...}, "inputs": [...]}
@@ -30,6 +32,9 @@ Whatever cannot be carried over (an `envFile`, OAuth settings, approval modes…
 with a warning, and an entry that still fails our checks is skipped with one; a name we do
 not accept is rewritten (with a warning). JSON of the editors and of OpenCode may have
 comments and trailing commas (JSONC).
+
+Every file is hostile input: it is read only up to `MAX_IMPORT_FILE_BYTES` (settable), and a
+file that is not what it should be is a `ConfigError` naming the file and what is wrong.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ import json
 import os
 import re
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -48,7 +53,9 @@ from mcpkit.manager.config import MAX_NAME_LENGTH, ConfigError, check_name, json
 from mcpkit.manager.configfile import check_raw_entry
 from mcpkit.manager.interpolate import escape, is_variable_name
 
-SOURCES = ("claude", "cursor", "vscode", "codex", "opencode")
+SOURCES = ("claude", "claude-desktop", "cursor", "vscode", "codex", "opencode")
+MAX_IMPORT_FILE_BYTES = 64 * 1024 * 1024
+"""The largest file `read_foreign` reads (~/.claude.json keeps history and grows large)."""
 
 _DOLLAR_REFERENCE = re.compile(r"\$\{([^}]*)\}")
 _OPENCODE_REFERENCE = re.compile(r"\{(env|file):([^}]*)\}")
@@ -72,37 +79,45 @@ class ImportResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def default_paths(source: str, *, home: Path, cwd: Path) -> list[Path]:
-    """Where `source` keeps its config, the project's file first (existing or not)."""
+def default_paths(source: str, *, home: Path, cwd: Path,
+                  environ: Mapping[str, str] | None = None) -> list[Path]:
+    """Every file where `source` keeps servers (existing or not), the user's first, then the
+    project's: the order in which the tool lets one entry override another."""
+    env = os.environ if environ is None else environ
     app_support = home / "Library" / "Application Support"
-    app_data = home / "AppData" / "Roaming"
+    app_data = Path(env["APPDATA"]) if env.get("APPDATA") else home / "AppData" / "Roaming"
+    config_home = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME", "").startswith(
+        "/") else home / ".config"
+    codex_home = Path(env["CODEX_HOME"]) if env.get("CODEX_HOME") else home / ".codex"
+    user_dirs = list(dict.fromkeys((config_home, home / ".config", app_support, app_data)))
     candidates = {
-        "claude": [cwd / ".mcp.json", home / ".claude.json",
-                   *(base / "Claude" / "claude_desktop_config.json"
-                     for base in (home / ".config", app_support, app_data))],
-        "cursor": [cwd / ".cursor" / "mcp.json", home / ".cursor" / "mcp.json"],
-        "vscode": [cwd / ".vscode" / "mcp.json",
-                   *(base / "Code" / "User" / "mcp.json"
-                     for base in (home / ".config", app_support, app_data))],
-        "codex": [cwd / ".codex" / "config.toml", home / ".codex" / "config.toml"],
+        "claude": [home / ".claude.json", cwd / ".mcp.json"],
+        "claude-desktop": [base / "Claude" / "claude_desktop_config.json"
+                           for base in user_dirs],
+        "cursor": [home / ".cursor" / "mcp.json", cwd / ".cursor" / "mcp.json"],
+        "vscode": [*(base / "Code" / "User" / "mcp.json" for base in user_dirs),
+                   cwd / ".vscode" / "mcp.json"],
+        "codex": [codex_home / "config.toml", cwd / ".codex" / "config.toml"],
         "opencode": [directory / name
-                     for directory in (cwd, cwd / ".opencode", home / ".config" / "opencode")
+                     for directory in (home / ".config" / "opencode", cwd / ".opencode", cwd)
                      for name in ("opencode.json", "opencode.jsonc")],
     }
     return candidates[_check_source(source)]
 
 
 def read_foreign(source: str, path: Path, *, cwd: Path | None = None,
-                 home: Path | None = None) -> ImportResult:
+                 home: Path | None = None,
+                 max_bytes: int = MAX_IMPORT_FILE_BYTES) -> ImportResult:
     """The servers of `source`'s file at `path`; `cwd` picks the Claude project and stands in
     for the editors' workspace folder when the file is not in one."""
     readers: dict[str, Callable[[_Context], None]] = {
-        "claude": _read_claude, "cursor": _read_cursor, "vscode": _read_vscode,
-        "codex": _read_codex, "opencode": _read_opencode,
+        "claude": _read_claude, "claude-desktop": _read_claude, "cursor": _read_cursor,
+        "vscode": _read_vscode, "codex": _read_codex, "opencode": _read_opencode,
     }
     reader = readers[_check_source(source)]
     context = _Context(path, Path.cwd() if cwd is None else cwd,
-                       Path.home() if home is None else home)
+                       Path.home() if home is None else home, max_bytes,
+                       desktop=source == "claude-desktop")
     reader(context)
     return context.result
 
@@ -116,10 +131,13 @@ def _check_source(source: str) -> str:
 class _Context:
     """One import: the file, where it is used from, and what came out so far."""
 
-    def __init__(self, path: Path, cwd: Path, home: Path) -> None:
+    def __init__(self, path: Path, cwd: Path, home: Path, max_bytes: int, *,
+                 desktop: bool = False) -> None:
         self.path = path
         self.cwd = cwd
         self.home = home
+        self.max_bytes = max_bytes
+        self.desktop = desktop or path.name == "claude_desktop_config.json"
         self.result = ImportResult()
 
     def warn(self, name: str, message: str) -> None:
@@ -251,17 +269,27 @@ def _opencode_rewrite(context: _Context, server: str) -> Rewrite:
 # --- reading files --------------------------------------------------------------------------
 
 
-def _read_text(path: Path) -> str:
+def _read_text(path: Path, max_bytes: int) -> str:
+    """The file's text, refused past `max_bytes` (read no further than that)."""
     try:
-        return path.read_text(encoding="utf-8-sig")
+        with path.open("rb") as file:
+            data = file.read(max_bytes + 1)
     except FileNotFoundError as exc:
         raise ConfigError(f"{path}: no such file") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from exc
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    if len(data) > max_bytes:
+        raise ConfigError(f"{path}: larger than {max_bytes} bytes; not read (--max-file-bytes "
+                          "sets the limit)")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start + 1}, line {line})") from exc
 
 
-def _read_json(path: Path, *, jsonc: bool) -> dict[str, Any]:
-    text = _read_text(path)
+def _read_json(path: Path, *, jsonc: bool, max_bytes: int) -> dict[str, Any]:
+    text = _read_text(path, max_bytes)
     if not text.strip():
         return {}
     try:
@@ -269,6 +297,8 @@ def _read_json(path: Path, *, jsonc: bool) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: invalid JSON at line {exc.lineno}, column {exc.colno}: "
                           f"{exc.msg}") from exc
+    except RecursionError as exc:
+        raise ConfigError(f"{path}: nested too deeply to be a config file") from exc
     if not isinstance(document, dict):
         raise ConfigError(f"{path}: the top level must be an object, not {json_type(document)}")
     return document
@@ -329,7 +359,7 @@ def _object(value: Any, what: str, path: Path) -> dict[str, Any]:
 
 
 def _read_claude(context: _Context) -> None:
-    document = _read_json(context.path, jsonc=False)
+    document = _read_json(context.path, jsonc=False, max_bytes=context.max_bytes)
     servers = dict(_object(document.get("mcpServers"), "mcpServers", context.path))
     # ~/.claude.json: servers of the "local" scope live under the project's directory and
     # win over the user's, as in Claude Code.
@@ -339,8 +369,7 @@ def _read_claude(context: _Context) -> None:
             servers.update(_object(project.get("mcpServers"),
                                    f"projects.{directory}.mcpServers", context.path))
     # Claude Code expands ${VAR} and ${VAR:-default} itself; Claude Desktop does not.
-    rewrite = escape if context.path.name == "claude_desktop_config.json" else \
-        _claude_code_rewrite
+    rewrite = escape if context.desktop else _claude_code_rewrite
     for name, raw in servers.items():
         context.add(name, _common_entry(context, name, raw, rewrite))
 
@@ -350,7 +379,7 @@ def _same_directory(written: str, cwd: Path) -> bool:
 
 
 def _read_cursor(context: _Context) -> None:
-    document = _read_json(context.path, jsonc=True)
+    document = _read_json(context.path, jsonc=True, max_bytes=context.max_bytes)
     workspace = context.workspace(".cursor")
     for name, raw in _object(document.get("mcpServers"), "mcpServers", context.path).items():
         rewrite = _editor_rewrite(context, name, workspace)
@@ -358,7 +387,7 @@ def _read_cursor(context: _Context) -> None:
 
 
 def _read_vscode(context: _Context) -> None:
-    document = _read_json(context.path, jsonc=True)
+    document = _read_json(context.path, jsonc=True, max_bytes=context.max_bytes)
     # settings.json keeps the same object under "mcp".
     if "servers" not in document and isinstance(document.get("mcp"), dict):
         document = document["mcp"]
@@ -422,9 +451,11 @@ def _warn_dropped(context: _Context, name: str, raw: dict[str, Any], used: set[s
 
 def _read_codex(context: _Context) -> None:
     try:
-        document = tomllib.loads(_read_text(context.path))
+        document = tomllib.loads(_read_text(context.path, context.max_bytes))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{context.path}: invalid TOML: {exc}") from exc
+    except RecursionError as exc:
+        raise ConfigError(f"{context.path}: nested too deeply to be a config file") from exc
     for name, raw in _object(document.get("mcp_servers"), "mcp_servers",
                              context.path).items():
         context.add(name, _codex_entry(context, name, raw))
@@ -482,7 +513,7 @@ def _codex_headers(context: _Context, name: str, raw: dict[str, Any]) -> dict[st
 
 
 def _read_opencode(context: _Context) -> None:
-    document = _read_json(context.path, jsonc=True)
+    document = _read_json(context.path, jsonc=True, max_bytes=context.max_bytes)
     servers = _object(document.get("mcp"), "mcp", context.path)
     # Newer files nest the servers one level down, under "mcp.servers".
     nested = servers.get("servers")

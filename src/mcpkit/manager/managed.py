@@ -29,6 +29,7 @@ from anyio.abc import TaskGroup
 
 from mcpkit.client import Client, ConnectionClosed, TransportError
 from mcpkit.client.session import ProgressCallback
+from mcpkit.manager.cli_render import mask_url
 from mcpkit.manager.config import ServerConfig
 from mcpkit.manager.errors import ServerUnavailable
 from mcpkit.protocol import types
@@ -76,6 +77,8 @@ class ManagedServer:
         self.refresh_interval_s = refresh_interval_s
         self.status = Status.STOPPED if config.enabled else Status.DISABLED
         self.error: str | None = None
+        self.failure: BaseException | None = None
+        """The exception behind `error`, when there was one (for diagnosing it)."""
         self.client: Client | None = None
         self.tools: list[types.Tool] = []
         self.resources: list[types.Resource] = []
@@ -106,7 +109,14 @@ class ManagedServer:
         return self.config.name
 
     def describe(self) -> str:
-        return f"{self.name} ({self.config.type}: {self.config.describe_target()})"
+        """For logs: the command without its arguments and the URL masked, since both are
+        interpolated and an argument or a query parameter may be a `${TOKEN}`'s value."""
+        config = self.config
+        if config.type == "stdio":
+            target = (config.command or "") + (" …" if config.args else "")
+        else:
+            target = mask_url(config.url or "")
+        return f"{self.name} ({config.type}: {target})"
 
     # --- starting and stopping -------------------------------------------------------------
 
@@ -132,33 +142,35 @@ class ManagedServer:
         try:
             client = self._make_client(self)  # e.g. an unset bearer_token_env_var
         except Exception as exc:
-            self._fail(str(exc) or type(exc).__name__)
+            self._fail(str(exc) or type(exc).__name__, exc)
             return
         try:
             with anyio.fail_after(limit):
                 await client.connect()
                 await self._load_catalog(client)
-        except TimeoutError:
+        except TimeoutError as exc:
             await client.close()
-            self._fail(f"did not start within {limit:g} s (startup_timeout_sec)")
+            self._fail(f"did not start within {limit:g} s (startup_timeout_sec)", exc)
             return
         except Exception as exc:  # any failure of one server must not stop the others
             await client.close()
-            self._fail(str(exc) or type(exc).__name__)
+            self._fail(str(exc) or type(exc).__name__, exc)
             return
         self.startup_s = time.monotonic() - started
         self.client = client
         self._close_seen = anyio.Event()
         self.status = Status.READY
         self.error = None
+        self.failure = None
         self._ready_since = time.monotonic()
         assert self._tg is not None
         self._tg.start_soon(self._watch, client)
         await self._listen(client)
 
-    def _fail(self, reason: str) -> None:
+    def _fail(self, reason: str, failure: BaseException | None = None) -> None:
         self.status = Status.FAILED
         self.error = reason
+        self.failure = failure
         self.client = None
         log.warning("MCP server %s failed: %s", self.describe(), reason)
 
