@@ -177,8 +177,7 @@ def _say_ready(root: object, where: str, token: str | None) -> None:
     if where == "stdio":
         access = "on stdio; end stdin or press Ctrl-C to stop"
     else:
-        needs = f"bearer token required (--token / ${TOKEN_ENV})" if token else \
-            "no token required"
+        needs = "bearer token required" if token else "no token required"
         access = f"at {where} ({needs}); Ctrl-C to stop"
     print(f"mcpkit serve: coding tools for {root} {access}", file=sys.stderr, flush=True)
 
