@@ -7,6 +7,7 @@ command does, examples, every option's default)."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import selectors
@@ -274,3 +275,52 @@ def test_serves_help_states_the_coding_servers_real_defaults() -> None:
     options = {a.dest: a.help or "" for a in subcommand(build_parser(), "serve")._actions}
     assert f"(default {MAX_JOBS_PER_TASK})" in options["max_jobs"]
     assert f"(default {MAX_JOB_OUTPUT_BYTES >> 30} GiB)" in options["max_output_bytes"]
+
+
+# --- a request in flight when the signal comes (stdio) --------------------------------------
+
+SLOW_SERVER = Path(__file__).parent / "transports" / "slow_server.py"
+
+
+def test_ctrl_c_lets_a_stdio_request_in_flight_finish() -> None:
+    """`run_stdio` on SIGINT stops reading but answers what it is doing (within the grace),
+    then exits 0: a 1 s tool call in flight still gets its "done"."""
+    proc = subprocess.Popen([sys.executable, str(SLOW_SERVER), "--transport", "stdio"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        def send(message: dict[str, object]) -> None:
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+            proc.stdin.flush()
+
+        def reply(request_id: int) -> dict[str, object]:
+            assert proc.stdout is not None
+            for _ in range(20):  # bounded: a few notifications at most come before it
+                line = proc.stdout.readline()
+                assert line, "stdout closed"
+                message: dict[str, object] = json.loads(line)
+                if message.get("id") == request_id:
+                    return message
+            raise AssertionError(f"no reply to {request_id}")
+
+        send({"id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "lifecycle-test", "version": "1"}}})
+        assert "result" in reply(1)
+        send({"method": "notifications/initialized"})
+        send({"id": 2, "method": "tools/call",
+              "params": {"name": "slow", "arguments": {"seconds": 1}}})
+        send({"id": 3, "method": "ping"})
+        assert "result" in reply(3)  # lines are read in order: the call is in flight now
+        proc.send_signal(signal.SIGINT)
+        answer = reply(2)
+        _out, err = proc.communicate(timeout=STOP_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=STOP_S)
+    assert answer["result"]["content"][0]["text"] == "done", answer  # type: ignore[index]
+    assert proc.returncode == 0, err.decode()
+    assert b"Traceback" not in err, err.decode()

@@ -27,8 +27,8 @@ Run the built-in coding tools server: tools that view, search and edit the files
 workspace and run commands in it (bash, background jobs, diagnostics, fetch), for an agent
 that connects over MCP. It serves Streamable HTTP at http://HOST:PORT/mcp, or stdio for a
 client that starts it itself. The URL is printed once the port accepts connections. Ctrl-C
-(or SIGTERM) stops it: requests in flight get a few seconds, then every command it started
-is stopped."""
+(or SIGTERM) stops it: every command it started is stopped, and requests in flight get up to
+5 s to answer."""
 
 EPILOG = f"""\
 examples:
@@ -39,8 +39,8 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workspace", default=".", help="the directory the tools work in "
-                        "(default: the current directory)")
+    parser.add_argument("--workspace", default=".", metavar="DIR",
+                        help="the directory the tools work in (default: the current directory)")
     parser.add_argument("--transport", choices=("http", "stdio"), default="http",
                         help="serve Streamable HTTP, or stdio for a client that starts the "
                         "server as a subprocess (default http)")
@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default=DEFAULT_AUTH_FAILURES_PER_MINUTE, metavar="N",
                         help="wrong tokens a minute an address may send after the burst "
                         f"(default {DEFAULT_AUTH_FAILURES_PER_MINUTE})")
-    parser.add_argument("--task-id", default=None,
+    parser.add_argument("--task-id", default=None, metavar="ID",
                         help="the task scope for stdio (HTTP takes ?task_id= per request; "
                         "default: the default task)")
     parser.add_argument("--allow-private-fetch", action="store_true",
@@ -82,12 +82,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default="auto", help="how every process a command starts is found "
                         "and stopped: a cgroup per command where one can be made (auto), "
                         "always (cgroup), or the process table only (default auto)")
-    parser.add_argument("--max-tasks", type=positive_int, default=MAX_TASKS,
+    parser.add_argument("--max-tasks", type=positive_int, default=MAX_TASKS, metavar="N",
                         help=f"task scopes kept at once (default {MAX_TASKS}); a new task "
                         "drops an idle one, and is refused when every task is busy")
-    parser.add_argument("--max-jobs", type=positive_int, default=None,
+    parser.add_argument("--max-jobs", type=positive_int, default=None, metavar="N",
                         help="background jobs running at once per task (default 64)")
     parser.add_argument("--max-output-bytes", type=positive_int, default=None,
+                        metavar="BYTES",
                         help="output one command may write; past it the command is stopped "
                         "(default 1 GiB)")  # coding.env's defaults (not imported: slow)
     add_limit_arguments(parser)

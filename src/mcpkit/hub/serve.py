@@ -46,8 +46,8 @@ register, with a REST API to manage them (/api/v1, documented at /docs), health 
 (/healthz, /readyz) and Prometheus metrics (/metrics). Make users and their API tokens with
 `mcpkit hub user` and `mcpkit hub token`. It listens on 127.0.0.1 unless told otherwise (to
 expose it, put TLS in front). The URL is printed once the port accepts connections; Ctrl-C
-(or SIGTERM) stops it gracefully. Every option can also be set as MCPKIT_HUB_<NAME> in the
-environment (the option wins)."""
+(or SIGTERM) stops it gracefully. Most settings can also come from the environment
+(MCPKIT_HUB_HOST, MCPKIT_HUB_PORT, MCPKIT_HUB_DATA, …: see the README); an option wins."""
 
 EPILOG = """\
 examples:
