@@ -287,7 +287,8 @@ def _private_stdout() -> int:
     return private
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                     if hasattr(signal, name))
 """Signals that stop a stdio server as stdin's end does (Ctrl-C, `kill`, a closed terminal)."""
 
 
