@@ -154,14 +154,17 @@ def test_the_url_comes_once_listening_and_a_signal_stops_cleanly(
     assert "Traceback" not in rest and "KeyboardInterrupt" not in rest, rest
 
 
-@pytest.mark.parametrize("started", ["serve stdio", "example stdio"], indirect=True)
-def test_ctrl_c_stops_a_stdio_server_cleanly(
-    started: tuple[subprocess.Popen[bytes], str]
+@pytest.mark.parametrize(("started", "how"), [
+    ("serve stdio", signal.SIGINT), ("serve stdio", signal.SIGTERM),
+    ("example stdio", signal.SIGINT),
+], indirect=["started"])
+def test_a_signal_stops_a_stdio_server_cleanly(
+    started: tuple[subprocess.Popen[bytes], str], how: signal.Signals
 ) -> None:
     """stdin stays open: the signal alone stops it, exit 0, no traceback."""
     proc, startup = started
-    assert "on stdio" in startup
-    rest = stop(proc, signal.SIGINT)
+    assert "on stdio; end stdin or press Ctrl-C to stop" in startup, startup
+    rest = stop(proc, how)
     assert proc.returncode == 0, startup + rest
     assert "Traceback" not in rest and "KeyboardInterrupt" not in rest, rest
 
