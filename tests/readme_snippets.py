@@ -230,7 +230,11 @@ class Session:
     def _run_python(self, snippet: Snippet) -> str:
         script = self.cwd / f"snippet_{snippet.line}.py"
         script.write_text(snippet.code, "utf-8")
-        done = self._subprocess([sys.executable, str(script)], snippet)
+        # through bash, so the snippet sees what the bash snippets before it exported, as it
+        # would in the reader's shell (`export MCPKIT_HUB_TOKEN=…`, then python)
+        run = f"exec {shlex.quote(sys.executable)} {shlex.quote(str(script))}"
+        done = self._subprocess(["bash", "-c", self._bash_script(run, save_state=False)],
+                                snippet)
         return self._check(snippet, done)
 
     def _bash_script(self, code: str, *, save_state: bool) -> str:

@@ -129,8 +129,6 @@ def test_snippet_runs_as_written(snippet: rs.Snippet, progress: Progress) -> Non
     progress.run_up_to(snippet)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 21 item 2 (Ctrl-C prints a traceback) is fixed "
-                   "on another branch: drop this mark when it is merged")
 def test_servers_stop_on_ctrl_c_without_a_traceback(progress: Progress) -> None:
     """Runs after the snippets: each server the README started stops on Ctrl-C alone, and
     says nothing a newcomer would take for a crash."""

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
-from types import FrameType
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from mcpkit.coding.scope import MAX_TASKS, current_task, valid_task_id
 from mcpkit.transports.http.auth_failures import (
@@ -15,18 +15,43 @@ from mcpkit.transports.http.auth_failures import (
 )
 from mcpkit.transports.http.serve import add_limit_arguments, positive_int
 
+if TYPE_CHECKING:
+    from mcpkit.server.server import Server
+
 DEFAULT_PORT = 65510
+DEFAULT_HOST = "127.0.0.1"
 TOKEN_ENV = "MCPKIT_SERVE_TOKEN"
+
+DESCRIPTION = """\
+Run the built-in coding tools server: tools that view, search and edit the files of a
+workspace and run commands in it (bash, background jobs, diagnostics, fetch), for an agent
+that connects over MCP. It serves Streamable HTTP at http://HOST:PORT/mcp, or stdio for a
+client that starts it itself. The URL is printed once the port accepts connections. Ctrl-C
+(or SIGTERM) stops it: every command it started is stopped, and requests in flight get up to
+5 s to answer."""
+
+EPILOG = f"""\
+examples:
+  mcpkit serve --workspace ~/project        # http://127.0.0.1:{DEFAULT_PORT}/mcp
+  mcpkit serve --transport stdio            # for a client that starts the server
+  {TOKEN_ENV}=$(openssl rand -hex 16) mcpkit serve --host 0.0.0.0
+                                            # reachable from other machines: require a token"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workspace", default=".", help="the directory the tools work in "
-                        "(default: the current directory)")
-    parser.add_argument("--transport", choices=("http", "stdio"), default="http")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser.add_argument("--workspace", default=".", metavar="DIR",
+                        help="the directory the tools work in (default: the current directory)")
+    parser.add_argument("--transport", choices=("http", "stdio"), default="http",
+                        help="serve Streamable HTTP, or stdio for a client that starts the "
+                        "server as a subprocess (default http)")
+    parser.add_argument("--host", default=DEFAULT_HOST,
+                        help="the address to listen on; 0.0.0.0 for every address (then "
+                        f"set a token) (default {DEFAULT_HOST})")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
+                        help=f"the port to listen on; 0 picks a free one (default {DEFAULT_PORT})")
     parser.add_argument("--token", default=None, help=f"require `Authorization: Bearer "
-                        f"TOKEN` (HTTP); also read from ${TOKEN_ENV}")
+                        f"TOKEN` (HTTP); also read from ${TOKEN_ENV} (default: none, "
+                        "no token needed)")
     parser.add_argument("--auth-failure-burst", type=positive_int,
                         default=DEFAULT_AUTH_FAILURE_BURST, metavar="N",
                         help="wrong tokens a client address may send at once before 429 "
@@ -35,10 +60,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default=DEFAULT_AUTH_FAILURES_PER_MINUTE, metavar="N",
                         help="wrong tokens a minute an address may send after the burst "
                         f"(default {DEFAULT_AUTH_FAILURES_PER_MINUTE})")
-    parser.add_argument("--task-id", default=None,
-                        help="the task scope for stdio (HTTP takes ?task_id= per request)")
+    parser.add_argument("--task-id", default=None, metavar="ID",
+                        help="the task scope for stdio (HTTP takes ?task_id= per request; "
+                        "default: the default task)")
     parser.add_argument("--allow-private-fetch", action="store_true",
-                        help="let `fetch` reach loopback, private and link-local addresses")
+                        help="let `fetch` reach loopback, private and link-local addresses "
+                        "(default: refused)")
     parser.add_argument("--client-roots", choices=("ignore", "narrow", "widen"),
                         default="ignore",
                         help="what the client's `roots` do to the workspace: ignore them "
@@ -50,19 +77,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "only harmless variables (PATH, HOME, locale, …)")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         dest="set_env", help="set NAME=VALUE in commands' environment "
-                        "(repeatable)")
+                        "(repeatable; default: none)")
     parser.add_argument("--process-tracking", choices=("auto", "cgroup", "process-table"),
                         default="auto", help="how every process a command starts is found "
                         "and stopped: a cgroup per command where one can be made (auto), "
-                        "always (cgroup), or the process table only")
-    parser.add_argument("--max-tasks", type=positive_int, default=MAX_TASKS,
+                        "always (cgroup), or the process table only (default auto)")
+    parser.add_argument("--max-tasks", type=positive_int, default=MAX_TASKS, metavar="N",
                         help=f"task scopes kept at once (default {MAX_TASKS}); a new task "
                         "drops an idle one, and is refused when every task is busy")
-    parser.add_argument("--max-jobs", type=positive_int, default=None,
+    parser.add_argument("--max-jobs", type=positive_int, default=None, metavar="N",
                         help="background jobs running at once per task (default 64)")
     parser.add_argument("--max-output-bytes", type=positive_int, default=None,
-                        help="output one command may write (default 1 GiB); past it the "
-                        "command is stopped")
+                        metavar="BYTES",
+                        help="output one command may write; past it the command is stopped "
+                        "(default 1 GiB)")  # coding.env's defaults (not imported: slow)
     add_limit_arguments(parser)
 
 
@@ -108,34 +136,51 @@ def run(args: argparse.Namespace) -> int:
     server = build_server(env)
     claim_process()  # every child of this process is the coding tools' (see tracking.py)
     token = args.token or os.environ.get(TOKEN_ENV) or None
+    if args.transport == "stdio" and args.task_id is not None:
+        if not valid_task_id(args.task_id):
+            print("mcpkit serve: invalid --task-id", file=sys.stderr)
+            return 2
+        current_task.set(args.task_id)
+    from mcpkit.transports.http.listen import ListenError
+
     try:
         if args.transport == "stdio":
-            if args.task_id is not None:
-                if not valid_task_id(args.task_id):
-                    print("mcpkit serve: invalid --task-id", file=sys.stderr)
-                    return 2
-                current_task.set(args.task_id)
-            stop_on_signals(env)
-            server.run_stdio()
+            server.run_stdio(on_stop=lambda: stop_jobs(env),
+                             on_ready=lambda: _say_ready(workspace.root, "stdio", token))
         else:
-            from mcpkit.coding.http import CodingHttpApp
-            from mcpkit.transports.http.auth_failures import AuthFailures
-
-            print(f"mcpkit serve: workspace {workspace.root}, "
-                  f"http://{args.host}:{args.port}/mcp" + (" (token required)" if token else ""),
-                  file=sys.stderr)
-            from mcpkit.transports.http.serve import limit_options
-
-            server.run_http(host=args.host, port=args.port, log_level="warning",
-                            wrap=lambda app: CodingHttpApp(
-                                app, token=token, on_shutdown=lambda: stop_jobs(env),
-                                auth_failures=AuthFailures(
-                                    burst=args.auth_failure_burst,
-                                    per_minute=args.auth_failure_rate)),
-                            **limit_options(args))
+            _serve_http(server, env, args, token,
+                        on_ready=lambda url: _say_ready(workspace.root, url + "/mcp", token))
+    except ListenError as exc:
+        print(f"mcpkit serve: {exc.message}", file=sys.stderr)
+        return 2
     finally:
         stop_jobs(env)
     return 0
+
+
+def _serve_http(server: Server, env: object, args: argparse.Namespace, token: str | None,
+                on_ready: Callable[[str], None]) -> None:
+    from mcpkit.coding.http import CodingHttpApp
+    from mcpkit.transports.http.auth_failures import AuthFailures
+    from mcpkit.transports.http.serve import limit_options
+
+    server.run_http(host=args.host, port=args.port, log_level="warning", on_ready=on_ready,
+                    wrap=lambda app: CodingHttpApp(
+                        app, token=token, on_shutdown=lambda: stop_jobs(env),
+                        auth_failures=AuthFailures(burst=args.auth_failure_burst,
+                                                   per_minute=args.auth_failure_rate)),
+                    **limit_options(args))
+
+
+def _say_ready(root: object, where: str, token: str | None) -> None:
+    """The start-up line, once the server answers: where, on what, and whether it needs a
+    token (never the token)."""
+    if where == "stdio":
+        access = "on stdio; end stdin or press Ctrl-C to stop"
+    else:
+        needs = "bearer token required" if token else "no token required"
+        access = f"at {where} ({needs}); Ctrl-C to stop"
+    print(f"mcpkit serve: coding tools for {root} {access}", file=sys.stderr, flush=True)
 
 
 def stop_jobs(env: object) -> None:
@@ -156,15 +201,3 @@ def stop_jobs(env: object) -> None:
         processes.close()
     if scopes is not None:
         scopes.close()
-
-
-def stop_on_signals(env: object) -> None:
-    """stdio: SIGTERM, SIGINT and SIGHUP stop every command first, then end the server as
-    the signal would have (uvicorn does the same for HTTP through `CodingHttpApp.shutdown`)."""
-    def handler(signum: int, frame: FrameType | None) -> None:
-        stop_jobs(env)
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, handler)

@@ -67,8 +67,9 @@ class CodingHttpApp:
         return False
 
     def shutdown(self) -> None:
-        """Called on SIGINT/SIGTERM before uvicorn stops (uvicorn then re-raises the
-        signal, so a `finally` in the CLI may never run: jobs are stopped here)."""
+        """Called on SIGINT/SIGTERM before uvicorn's graceful shutdown: jobs are stopped
+        here, so requests waiting on them end within the grace (`mcpkit serve`'s `finally`
+        stops whatever is left once the server returns)."""
         shutdown = getattr(self.app, "shutdown", None)
         if shutdown is not None:
             shutdown()

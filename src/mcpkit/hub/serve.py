@@ -6,11 +6,14 @@ health checker) with uvicorn.
                      [--log-level info]
 
 Binds 127.0.0.1 unless told otherwise: exposing the hub is a decision (put TLS in front).
-The store is opened - and migrated - before the port is bound, and so is Redis when
-`--redis-url` is given, so a bad database URL or an unreachable database or Redis is one line
-on stderr and exit status 2, not a half-started server.
+The port is bound first (`transports/http/listen.py`: a port in use is one line on stderr
+and exit status 2); then the store is opened - and migrated - and so is Redis when
+`--redis-url` is given, before anything is served, so a bad database URL or an unreachable
+database or Redis is one line and exit status 2 too, not a half-started server. The
+"mcpkit hub on URL" line comes once the hub answers.
 SIGTERM / SIGINT shut down gracefully: no new connections, in-flight requests get up to
-`shutdown_grace_s` to finish, then the lifespan closes what it opened.
+`shutdown_grace_s` to finish, then the lifespan closes what it opened, and the exit status
+is 0 (as for `mcpkit serve` and `mcpkit example`).
 
 The secret key for upstream credentials comes from $MCPKIT_HUB_SECRET_KEY, else the key file
 in the data directory (generated on first start, mode 0600).
@@ -20,11 +23,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import gc
 import logging
+import socket
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mcpkit.hub.cli import EXIT_ERROR, add_settings_arguments, fail, missing_extra
@@ -36,10 +39,30 @@ if TYPE_CHECKING:
 log = logging.getLogger("mcpkit.hub")
 
 
+DESCRIPTION = """\
+Run the hub: one MCP endpoint (/mcp) in front of the upstream MCP servers its users
+register, with a REST API to manage them (/api/v1, documented at /docs), health endpoints
+(/healthz, /readyz) and Prometheus metrics (/metrics). Make users and their API tokens with
+`mcpkit hub user` and `mcpkit hub token`. It listens on 127.0.0.1 unless told otherwise (to
+expose it, put TLS in front). The URL is printed once the port accepts connections; Ctrl-C
+(or SIGTERM) stops it gracefully. Most settings can also come from the environment
+(MCPKIT_HUB_HOST, MCPKIT_HUB_PORT, MCPKIT_HUB_DATA, …: see the README); an option wins."""
+
+EPILOG = """\
+examples:
+  mcpkit hub serve                                  # http://127.0.0.1:8765
+  mcpkit hub serve --data-dir ./hub --port 9000     # the database and key in ./hub
+  mcpkit hub serve --database-url postgresql+asyncpg://hub@db/hub --redis-url redis://cache"""
+
+
 def add_serve_command(commands: Subcommands) -> None:
-    serve = commands.add_parser("serve", help="run the hub: REST API (/api/v1, /docs)")
-    serve.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=None, help="port (default 8765)")
+    serve = commands.add_parser("serve", help="run the hub: MCP at /mcp, REST API (/api/v1, /docs)",
+                                description=DESCRIPTION, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    serve.add_argument("--host", default=None, help="the address to listen on (default "
+                       "$MCPKIT_HUB_HOST, else 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="the port to listen on; 0 picks a "
+                       "free one (default $MCPKIT_HUB_PORT, else 8765)")
     add_settings_arguments(serve)
     serve.add_argument(
         "--allow-private-upstreams", action="store_true",
@@ -47,15 +70,18 @@ def add_serve_command(commands: Subcommands) -> None:
              "network); refused by default (SSRF)",
     )
     serve.add_argument("--allow-stdio", action="store_true",
-                       help="let users register stdio upstreams (commands the hub runs)")
+                       help="let users register stdio upstreams (commands the hub runs); "
+                       "off by default")
     serve.add_argument("--redis-url", default=None, metavar="URL",
-                       help="Redis shared by replicas (default: $MCPKIT_HUB_REDIS_URL)")
+                       help="Redis shared by replicas (default: $MCPKIT_HUB_REDIS_URL, else "
+                       "none: one process)")
     serve.add_argument("--allowed-host", dest="allowed_hosts", action="append", default=None,
                        metavar="HOST", help="a Host /mcp accepts besides loopback (the name "
-                       "the hub is reached by; repeat for more)")
+                       "the hub is reached by; repeat for more; default: loopback only)")
     serve.add_argument("--allowed-origin", dest="allowed_origins", action="append",
                        default=None, metavar="ORIGIN",
-                       help="a browser Origin /mcp accepts (repeat for more)")
+                       help="a browser Origin /mcp accepts (repeat for more; default: "
+                       "loopback and the allowed hosts only)")
     serve.add_argument("--max-connections", type=int, default=None, metavar="N",
                        help="open connections at once (default 1000, fitted to the file "
                        "descriptor limit); past it the longest-waiting idle or slow one is "
@@ -65,7 +91,8 @@ def add_serve_command(commands: Subcommands) -> None:
     serve.add_argument("--body-timeout", dest="body_timeout_s", type=float, default=None,
                        metavar="S", help="seconds a request's body may take (default 30)")
     serve.add_argument("--log-level", default=None,
-                       choices=("critical", "error", "warning", "info", "debug"))
+                       choices=("critical", "error", "warning", "info", "debug"),
+                       help="what the log shows (default info)")
     serve.set_defaults(run=run)
 
 
@@ -103,6 +130,20 @@ def _run_loop(settings: HubSettings) -> int:
 
 
 async def _serve(settings: HubSettings) -> int:
+    from mcpkit.transports.http.listen import ListenError, listen
+
+    try:  # first: a port in use is the one line, before the store logs its migrations
+        sockets = listen(settings.host, settings.port)
+    except ListenError as error:
+        return fail(error.message)
+    try:
+        return await _serve_on(sockets, settings)
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+async def _serve_on(sockets: list[socket.socket], settings: HubSettings) -> int:
     from mcpkit.hub.api import create_app
     from mcpkit.hub.crypto import CredentialError, load_secret_box
     from mcpkit.hub.health import health_checker
@@ -111,6 +152,7 @@ async def _serve(settings: HubSettings) -> int:
     from mcpkit.hub.startup import startup_summary
     from mcpkit.hub.store import Store, StoreError
     from mcpkit.transports.http.connections import ConnectionLimits
+    from mcpkit.transports.http.listen import listening_url
     from mcpkit.transports.http.serve import uvicorn_config
 
     try:
@@ -140,18 +182,28 @@ async def _serve(settings: HubSettings) -> int:
             limits=ConnectionLimits(settings.max_connections, settings.header_timeout_s,
                                     settings.body_timeout_s),
         )
-        server = graceful_server_class()(config)
-        summary = await startup_summary(settings, store)
-        print("\n".join(summary), file=sys.stderr, flush=True)
+        url = listening_url(settings.host, sockets)
+        summary = await startup_summary(settings, store, url)
+        server = graceful_server_class()(config, on_ready=lambda: _say_ready(summary))
         try:
-            await server.serve()
-        except SystemExit:  # uvicorn could not bind (it logged why)
+            await server.serve(sockets=sockets)
+        except SystemExit:  # the app's start-up failed (uvicorn logged why)
             return EXIT_ERROR
         return 0 if server.started else EXIT_ERROR
     finally:
-        if redis is not None:
-            await redis.aclose()
-        await store.close()
+        await _close(store, redis)
+
+
+async def _close(store: Any, redis: Any) -> None:
+    if redis is not None:
+        await redis.aclose()
+    await store.close()
+
+
+def _say_ready(summary: list[str]) -> None:
+    """The start-up summary, once the hub answers: the first line says how to stop it."""
+    first, *rest = summary
+    print("\n".join([f"{first}; Ctrl-C to stop", *rest]), file=sys.stderr, flush=True)
 
 
 GC_THRESHOLDS = (10_000, 20, 20)
@@ -164,14 +216,14 @@ just in fewer, larger rounds."""
 
 
 def graceful_server_class() -> Any:
-    import uvicorn
+    from mcpkit.transports.http.serve import stopping_server_class
 
-    class Server(uvicorn.Server):
-        """uvicorn's server, except that a stop signal ends `serve()` normally once the
-        graceful shutdown is done (uvicorn raises the signal again at the end, which would
-        kill the process before the store is closed and make a clean stop exit -15), and
-        that what start-up built is frozen out of the garbage collector's way and the
-        collector runs less often (`GC_THRESHOLDS`)."""
+    class Server(stopping_server_class()):  # type: ignore[misc]
+        """The server every mcpkit command runs (`stopping_server_class`: `on_ready` once
+        serving; a stop signal ends `serve()` normally once the graceful shutdown is done, so
+        the store is closed and a clean stop exits 0), except that what start-up built is
+        frozen out of the garbage collector's way and the collector runs less often
+        (`GC_THRESHOLDS`)."""
 
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
@@ -182,15 +234,5 @@ def graceful_server_class() -> Any:
             # object is never freed).
             gc.freeze()
             gc.set_threshold(*GC_THRESHOLDS)
-
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            with super().capture_signals():
-                try:
-                    yield
-                finally:
-                    captured = getattr(self, "_captured_signals", None)
-                    if isinstance(captured, list):
-                        captured.clear()
 
     return Server

@@ -24,9 +24,11 @@ if TYPE_CHECKING:
     from mcpkit.hub.store import Store
 
 
-async def startup_summary(settings: HubSettings, store: Store) -> list[str]:
-    """The start-up lines for a hub about to serve `store` with `settings`."""
-    base = f"http://{authority(settings)}"
+async def startup_summary(settings: HubSettings, store: Store, base: str | None = None
+                          ) -> list[str]:
+    """The start-up lines for a hub about to serve `store` with `settings` at `base`
+    (`http://HOST:PORT` as bound; default: the settings' address)."""
+    base = base or f"http://{authority(settings)}"
     users = await store.users.count()
     upstreams = await store.upstreams.count()
     lines = [

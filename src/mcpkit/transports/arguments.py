@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -13,9 +14,14 @@ if TYPE_CHECKING:
 def add_transport_arguments(
     parser: argparse.ArgumentParser, *, default_transport: str = "http", default_port: int = 8000
 ) -> None:
-    parser.add_argument("--transport", choices=("http", "stdio"), default=default_transport)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=default_port)
+    parser.add_argument("--transport", choices=("http", "stdio"), default=default_transport,
+                        help="serve Streamable HTTP at http://HOST:PORT/mcp, or stdio for a "
+                        "client that starts the server as a subprocess "
+                        f"(default {default_transport})")
+    parser.add_argument("--host", default="127.0.0.1", help="the address to listen on; "
+                        "0.0.0.0 for every address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=default_port, help="the port to listen "
+                        f"on; 0 picks a free one (default {default_port})")
     from mcpkit.transports.http.serve import add_limit_arguments
 
     add_limit_arguments(parser)
@@ -54,13 +60,18 @@ def apply_admission_arguments(server: Server, args: argparse.Namespace) -> None:
     server.admission.max_bytes = args.max_request_bytes
 
 
-def serve(server: Server, args: argparse.Namespace) -> None:
-    """Run `server` on the transport the parsed arguments name (HTTP serves /mcp)."""
+def serve(server: Server, args: argparse.Namespace,
+          on_ready: Callable[[str], None] | None = None) -> None:
+    """Run `server` on the transport the parsed arguments name (HTTP serves /mcp) until
+    stdin ends (stdio) or a stop signal comes. `on_ready(where)` is called once it serves:
+    `where` is "stdio" or the endpoint's URL (the real port when `--port 0`). Raises
+    `mcpkit.transports.http.listen.ListenError` when the port cannot be bound."""
     apply_admission_arguments(server, args)
     if args.transport == "stdio":
-        server.run_stdio()
+        server.run_stdio(on_ready=None if on_ready is None else lambda: on_ready("stdio"))
     else:
         from mcpkit.transports.http.serve import limit_options
 
         server.run_http(host=args.host, port=args.port, log_level="warning",
+                        on_ready=None if on_ready is None else lambda url: on_ready(url + "/mcp"),
                         **limit_options(args))

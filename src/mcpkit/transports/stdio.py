@@ -7,7 +7,9 @@ Invariants:
 - Each request runs in its own task; notifications/cancelled cancels it and no response
   follows. Responses are written as they complete, in any order.
 - On stdin EOF the server stops: requests in flight get `shutdown_grace_s` to finish,
-  then they are cancelled.
+  then they are cancelled. `run_stdio_server` stops the same way on SIGINT, SIGTERM and
+  SIGHUP (Ctrl-C, `kill`, the terminal closing) and returns normally; a second one cancels
+  what is still running at once.
 - Backpressure: while the output holds more unwritten bytes than the pipe's high-water mark
   (asyncio pauses writing) or than `max_write_buffer_bytes`, no more of stdin is read and
   every writer awaits the drain. A client that stops reading therefore stops the server
@@ -21,6 +23,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import stat
 import sys
 from collections.abc import Callable, Coroutine
@@ -221,9 +224,11 @@ async def serve_stdio(
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     shutdown_grace_s: float = 5.0,
     max_write_buffer_bytes: int = DEFAULT_MAX_WRITE_BUFFER_BYTES,
+    stop: asyncio.Event | None = None,
 ) -> None:
-    """Serve `server` on the given file descriptors (default: this process's stdin/stdout);
-    stdin is not read while more than `max_write_buffer_bytes` of output wait."""
+    """Serve `server` on the given file descriptors (default: this process's stdin/stdout)
+    until stdin ends or `stop` is set; stdin is not read while more than
+    `max_write_buffer_bytes` of output wait."""
     loop = asyncio.get_running_loop()
     in_fd = sys.stdin.fileno() if stdin_fd is None else stdin_fd
     out_fd = _private_stdout() if stdout_fd is None else stdout_fd
@@ -241,12 +246,21 @@ async def serve_stdio(
         await loop.connect_read_pipe(lambda: _InProtocol(conn), in_file)
     else:  # a regular file: read it in a thread
         reader = loop.create_task(_read_file(in_file, conn))
-    await conn.eof.wait()
+    await _first_of(conn.eof, stop)
     await conn.finish(shutdown_grace_s)
     if reader is not None:
         reader.cancel()
     if transport is not None:
         transport.close()
+
+
+async def _first_of(*events: asyncio.Event | None) -> None:
+    waiters = [asyncio.ensure_future(event.wait()) for event in events if event is not None]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
 
 
 def _is_stream(fd: int) -> bool:
@@ -273,17 +287,51 @@ def _private_stdout() -> int:
     return private
 
 
-def run_stdio_server(server: Server, **options: Any) -> None:
-    """Run `serve_stdio` in a fresh event loop (uvloop when installed); when stdin closes,
-    background tasks (tasks extension) are cancelled as the process ends."""
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                     if hasattr(signal, name))
+"""Signals that stop a stdio server as stdin's end does (Ctrl-C, `kill`, a closed terminal)."""
+
+
+def run_stdio_server(
+    server: Server, *, on_ready: Callable[[], None] | None = None,
+    on_stop: Callable[[], None] | None = None, **options: Any
+) -> None:
+    """Run `serve_stdio` in a fresh event loop (uvloop when installed) until stdin closes or
+    a stop signal (`STOP_SIGNALS`) comes, then return normally; background tasks (tasks
+    extension) are cancelled as it ends. `on_ready()` is called once the stop signals are
+    handled, as serving starts; `on_stop()` when the first stop signal comes, before requests
+    in flight get their grace; a second signal cancels them at once."""
 
     async def serve_then_close() -> None:
+        stop = asyncio.Event()
+        main = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+
+        def on_signal() -> None:
+            if stop.is_set():
+                if main is not None:
+                    main.cancel()  # asked twice: stop waiting for what is in flight
+                return
+            stop.set()
+            if on_stop is not None:
+                on_stop()
+
+        handled: list[signal.Signals] = []
+        for sig in STOP_SIGNALS:  # only the main thread may handle signals
+            with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+                loop.add_signal_handler(sig, on_signal)
+                handled.append(sig)
         try:
-            await serve_stdio(server, **options)
+            if on_ready is not None:
+                on_ready()
+            await serve_stdio(server, stop=stop, **options)
         finally:
+            for sig in handled:
+                loop.remove_signal_handler(sig)
             await server.tasks.aclose()
 
-    with contextlib.suppress(KeyboardInterrupt):
+    # KeyboardInterrupt: a Ctrl-C before the handlers are in place
+    with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
         _run(serve_then_close())
 
 

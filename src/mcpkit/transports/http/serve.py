@@ -1,8 +1,14 @@
 """Running the ASGI app with uvicorn (uvloop + httptools when installed).
 
+The port is bound before anything starts (`listen.py`): a port in use is one `ListenError`,
+and `on_ready(url)` is called only once uvicorn has started serving on it, so whatever
+announces the URL announces a server that answers.
+
 On SIGINT/SIGTERM the app ends its sessions and subscriptions first, so long-lived SSE
 streams close and uvicorn's graceful shutdown does not wait on them; requests in flight
-still get `graceful_s` to finish.
+still get `graceful_s` to finish; then `run_http` returns normally (no re-raised signal, no
+`KeyboardInterrupt`), so the caller's clean-up runs and the process exits 0. A second
+SIGINT stops waiting for requests in flight.
 
 Connections are limited (`connections.py`): at most `max_connections` at once, a request's
 headers within `header_timeout_s`, its body within `body_timeout_s`. A request's head is
@@ -13,7 +19,11 @@ all those being received at once (`websocket_limits.py`).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import contextlib
+import functools
+import logging
+import socket
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from mcpkit.transports.http.connections import (
@@ -28,6 +38,7 @@ from mcpkit.transports.http.head_limits import (
     DEFAULT_MAX_URL_BYTES,
     HeadLimits,
 )
+from mcpkit.transports.http.listen import listen, listening_url
 from mcpkit.transports.http.websocket_limits import (
     DEFAULT_MAX_IN_FLIGHT_BYTES,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -38,6 +49,8 @@ if TYPE_CHECKING:
     import uvicorn
 
     from mcpkit.server.server import Server
+
+log = logging.getLogger("uvicorn.error")  # where uvicorn says it is running
 
 
 def uvicorn_config(
@@ -74,30 +87,26 @@ def uvicorn_config(
 def run_http(
     server: Server, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
     graceful_s: float = 5.0, wrap: Callable[[Any], Any] | None = None,
+    on_ready: Callable[[str], None] | None = None,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S, max_url_bytes: int = DEFAULT_MAX_URL_BYTES,
     max_head_bytes: int = DEFAULT_MAX_HEAD_BYTES, max_headers: int = DEFAULT_MAX_HEADERS,
     max_ws_bytes_in_flight: int = DEFAULT_MAX_IN_FLIGHT_BYTES, **app_options: Any,
 ) -> None:
-    """Serve with uvicorn until SIGINT/SIGTERM. `wrap(app)` may put ASGI middleware in
-    front of the MCP app (it must forward `shutdown()`). `max_connections`,
-    `header_timeout_s`, `body_timeout_s`: `connections.py`; `max_url_bytes`,
-    `max_head_bytes`, `max_headers`: `head_limits.py`; `max_ws_bytes_in_flight`:
-    `websocket_limits.py` (one WebSocket message may be as big as an HTTP body,
-    `max_body_bytes`); `app_options` are `McpAsgiApp`'s (max_sessions,
+    """Serve with uvicorn until SIGINT/SIGTERM, then return. Raises `ListenError` (before
+    anything starts) when `host`:`port` cannot be bound. `on_ready(url)` is called once the
+    server answers at `url` ("http://HOST:PORT", the real port when `port` is 0).
+    `wrap(app)` may put ASGI middleware in front of the MCP app (it must forward
+    `shutdown()`). `max_connections`, `header_timeout_s`, `body_timeout_s`:
+    `connections.py`; `max_url_bytes`, `max_head_bytes`, `max_headers`: `head_limits.py`;
+    `max_ws_bytes_in_flight`: `websocket_limits.py` (one WebSocket message may be as big as
+    an HTTP body, `max_body_bytes`); `app_options` are `McpAsgiApp`'s (max_sessions,
     max_sessions_per_principal...)."""
-    import uvicorn
-
+    sockets = listen(host, port)
     app = server.asgi_app(**app_options)
     if wrap is not None:
         app = wrap(app)
-
-    class _Uvicorn(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            app.shutdown()
-            super().handle_exit(sig, frame)
-
     limits = ConnectionLimits(max_connections, header_timeout_s, body_timeout_s)
     head = HeadLimits(max_url_bytes, max_head_bytes, max_headers)
     ws = WebSocketLimits(app_options.get("max_body_bytes", DEFAULT_MAX_MESSAGE_BYTES),
@@ -105,7 +114,68 @@ def run_http(
     config = uvicorn_config(app, host=host, port=port, log_level=log_level,
                             timeout_graceful_shutdown=int(graceful_s), limits=limits,
                             head_limits=head, ws_limits=ws)
-    _Uvicorn(config).run()
+    url = listening_url(host, sockets)
+    uvicorn_server = stopping_server_class()(
+        config, on_stop=app.shutdown, on_ready=lambda: _ready(url, on_ready))
+    try:
+        uvicorn_server.run(sockets=sockets)
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _ready(url: str, on_ready: Callable[[str], None] | None) -> None:
+    log.info("serving on %s (Ctrl-C to stop)", url)
+    if on_ready is not None:
+        on_ready(url)
+
+
+@functools.cache
+def stopping_server_class() -> Any:
+    """uvicorn's `Server`, made for serving on sockets `listen` bound, from a command:
+
+    - `on_ready()` is called once it serves (after the lifespan started and the sockets are
+      being accepted from), never when start-up failed;
+    - a stop signal (SIGINT, SIGTERM) calls `on_stop()` first (the app ends its streams, so
+      the graceful shutdown does not wait on them), then shuts down gracefully as uvicorn
+      does;
+    - after that `serve()` ends normally: uvicorn raises the signal again at the end, which
+      makes a clean stop a `KeyboardInterrupt` traceback (SIGINT) or exit status -15
+      (SIGTERM) and skips the caller's clean-up.
+
+    Built on first use so that importing this module does not import uvicorn (hence typed
+    `Any`: a subclass of `uvicorn.Server` whose constructor also takes those two)."""
+    import uvicorn
+
+    class StoppingServer(uvicorn.Server):
+        def __init__(self, config: uvicorn.Config, *,
+                     on_ready: Callable[[], None] | None = None,
+                     on_stop: Callable[[], None] | None = None) -> None:
+            super().__init__(config)
+            self.on_ready = on_ready
+            self.on_stop = on_stop
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started and not self.should_exit and self.on_ready is not None:
+                self.on_ready()
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if self.on_stop is not None:
+                self.on_stop()
+            super().handle_exit(sig, frame)
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    captured = getattr(self, "_captured_signals", None)
+                    if isinstance(captured, list):
+                        captured.clear()  # handled: not raised again on the way out
+
+    return StoppingServer
 
 
 def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
