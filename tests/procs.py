@@ -64,6 +64,19 @@ async def eventually(check: Callable[[], Any], limit_s: float = 3.0) -> Any:
         return found
 
 
+@contextlib.contextmanager
+def mcp_http_server(argv: list[str], port: int, **popen: Any) -> Iterator[str]:
+    """Start `argv` (an MCP server serving HTTP on `port`, output discarded), wait until it
+    listens, yield its `/mcp` URL; stop it after."""
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            **popen)
+    try:
+        wait_for_port(proc, port)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        stop_process(proc)
+
+
 def pid_gone(pid: int) -> bool:
     """Whether `pid` no longer runs (exited and reaped, or a zombie)."""
     try:

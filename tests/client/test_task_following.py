@@ -6,7 +6,6 @@ server-everything (task augmentation, `tasks/get` polls, the question asked thro
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 from tests.interop.client_peers import EVERYTHING, needs_node_package, node_peer
-from tests.procs import free_port, stop_process, wait_for_port
+from tests.procs import free_port, mcp_http_server
 
 from mcpkit.client import Client, ServerError
 from mcpkit.client import era as era_cache
@@ -36,13 +35,8 @@ def _fresh_era_cache(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="module")
 def asking_http() -> Iterator[str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, ASKING, "--http", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_port(proc, port)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        stop_process(proc)
+    with mcp_http_server([sys.executable, ASKING, "--http", str(port)], port) as url:
+        yield url
 
 
 @pytest.mark.parametrize("transport", ["stdio", "http"])

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.procs import free_port, stop_process, wait_for_port
+from tests.procs import free_port, mcp_http_server
 
 HERE = Path(__file__).parent
 SRC = str(HERE.parent.parent / "src")
@@ -104,13 +104,8 @@ def user(tmp_path: Path) -> User:
 @pytest.fixture(scope="module")
 def http_url() -> Iterator[str]:
     port = free_port()
-    proc = subprocess.Popen([PY, FIXTURE, "--name", "web", "--http", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_port(proc, port)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        stop_process(proc)
+    with mcp_http_server([PY, FIXTURE, "--name", "web", "--http", str(port)], port) as url:
+        yield url
 
 
 def error_line(result: Result) -> str:

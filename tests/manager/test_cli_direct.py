@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.procs import free_port, serve_in_thread, stop_process, wait_for_port
+from tests.procs import free_port, mcp_http_server, serve_in_thread
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
@@ -67,13 +67,8 @@ def sh(tmp_path: Path) -> Shell:
 
 
 def _http_server(argv: list[str], port: int, cwd: Path) -> Iterator[str]:
-    proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_port(proc, port)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        stop_process(proc)
+    with mcp_http_server(argv, port, cwd=cwd, stdin=subprocess.DEVNULL) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

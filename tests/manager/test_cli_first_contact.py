@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.manager.test_cli import PY, SRC, User, error_line, hint
-from tests.procs import free_port, stop_process, wait_for_port
+from tests.procs import free_port, mcp_http_server, stop_process, wait_for_port
 
 from mcpkit.manager.cli_render import table
 
@@ -123,16 +123,12 @@ def token_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`mcpkit serve --token`: answers 401 without the token."""
     port = free_port()
     workspace = tmp_path_factory.mktemp("workspace")
-    proc = subprocess.Popen([PY, "-m", "mcpkit", "serve", "--port", str(port), "--token", TOKEN,
-                             "--workspace", str(workspace)],
-                            env={"PYTHONPATH": SRC, "HOME": str(workspace),
-                                 "TMPDIR": str(workspace), "PATH": os.environ["PATH"]},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_port(proc, port)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        stop_process(proc)
+    argv = [PY, "-m", "mcpkit", "serve", "--port", str(port), "--token", TOKEN,
+            "--workspace", str(workspace)]
+    with mcp_http_server(argv, port, env={"PYTHONPATH": SRC, "HOME": str(workspace),
+                                          "TMPDIR": str(workspace),
+                                          "PATH": os.environ["PATH"]}) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ import aiohttp
 import anyio
 import pytest
 from tests.memory_bounds import ROOT, LegacySession
-from tests.procs import eventually, free_port, stop_process, wait_for_port
+from tests.procs import eventually, free_port, mcp_http_server
 
 from mcpkit.server.admission import DEFAULT_MAX_REQUESTS_IN_FLIGHT
 
@@ -42,13 +41,9 @@ def anyio_backend() -> str:
 @contextlib.contextmanager
 def roots_callback_server() -> Iterator[str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, str(SERVER), "--port", str(port)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_port(proc, port)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        stop_process(proc)
+    with mcp_http_server([sys.executable, str(SERVER), "--port", str(port)], port,
+                         cwd=ROOT) as url:
+        yield url
 
 
 async def _post_note(client: aiohttp.ClientSession, session: LegacySession,

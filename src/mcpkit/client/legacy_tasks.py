@@ -33,6 +33,7 @@ from mcpkit.client.tasks import (
     MIN_POLL_S,
     TaskFailed,
     TaskPollLimit,
+    poll_limit,
 )
 
 TASKS_VERSIONS = frozenset({"2025-11-25"})
@@ -112,9 +113,7 @@ async def follow(
                         raise TaskFailed(f"task {task_id}: tasks/result returned no object")
                     return result
                 if polls >= max_polls:
-                    raise TaskPollLimit(
-                        f"task {task_id} was still {status} after {max_polls} polls of "
-                        "tasks/get (Client(max_task_polls=...) raises the bound)")
+                    raise poll_limit(task_id, status, max_polls)
                 polls += 1
                 await anyio.sleep(_poll_seconds(view))
                 polled = await request("tasks/get", {"taskId": task_id})

@@ -68,9 +68,7 @@ async def follow(
                 if status == "input_required":
                     await _answer(view, task_id, request, answer_inputs, answered)
                 if polls >= max_polls:
-                    raise TaskPollLimit(
-                        f"task {task_id} was still {status} after {max_polls} polls of "
-                        "tasks/get (Client(max_task_polls=...) raises the bound)")
+                    raise poll_limit(task_id, status, max_polls)
                 polls += 1
                 await anyio.sleep(_poll_seconds(view))
                 view = await request("tasks/get", {"taskId": task_id})
@@ -117,3 +115,9 @@ def _failure(view: dict[str, Any], task_id: str) -> Exception:
                            error.get("data"))
     message = view.get("statusMessage") or view.get("status")
     return TaskFailed(f"task {task_id} ended {view.get('status')}: {message}")
+
+
+def poll_limit(task_id: str, status: object, max_polls: int) -> TaskPollLimit:
+    """The error of a task still not done after `max_polls` polls (both eras' followers)."""
+    return TaskPollLimit(f"task {task_id} was still {status} after {max_polls} polls of "
+                         "tasks/get (Client(max_task_polls=...) raises the bound)")

@@ -20,6 +20,7 @@ import base64
 import binascii
 import json
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,40 +69,35 @@ def _run(target: Target, work: Any, *extra: Any) -> Any:
 
 
 def run_resources_list(args: argparse.Namespace) -> int:
-    target = one_target(args, _words(args.target))
-
-    async def listed(_: ServerManager, server: ManagedServer) -> list[types.Resource]:
-        return server.resources
-
-    resources: list[types.Resource] = _run(target, listed)
-    if args.json:
-        _print_json(_builtins(resources))
-        return EXIT_OK
-    if not resources:
-        print(f"{target.label} has no resources", file=sys.stderr)
-        return EXIT_OK
-    rows = [[r.uri, r.name, _text(r.mime_type), first_line(_text(r.description))]
-            for r in resources]
-    _print_table(("URI", "NAME", "MIME TYPE", "DESCRIPTION"), rows)
-    return EXIT_OK
+    return _show_listing(args, "resources", lambda server: server.resources,
+                         ("URI", "NAME", "MIME TYPE", "DESCRIPTION"),
+                         lambda r: [r.uri, r.name, _text(r.mime_type),
+                                    first_line(_text(r.description))])
 
 
 def run_resources_templates(args: argparse.Namespace) -> int:
+    return _show_listing(args, "resource templates", lambda server: server.resource_templates,
+                         ("URI TEMPLATE", "NAME", "MIME TYPE", "DESCRIPTION"),
+                         lambda t: [t.uri_template, t.name, _text(t.mime_type),
+                                    first_line(_text(t.description))])
+
+
+def _show_listing(args: argparse.Namespace, what: str,
+                  items_of: Callable[[ManagedServer], Sequence[Any]],
+                  header: tuple[str, ...], row: Callable[[Any], list[str]]) -> int:
+    """One list of the target's catalog: a table, or with --json what the server sent."""
     target = one_target(args, _words(args.target))
 
-    async def listed(_: ServerManager, server: ManagedServer) -> list[types.ResourceTemplate]:
-        return server.resource_templates
+    async def listed(_: ServerManager, server: ManagedServer) -> list[Any]:
+        return list(items_of(server))
 
-    templates: list[types.ResourceTemplate] = _run(target, listed)
+    items: list[Any] = _run(target, listed)
     if args.json:
-        _print_json(_builtins(templates))
-        return EXIT_OK
-    if not templates:
-        print(f"{target.label} has no resource templates", file=sys.stderr)
-        return EXIT_OK
-    rows = [[t.uri_template, t.name, _text(t.mime_type), first_line(_text(t.description))]
-            for t in templates]
-    _print_table(("URI TEMPLATE", "NAME", "MIME TYPE", "DESCRIPTION"), rows)
+        _print_json(_builtins(items))
+    elif not items:
+        print(f"{target.label} has no {what}", file=sys.stderr)
+    else:
+        _print_table(header, [row(item) for item in items])
     return EXIT_OK
 
 
