@@ -111,10 +111,22 @@ def run(args: argparse.Namespace) -> int:
         return missing_extra(error)
     logging.basicConfig(level=settings.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _quiet_start_up_chatter(settings.log_level)
     try:
         return _run_loop(settings)
     except KeyboardInterrupt:
         return 0
+
+
+STARTUP_CHATTER = ("alembic.runtime.migration",)
+"""Loggers whose INFO lines at start (which migration context, DDL mode) say nothing an
+operator acts on; the start-up summary says what matters. Shown again at --log-level debug."""
+
+
+def _quiet_start_up_chatter(level: str) -> None:
+    if level != "debug":
+        for name in STARTUP_CHATTER:
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def _run_loop(settings: HubSettings) -> int:

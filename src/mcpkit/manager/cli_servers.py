@@ -99,16 +99,17 @@ def prepared(files: ConfigFiles, entry: Entry, *, timeout: float | None) -> Serv
 
 @contextlib.asynccontextmanager
 async def running(configs: list[ServerConfig], *, environ: Mapping[str, str] | None = None,
-                  client_options: dict[str, Any] | None = None
+                  client_options: dict[str, Any] | None = None, label: str | None = None
                   ) -> AsyncIterator[ServerManager]:
     """A started manager of `configs`; a progress line on stderr while they start.
     `environ`: where the configs' variables are read (default: this process's);
-    `client_options`: extra `Client` arguments (how `call` answers a server that asks)."""
+    `client_options`: extra `Client` arguments (how `call` answers a server that asks);
+    `label`: how the progress line names a single server (default: its name)."""
     manager = ServerManager(configs, environ=environ, client_options=client_options)
     status = StatusLine()
     async with anyio.create_task_group() as tg:
         if status.enabled and configs:
-            tg.start_soon(_draw_progress, manager, status)
+            tg.start_soon(_draw_progress, manager, status, label)
         try:
             await manager.start()
         finally:
@@ -120,14 +121,15 @@ async def running(configs: list[ServerConfig], *, environ: Mapping[str, str] | N
         await manager.close()
 
 
-async def _draw_progress(manager: ServerManager, status: StatusLine) -> None:
+async def _draw_progress(manager: ServerManager, status: StatusLine, label: str | None
+                         ) -> None:
     started = time.monotonic()
     names = list(manager.servers)
     while True:
         waiting = [n for n in names if manager.servers[n].status not in SETTLED]
         seconds = f" {time.monotonic() - started:.0f} s" if time.monotonic() - started >= 1 else ""
         if len(names) == 1:
-            status.show(f"connecting to {names[0]}…{seconds}")
+            status.show(f"connecting to {label or names[0]}…{seconds}")
         else:
             status.show(f"connecting to {len(names)} servers… {len(names) - len(waiting)}/"
                         f"{len(names)} done{seconds}"
@@ -450,7 +452,7 @@ async def connected(target: Target, client_options: dict[str, Any] | None = None
     The one place a single-server command (`call`, `resources`, `prompts`, `inspect`)
     connects."""
     async with running([target.config], environ=target.environ,
-                       client_options=client_options) as manager:
+                       client_options=client_options, label=target.label) as manager:
         server = manager.servers[target.config.name]
         if server.status is not Status.READY:
             raise target.failure(server.error, server.failure)

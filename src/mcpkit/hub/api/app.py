@@ -136,7 +136,8 @@ def create_app(
             for component in [*built_in, *components]:
                 await stack.enter_async_context(component(context))
             app.state.hub = context
-            log.info("hub ready: %s", settings.describe())
+            # debug: `mcpkit hub serve` prints its start-up summary once it listens
+            log.debug("hub ready: %s", settings.describe())
             try:
                 yield
             finally:
