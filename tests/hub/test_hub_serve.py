@@ -77,7 +77,7 @@ async def test_serve_register_an_upstream_and_list_its_tools(
     assert proc.returncode == 0, err.decode()
     log = err.decode()
     assert f"mcpkit hub on http://127.0.0.1:{port}" in log
-    assert "private upstreams allowed" in log
+    assert "upstreams: private addresses allowed" in log
     assert token not in log and "b" * 20 not in log  # no secret in the logs
     key = data / "secret.key"  # generated once, owner-only
     assert key.stat().st_mode & 0o777 == 0o600
