@@ -315,3 +315,16 @@ def test_a_configured_name_works_with_every_command(sh: Shell) -> None:
 ])
 def test_mistakes_are_one_line_and_exit_2(sh: Shell, argv: list[str], says: str) -> None:
     assert says in sh(*argv, code=2).err
+
+
+@pytest.mark.parametrize("columns", [40, 60])
+def test_narrow_terminals_keep_task_urls_apart(sh: Shell, example_url: str,
+                                               columns: int) -> None:
+    # Two tasks' URLs share everything but their end: narrowed, they must still differ.
+    headers = []
+    for task in ("task-for-a-long-running-job-abc", "task-for-a-long-running-job-abd"):
+        out = sh("tools", f"{example_url}?task_id={task}", COLUMNS=str(columns)).out
+        assert all(len(line) <= columns for line in out.splitlines()), out
+        headers.append(out.splitlines()[0])
+    assert headers[0] != headers[1], headers
+    assert headers[0].endswith("abc (2 tools)") and headers[1].endswith("abd (2 tools)")

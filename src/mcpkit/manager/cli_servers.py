@@ -28,6 +28,7 @@ from mcpkit.manager.cli_config import EXIT_FAILED, EXIT_OK, CliError, ConfigFile
 from mcpkit.manager.cli_render import (
     StatusLine,
     cut,
+    cut_middle,
     first_line,
     mask_url,
     one_line,
@@ -325,15 +326,19 @@ def _print_tools(outcomes: dict[str, Outcome], labels: dict[str, str], *, expose
         if outcome.status != Status.READY.value:
             continue
         count = len(outcome.tools)
-        lines = [f"{labels.get(name, name)} ({count} tool{'' if count == 1 else 's'})"]
+        # Names (a URL with ?task_id=…, tools that share a prefix) are cut in the middle, so
+        # two of them never narrow to the same text; descriptions at the end.
+        fit_name = (lambda text: cut_middle(text, width)) if width else str
+        fit_text = (lambda text: cut(text, width)) if width else str
+        lines = [fit_name(f"{labels.get(name, name)} ({count} tool{'' if count == 1 else 's'})")]
         for tool in outcome.tools:
             flags = "".join(f"  [{flag}]" for flag in tool_flags(tool.tool))
             shown = f" → {tool.name}" if exposed else ""
-            lines.append(f"  {tool.tool.name}{shown}{flags}")
+            lines.append(fit_name(f"  {tool.tool.name}{shown}{flags}"))
             described = first_line(tool.description)
             details = ([described] if described else []) + parameter_lines(tool.input_schema)
-            lines += [f"      {line}" for line in details]
-        blocks.append("\n".join(cut(line, width) if width else line for line in lines))
+            lines += [fit_text(f"      {line}") for line in details]
+        blocks.append("\n".join(lines))
     if blocks:
         print("\n\n".join(blocks))
 
