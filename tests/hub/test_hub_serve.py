@@ -23,7 +23,11 @@ import pytest
 from tests.hub.hub_helpers import UPSTREAMS, Upstream, call, echo_server
 from tests.procs import free_port, stop_process, wait_for_port
 
+from mcpkit import Client
 from mcpkit.hub.settings import HubSettings, SettingsError
+
+STOP_BOUND_S = 10.0
+"""How soon a hub with connected clients exits after SIGTERM (its grace is 30 s)."""
 
 pytestmark = pytest.mark.anyio
 
@@ -200,6 +204,32 @@ def test_sigterm_lets_a_request_in_flight_finish(tmp_path: Path) -> None:
         proc.communicate(timeout=5)
         slow.close()
         waiter.join(5)
+
+
+async def test_sigterm_does_not_wait_on_connected_clients_streams(tmp_path: Path) -> None:
+    """Two MCP clients hold SSE streams open (legacy: the session's GET stream, modern: the
+    listen stream): SIGTERM ends the streams first, so the hub exits 0 well within its 30 s
+    grace (it used to wait out the whole grace on the open streams)."""
+    env = hub_env(tmp_path)
+    assert hub_command(env, "user", "add", "dave").returncode == 0
+    token = hub_command(env, "token", "create", "dave").stdout.strip()
+    port = free_port()
+    proc = start_serve(env, "--port", str(port))
+    try:
+        wait_for_port(proc, port, timeout=30)
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with Client(url, bearer_token=token, era="legacy") as legacy, \
+                Client(url, bearer_token=token, era="modern") as modern:
+            assert await legacy.list_tools() == [] and await modern.list_tools() == []
+            await modern.listen()
+            os.kill(proc.pid, signal.SIGTERM)
+            with anyio.fail_after(STOP_BOUND_S):  # a liveness bound, far below the grace
+                while proc.poll() is None:  # noqa: ASYNC110 (another process)
+                    await anyio.sleep(0.05)
+        assert proc.returncode == 0
+    finally:
+        stop_process(proc)
+        proc.communicate(timeout=5)
 
 
 # --- settings ---------------------------------------------------------------------------------

@@ -196,7 +196,10 @@ async def _serve_on(sockets: list[socket.socket], settings: HubSettings) -> int:
         )
         url = listening_url(settings.host, sockets)
         summary = await startup_summary(settings, store, url)
-        server = graceful_server_class()(config, on_ready=lambda: _say_ready(summary))
+        # On a stop signal the MCP streams end first, so the graceful shutdown waits only
+        # for requests in flight, not for every connected client's SSE stream.
+        server = graceful_server_class()(config, on_ready=lambda: _say_ready(summary),
+                                         on_stop=endpoint.shutdown)
         try:
             await server.serve(sockets=sockets)
         except SystemExit:  # the app's start-up failed (uvicorn logged why)

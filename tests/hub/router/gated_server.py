@@ -28,6 +28,7 @@ from mcpkit import Server
 from mcpkit.protocol import errors
 from mcpkit.server.call import Call
 from mcpkit.server.context import Context
+from mcpkit.transports.http.serve import run_http
 
 GATED = {"needs_sampling": "sampling", "needs_elicitation": "elicitation"}
 """tool → the client capability it is listed for."""
@@ -45,6 +46,7 @@ def recording_headers(app: Any) -> Any:
                 headers.get(name, b"").decode("latin-1") for name in RECORDED_HEADERS))
         await app(scope, receive, send)
 
+    wrapped.shutdown = app.shutdown  # type: ignore[attr-defined]  # run_http's on_stop
     return wrapped
 
 
@@ -142,10 +144,10 @@ def main() -> None:
     parser.add_argument("--legacy-only", action="store_true")
     parser.add_argument("port", type=int)
     args = parser.parse_args()
-    import uvicorn
-
-    app = recording_headers(build(args.legacy_only).asgi_app())
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    # mcpkit's own runner: on SIGTERM it ends the SSE streams the hub holds open, so the
+    # process stops at once (plain uvicorn.run waited on them until the SIGKILL).
+    run_http(build(args.legacy_only), port=args.port, log_level="warning",
+             wrap=recording_headers)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import anyio
 
 from mcpkit import Server
 from mcpkit.server.context import Context
+from mcpkit.transports.http.serve import run_http
 
 cancelled: list[str] = []
 seen_authorization: set[str] = set()
@@ -32,6 +33,7 @@ def recording_authorization(app: Any) -> Any:
                     seen_authorization.add(value.decode("latin-1"))
         await app(scope, receive, send)
 
+    wrapped.shutdown = app.shutdown  # type: ignore[attr-defined]  # run_http's on_stop
     return wrapped
 
 
@@ -133,10 +135,10 @@ def main() -> None:
     parser.add_argument("--legacy-only", action="store_true")
     parser.add_argument("port", type=int)
     args = parser.parse_args()
-    import uvicorn
-
-    app = recording_authorization(build(args.name, args.legacy_only).asgi_app())
-    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+    # mcpkit's own runner: on SIGTERM it ends the SSE streams the hub holds open, so the
+    # process stops at once (plain uvicorn.run waited on them until the SIGKILL).
+    run_http(build(args.name, args.legacy_only), port=args.port, log_level="warning",
+             wrap=recording_authorization)
 
 
 if __name__ == "__main__":

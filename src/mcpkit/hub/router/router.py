@@ -307,6 +307,14 @@ class McpEndpoint:
             finally:
                 self.router = None
 
+    def shutdown(self) -> None:
+        """A stop signal came: end the MCP sessions and their streams now (the lifespan's
+        shutdown does it again, harmlessly). Without this, uvicorn's graceful shutdown waited
+        on every client's open SSE stream for the whole grace period (30 s by default)
+        before the lifespan could end them."""
+        if self.router is not None:
+            self.router.mcp.shutdown()
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         router = self.router
         if router is None:
