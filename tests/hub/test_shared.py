@@ -23,6 +23,7 @@ from mcpkit.hub.crypto import SecretBox, generate_key
 from mcpkit.hub.ratelimit import MemoryRateLimiter, RedisRateLimiter
 from mcpkit.hub.settings import HubSettings, SettingsError
 from mcpkit.hub.shared import SharedStateUnavailable, open_redis, redacted, redis_connection
+from mcpkit.hub.startup import policy as startup_policy
 from mcpkit.hub.store import Store
 from mcpkit.testing.services import RedisServer
 
@@ -79,8 +80,11 @@ def test_settings_refuse_a_url_that_is_not_redis_without_echoing_it() -> None:
     with pytest.raises(SettingsError) as caught:
         HubSettings(redis_url=f"http://:{SECRET}@127.0.0.1/0")
     assert SECRET not in str(caught.value)
-    described = HubSettings(redis_url=f"redis://:{SECRET}@db:6379/0").describe()
+    with_password = HubSettings(redis_url=f"redis://:{SECRET}@db:6379/0")
+    described = with_password.describe()
     assert SECRET not in described and "db:6379/0" in described
+    policy = startup_policy(with_password)  # the start-up summary's line
+    assert SECRET not in policy and "redis redis://…@db:6379/0" in policy
 
 
 async def test_the_component_puts_redis_and_its_limiter_on_the_context(
@@ -160,4 +164,4 @@ async def test_serve_keeps_rate_limits_in_redis(tmp_path: Path,
         finally:
             stop_process(proc)
     assert proc.returncode == 0, err.decode()
-    assert f"redis redis://127.0.0.1:{redis_server.port}/0" in err.decode()
+    assert f"shared through redis redis://127.0.0.1:{redis_server.port}/0" in err.decode()

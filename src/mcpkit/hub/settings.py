@@ -242,12 +242,12 @@ class HubSettings:
         url = self.resolved_database_url
         private = "allowed" if self.allow_private_upstreams else "refused"
         stdio = "allowed" if self.allow_stdio else "off"
-        redis = _without_userinfo(self.redis_url) if self.redis_url else "off (one process)"
-        return (f"database {_without_userinfo(url)}, redis {redis}, "
+        redis = without_userinfo(self.redis_url) if self.redis_url else "off (one process)"
+        return (f"database {without_userinfo(url)}, redis {redis}, "
                 f"private upstreams {private}, stdio upstreams {stdio}")
 
 
-def _without_userinfo(url: str) -> str:
+def without_userinfo(url: str) -> str:
     """A URL for the log: its user and password cut (`scheme://…@host/...`)."""
     if "@" in url and "://" in url:
         scheme, rest = url.split("://", 1)

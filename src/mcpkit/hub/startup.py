@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from mcpkit.hub.crypto import KEY_FILE_NAME, SECRET_KEY_ENV
 from mcpkit.hub.db.engine import DATABASE_URL_ENV, async_url
-from mcpkit.hub.settings import HubSettings
+from mcpkit.hub.settings import HubSettings, without_userinfo
 
 if TYPE_CHECKING:
     from mcpkit.hub.store import Store
@@ -36,7 +36,7 @@ async def startup_summary(settings: HubSettings, store: Store, base: str | None 
         f"  database:  {database_description(settings.resolved_database_url)}",
         f"  data dir:  {settings.data_dir} (secret key: {_key_source()})",
         f"  registry:  {_count(users, 'user')}, {_count(upstreams, 'upstream')}",
-        f"  upstreams: {_policy(settings)}",
+        f"  upstreams: {policy(settings)}",
         f"  API docs:  {base}/docs (served offline)",
     ]
     if users == 0:
@@ -73,12 +73,13 @@ def authority(settings: HubSettings) -> str:
     return f"{host}:{settings.port}"
 
 
-def _policy(settings: HubSettings) -> str:
+def policy(settings: HubSettings) -> str:
     """What users may register and how the hub is shared, with the switch for each."""
     private = ("private addresses allowed" if settings.allow_private_upstreams else
                "private addresses refused (--allow-private-upstreams)")
     stdio = "stdio allowed" if settings.allow_stdio else "stdio off (--allow-stdio)"
-    redis = "shared through Redis" if settings.redis_url else "one process (no --redis-url)"
+    redis = (f"shared through redis {without_userinfo(settings.redis_url)}" if settings.redis_url
+             else "one process (no --redis-url)")
     return f"{private}, {stdio}; {redis}"
 
 
