@@ -12,11 +12,11 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.manager.test_cli import Result
 from tests.procs import free_port, mcp_http_server, serve_in_thread
 
 HERE = Path(__file__).parent
@@ -30,16 +30,6 @@ SDK_PEER = [PY, str(ROOT / "tests" / "interop" / "sdk_peer_server.py"), "--trans
 TOKEN = "tok-7c1e55d0-secret"
 RUN_TIMEOUT_S = 60
 """A generous liveness bound per command (the endless list must stop by itself)."""
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
 
 
 class Shell:
