@@ -15,19 +15,7 @@ log() { echo "[browser] $*" >&2; }
 
 chromium_bin() { command -v chromium 2>/dev/null || command -v chromium-browser 2>/dev/null || true; }
 
-retry() { # retry N command...: 10 s, 20 s backoff for mirror hiccups
-  local n="$1"; shift
-  local i
-  for ((i = 1; i <= n; i++)); do
-    "$@" && return 0
-    if [ "$i" -lt "$n" ]; then
-      log "attempt $i/$n failed: $*; retrying in $((10 * i))s"
-      sleep $((10 * i))
-    fi
-  done
-  log "failed after $n attempts: $*"
-  return 1
-}
+. "$(dirname "${BASH_SOURCE[0]}")/lib/retry.sh"
 
 if [ -n "$(chromium_bin)" ]; then
   log "already installed: $("$(chromium_bin)" --version 2>/dev/null) ($(chromium_bin))"

@@ -48,19 +48,7 @@ print_versions() {
   log "redis-server: $(redis-server --version) ($(command -v redis-server))"
 }
 
-retry() { # retry N command...: 3 attempts with 10 s, 20 s backoff for mirror hiccups
-  local n="$1"; shift
-  local i
-  for ((i = 1; i <= n; i++)); do
-    "$@" && return 0
-    if [ "$i" -lt "$n" ]; then
-      log "attempt $i/$n failed: $*; retrying in $((10 * i))s"
-      sleep $((10 * i))
-    fi
-  done
-  log "failed after $n attempts: $*"
-  return 1
-}
+. "$(dirname "${BASH_SOURCE[0]}")/lib/retry.sh"
 
 # System servers: postgres started with a config under /etc/postgresql (a Debian cluster),
 # redis-server running as the `redis` user (the Debian service); our throwaway servers are
