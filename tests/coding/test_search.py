@@ -308,7 +308,7 @@ def test_ls_budget_counts_entries_and_symlinks(tree: Path) -> None:
     listed = search.run_ls(env, tree, [], 1, deadline, max_scanned=entries + links)
     assert listed == search.run_ls(env, tree, [], 1, deadline)
     for depth, budget in ((1, entries + links - 1), (2, entries + links)):
-        with pytest.raises(search.ListingTooBig):
+        with pytest.raises(search._ListingTooBig):
             search.run_ls(env, tree, [], depth, deadline, max_scanned=budget)
 
 

@@ -44,11 +44,12 @@ import anyio
 import msgspec
 
 from mcpkit.coding.env import CodingEnv
-from mcpkit.coding.ignore import Walker, WalkStopped
+from mcpkit.coding.ignore import Walker, _WalkStopped
 from mcpkit.coding.processes import open_in_group, signal_group
 from mcpkit.coding.search import Deadline, in_thread
 from mcpkit.coding.shell import scrubbed_env, strip_ansi
 from mcpkit.coding.workspace import Workspace, WorkspaceError
+from mcpkit.errors import UsageError
 from mcpkit.server.results import text_block
 from mcpkit.server.server import Server
 from mcpkit.server.tools import ToolResult
@@ -138,8 +139,9 @@ DIAGNOSTICS_OUTPUT = {
 }
 
 
-class DiagnosticsError(Exception):
-    """A request the tool refuses (the message is meant for the model)."""
+class DiagnosticsError(UsageError):
+    """A request the tool refuses (the message is meant for the model): a usage error, a
+    `file_path` that does not exist or is a directory."""
 
 
 class Diagnostic(msgspec.Struct, frozen=True, order=True):
@@ -337,7 +339,7 @@ def plan_workspace(workspace: Workspace, deadline: Deadline) -> Plan:
                 break
             plan.files.setdefault(language, []).append(Path(entry.path))
             found += 1
-    except WalkStopped:
+    except _WalkStopped:
         if deadline.timed_out:
             plan.walk_timed_out = True
         elif deadline.cancelled.is_set():

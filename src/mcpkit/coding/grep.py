@@ -28,6 +28,7 @@ import msgspec
 from mcpkit.coding.child_lines import LineSplitter, run_child_lines
 from mcpkit.coding.grep_worker import WorkerQuery, include_filter
 from mcpkit.coding.workspace import Workspace
+from mcpkit.errors import UsageError
 
 GREP_TIMEOUT_S = 30.0
 """Wall-clock limit of one search; the engine is killed past it (results so far are kept)."""
@@ -52,9 +53,9 @@ MAX_LINE = 400
 ENGINE_ENV = "MCPKIT_GREP_ENGINE"
 
 
-class GrepFailed(Exception):
+class GrepFailed(UsageError):
     """A search that cannot run (an invalid regex, an engine error); the message is meant
-    for the model."""
+    for the model. A usage error: nearly always the pattern the caller gave."""
 
 
 def shown_path(workspace: Workspace, walk_root: Path, rel: str) -> str:

@@ -13,12 +13,16 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from mcpkit.errors import UsageError
+
 PATCH_DRIFT = 100
 """How far (in lines) a unified-diff hunk is looked for around its stated line first."""
 
 
-class FileToolError(Exception):
-    """A refusal or failure of a file tool (the message is meant for the model)."""
+class FileToolError(UsageError):
+    """A refusal or failure of a file tool (the message is meant for the model). A usage
+    error: the call asked for something the tool refuses (a stale read, an ambiguous edit, a
+    malformed patch); the few OS failures it carries are said in its message."""
 
 
 # --- text helpers ----------------------------------------------------------------------------

@@ -44,8 +44,9 @@ from mcpkit.coding.globmatch import (
     union,
 )
 from mcpkit.coding.grep import FileHits, GrepFailed, GrepOutcome, GrepQuery, shown_path
-from mcpkit.coding.ignore import Walker, WalkStopped
+from mcpkit.coding.ignore import Walker, _WalkStopped
 from mcpkit.coding.workspace import Workspace, WorkspaceError
+from mcpkit.errors import UsageError
 from mcpkit.server.results import text_block
 from mcpkit.server.server import Server
 from mcpkit.server.tools import ToolResult
@@ -136,8 +137,9 @@ GREP_OUTPUT = {
 OutputMode = Literal["files_with_matches", "content", "count"]
 
 
-class SearchError(Exception):
-    """A search the tool refuses or cannot run (the message is meant for the model)."""
+class SearchError(UsageError):
+    """A search the tool refuses or cannot run (the message is meant for the model): a usage
+    error - a path that does not exist, a file where a directory is wanted."""
 
 
 def error(message: str) -> ToolResult:
@@ -250,7 +252,7 @@ def run_glob(env: CodingEnv, pattern: str, path: str | None, deadline: Deadline,
     try:
         for entry in walker.files(base, max_depth=glob_depth(rest)):
             if deadline():  # per file too: a directory can hold very many
-                raise WalkStopped
+                raise _WalkStopped
             if not matcher.match(entry.rel[skip:]):
                 continue
             try:
@@ -258,7 +260,7 @@ def run_glob(env: CodingEnv, pattern: str, path: str | None, deadline: Deadline,
             except OSError:
                 continue
             found.add(mtime, shown_path(workspace, walk_root, entry.rel))
-    except WalkStopped:
+    except _WalkStopped:
         if not deadline.timed_out:
             raise
         return GlobOutcome(found, True)
@@ -377,7 +379,7 @@ def grep_text(query: GrepQuery, outcome: GrepOutcome, limit: int) -> ToolResult:
 # --- ls --------------------------------------------------------------------------------------
 
 
-class ListingTooBig(Exception):
+class _ListingTooBig(Exception):
     """An `ls` on the event loop read more directory entries than it may (`max_scanned`)."""
 
 
@@ -408,7 +410,7 @@ def ls_ignore_globs(ignore: tuple[str, ...]) -> GlobSet:
 def run_ls(env: CodingEnv, target: Path, ignore: list[str], depth: int, deadline: Deadline,
            max_scanned: int | None = None) -> str:
     """The tree under `target`; past `max_scanned` directory entries read (a symlink counts
-    `LS_LINK_COST`: it is resolved) it raises `ListingTooBig`."""
+    `LS_LINK_COST`: it is resolved) it raises `_ListingTooBig`."""
     workspace = env.workspace
     names = _LS_DEFAULT_NAMES
     match = ls_ignore_globs(tuple(ignore)).match
@@ -422,7 +424,7 @@ def run_ls(env: CodingEnv, target: Path, ignore: list[str], depth: int, deadline
         if budget is not None:
             budget -= units
             if budget < 0:
-                raise ListingTooBig
+                raise _ListingTooBig
 
     def read(directory: str) -> list[os.DirEntry[str]]:
         with os.scandir(directory) as it:
@@ -603,9 +605,9 @@ def register(server: Server, env: CodingEnv) -> None:
             plain = ls_ignore_globs(tuple(ignores)).plain
             try:  # on the event loop first: see LS_INLINE_ENTRIES
                 if not plain:  # caller globs that cost more than a string test: a thread
-                    raise ListingTooBig
+                    raise _ListingTooBig
                 text = run_ls(env, target, ignores, levels, deadline, LS_INLINE_ENTRIES)
-            except ListingTooBig:
+            except _ListingTooBig:
                 text = await in_thread(
                     lambda: run_ls(env, target, ignores, levels, deadline), deadline)
         except (WorkspaceError, SearchError, PatternError) as exc:
