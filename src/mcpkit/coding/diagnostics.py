@@ -43,10 +43,10 @@ from typing import Annotated, Any
 import anyio
 import msgspec
 
+from mcpkit.coding.deadline import Deadline, in_thread
 from mcpkit.coding.env import CodingEnv
 from mcpkit.coding.ignore import Walker, _WalkStopped
 from mcpkit.coding.processes import open_in_group, signal_group
-from mcpkit.coding.search import Deadline, in_thread
 from mcpkit.coding.shell import scrubbed_env, strip_ansi
 from mcpkit.coding.workspace import Workspace, WorkspaceError
 from mcpkit.errors import UsageError

@@ -1,6 +1,6 @@
 """The Python fallback of `grep` (no ripgrep installed), run as a child process.
 
-    python -m mcpkit.coding.grep_worker '<WorkerQuery as JSON>'
+    python -m mcpkit.coding.search.grep_worker '<WorkerQuery as JSON>'
 
 Python's `re` backtracks and holds the GIL for as long as one `search` call takes: `(a+)+$`
 over a line of many `a`s and a `!` never returns. Run in the server, that froze every other
@@ -28,8 +28,8 @@ from typing import Any, BinaryIO
 
 import msgspec
 
-from mcpkit.coding.globmatch import compile_glob
 from mcpkit.coding.ignore import Walker, _WalkStopped
+from mcpkit.coding.search.globmatch import compile_glob
 
 
 class WorkerQuery(msgspec.Struct, frozen=True):
