@@ -9,7 +9,8 @@ with a match, their matching (and context) lines, and the counts of what it kept
 It touches no file and no process: paths are computed from the ones in the events, so it can
 be tested on any bytes. What it keeps is bounded whatever it is fed: at most `max_files`
 files (the rest are only counted), `store_lines` lines in all (the rest are only counted),
-`max_line` characters of one line; a line that is not a well-formed event is skipped.
+`max_line` characters of one line; a line that is not a well-formed event is skipped,
+as if it were not there.
 ripgrep writes a path or a line that is not valid UTF-8 as `{"bytes": <base64>}`; it is
 decoded with U+FFFD for the invalid bytes.
 """
@@ -174,7 +175,8 @@ class RgJsonParser:
                 self._line(kind == b"match", 0, OVERSIZED_LINE_TEXT, None)
 
     def _begin(self, shown: str) -> None:
-        self.current = None
+        """A new file; `ValueError` (the event is skipped, nothing changed) when its path is
+        absolute but outside `walk_root`."""
         walk_root = self.walk_root
         if shown.startswith("./"):
             shown = shown[2:]
@@ -182,6 +184,7 @@ class RgJsonParser:
         abs_path = shown if absolute else str(walk_root / shown)
         rel = PurePath(shown).relative_to(walk_root).as_posix() if absolute else shown
         if self.accept is not None and not self.accept(rel.rsplit("/", 1)[-1], rel[self.skip:]):
+            self.current = None
             return
         self.current = FileHits(shown_path(self.workspace_root, walk_root, rel), abs_path)
 
