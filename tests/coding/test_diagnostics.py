@@ -16,7 +16,7 @@ import pytest
 from tests.coding.processes import gone, hanging_tool
 
 from mcpkit.client import Client
-from mcpkit.coding import diagnostics
+from mcpkit.coding.diagnostics import render, run
 from mcpkit.coding.env import CodingEnv
 from mcpkit.coding.server import build_server
 from mcpkit.coding.workspace import Workspace
@@ -35,7 +35,7 @@ def make_tree(root: Path, files: dict[str, str]) -> None:
 
 
 def has_tool(name: str, root: Path) -> bool:
-    return diagnostics.find_tool(name, Workspace.at(root)) is not None
+    return run.find_tool(name, Workspace.at(root)) is not None
 
 
 @pytest.fixture
@@ -54,10 +54,10 @@ async def client(ws: Path) -> AsyncIterator[Client]:
 @pytest.fixture
 def no_linters(monkeypatch: pytest.MonkeyPatch) -> None:
     """Neither ruff nor pyflakes: only the in-process compile runs for Python."""
-    real = diagnostics.find_tool
-    monkeypatch.setattr(diagnostics, "find_tool",
+    real = run.find_tool
+    monkeypatch.setattr(run, "find_tool",
                         lambda name, workspace: None if name == "ruff" else real(name, workspace))
-    monkeypatch.setattr(diagnostics, "pyflakes_argv", lambda: None)
+    monkeypatch.setattr(run, "pyflakes_argv", lambda: None)
 
 
 async def call(client: Client, **arguments: Any) -> tuple[str, Any, bool]:
@@ -134,8 +134,8 @@ async def test_without_ruff_or_pyflakes_compile_still_runs(client: Client, ws: P
 
 async def test_pyflakes_fallback(client: Client, ws: Path, tmp_path: Path,
                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    real = diagnostics.find_tool
-    monkeypatch.setattr(diagnostics, "find_tool",
+    real = run.find_tool
+    monkeypatch.setattr(run, "find_tool",
                         lambda name, workspace: None if name == "ruff" else real(name, workspace))
     # A stand-in with pyflakes' output format (the real one may not be installed).
     fake = tmp_path / "fake_pyflakes.py"
@@ -146,7 +146,7 @@ async def test_pyflakes_fallback(client: Client, ws: Path, tmp_path: Path,
         "        print(f\"{path}:1:1: 'os' imported but unused\")\n"
         "        sys.exit(1)\n"
     )
-    monkeypatch.setattr(diagnostics, "pyflakes_argv", lambda: [sys.executable, str(fake)])
+    monkeypatch.setattr(run, "pyflakes_argv", lambda: [sys.executable, str(fake)])
     make_tree(ws, {"u.py": "import os\n", "ok.py": CLEAN})
     _, data, _ = await call(client)
     assert data["tools_run"] == ["pyflakes", "python-compile"]
@@ -158,14 +158,14 @@ async def test_pyflakes_fallback(client: Client, ws: Path, tmp_path: Path,
 
 async def test_long_file_lists_are_split_into_runs(client: Client, ws: Path, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    assert diagnostics.batches(["aaaa", "bb", "cc", "d"]) == [["aaaa", "bb", "cc", "d"]]
-    monkeypatch.setattr(diagnostics, "MAX_ARG_BYTES", 8)
-    assert diagnostics.batches(["aaaa", "bb", "cc", "d"]) == [["aaaa", "bb"], ["cc", "d"]]
-    assert diagnostics.batches(["a" * 20, "b"]) == [["a" * 20], ["b"]]
-    monkeypatch.setattr(diagnostics, "find_tool", lambda name, workspace: None)
+    assert run.batches(["aaaa", "bb", "cc", "d"]) == [["aaaa", "bb", "cc", "d"]]
+    monkeypatch.setattr(run, "MAX_ARG_BYTES", 8)
+    assert run.batches(["aaaa", "bb", "cc", "d"]) == [["aaaa", "bb"], ["cc", "d"]]
+    assert run.batches(["a" * 20, "b"]) == [["a" * 20], ["b"]]
+    monkeypatch.setattr(run, "find_tool", lambda name, workspace: None)
     fake = tmp_path / "fake_pyflakes.py"
     fake.write_text("import sys\nfor path in sys.argv[1:]:\n    print(f'{path}:1:1: seen')\n")
-    monkeypatch.setattr(diagnostics, "pyflakes_argv", lambda: [sys.executable, str(fake)])
+    monkeypatch.setattr(run, "pyflakes_argv", lambda: [sys.executable, str(fake)])
     make_tree(ws, {f"m{i}.py": CLEAN for i in range(5)})
     _, data, _ = await call(client)
     assert [d["path"] for d in data["diagnostics"]] == [f"m{i}.py" for i in range(5)]
@@ -246,8 +246,8 @@ async def test_workspace_run_honours_gitignore(client: Client, ws: Path) -> None
 
 async def test_languages_without_tools_are_named(client: Client, ws: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    real = diagnostics.find_tool
-    monkeypatch.setattr(diagnostics, "find_tool", lambda name, workspace: None if name in (
+    real = run.find_tool
+    monkeypatch.setattr(run, "find_tool", lambda name, workspace: None if name in (
         "go", "gofmt", "tsc", "eslint") else real(name, workspace))
     make_tree(ws, {"main.go": "package main\n", "web/app.ts": "let x: number = 'a'\n",
                    "ok.py": CLEAN})
@@ -279,10 +279,10 @@ async def test_cap_says_how_many_more(client: Client, ws: Path) -> None:
     make_tree(ws, {"many.py": "x = 1 is 1\n" * 600})  # a SyntaxWarning per line
     text, data, _ = await call(client, file_path="many.py")
     assert data["total"] >= 600 and data["truncated"] is True
-    assert len(data["diagnostics"]) == diagnostics.MAX_SHOWN
+    assert len(data["diagnostics"]) == render.MAX_SHOWN
     shown = [line for line in text.splitlines() if line.startswith("many.py:")]
-    assert len(shown) == diagnostics.MAX_SHOWN
-    assert text.splitlines()[-1] == (f"({data['total'] - diagnostics.MAX_SHOWN} more not "
+    assert len(shown) == render.MAX_SHOWN
+    assert text.splitlines()[-1] == (f"({data['total'] - render.MAX_SHOWN} more not "
                                      "shown; give file_path to narrow)")
 
 
@@ -304,9 +304,9 @@ async def wait_until_gone(tmp_path: Path) -> None:
 async def test_hung_tool_killed_on_timeout(client: Client, ws: Path, tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     tool = fake_tool(tmp_path)
-    monkeypatch.setattr(diagnostics, "find_tool",
+    monkeypatch.setattr(run, "find_tool",
                         lambda name, workspace: str(tool) if name == "ruff" else None)
-    monkeypatch.setattr(diagnostics, "TOOL_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(run, "TOOL_TIMEOUT_S", 0.5)
     make_tree(ws, {"bad.py": SYNTAX_ERROR})
     text, data, is_error = await call(client)
     assert not is_error
@@ -318,7 +318,7 @@ async def test_hung_tool_killed_on_timeout(client: Client, ws: Path, tmp_path: P
 async def test_hung_tool_killed_on_cancel(client: Client, ws: Path, tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     tool = fake_tool(tmp_path)
-    monkeypatch.setattr(diagnostics, "find_tool",
+    monkeypatch.setattr(run, "find_tool",
                         lambda name, workspace: str(tool) if name == "ruff" else None)
     make_tree(ws, {"ok.py": CLEAN})
     async with anyio.create_task_group() as tg:

@@ -24,7 +24,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 
 from mcpkit import netguard
 from mcpkit.client import Client
-from mcpkit.coding import fetch
+from mcpkit.coding import fetch, html_text
 from mcpkit.coding.env import CodingEnv
 from mcpkit.coding.server import build_server
 from mcpkit.coding.workspace import Workspace
@@ -496,13 +496,13 @@ def test_html_to_text_and_markdown() -> None:
            "<blockquote><p>quoted</p></blockquote><table><tr><th>A</th><th>B</th></tr>"
            "<tr><td>1</td><td>2</td></tr></table><p>x<br>y &amp; <code>z()</code></p>"
            "<noscript>hidden</noscript><img src='/i.png' alt='pic'>")
-    assert fetch.html_to_text(doc) == (
+    assert html_text.html_to_text(doc) == (
         "Title\n\none two\n\n1. a\n2. b\n  • c\n\n  quoted\n\nA | B\n1 | 2\n\nx\ny & z()")
-    assert fetch.html_to_text(doc, markdown=True, base_url="https://h.test/d/") == (
+    assert html_text.html_to_text(doc, markdown=True, base_url="https://h.test/d/") == (
         "## Title\n\none two\n\n1. a\n2. b\n  - c\n\n> quoted\n\n| A | B |\n| --- | --- |\n"
         "| 1 | 2 |\n\nx\ny & `z()`\n\n![pic](https://h.test/i.png)")
 
 
 def test_unclosed_tags_do_not_swallow_the_page() -> None:
-    assert fetch.html_to_text("<html><head><title>t</title><body><p>text<p>more") == (
+    assert html_text.html_to_text("<html><head><title>t</title><body><p>text<p>more") == (
         "text\n\nmore")

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mcpkit.coding import braces, globmatch
-from mcpkit.coding.braces import PatternError, expand_braces
 from mcpkit.coding.child_lines import OVERSIZED_PREFIX, LineSplitter
-from mcpkit.coding.globmatch import Glob, compile_glob, parse_segment
+from mcpkit.coding.search import braces, globmatch
+from mcpkit.coding.search.braces import PatternError, expand_braces
+from mcpkit.coding.search.globmatch import Glob, compile_glob, parse_segment
 
 # --- one segment against fnmatch ---------------------------------------------------------------
 

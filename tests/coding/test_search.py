@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 from tests.coding.processes import gone, hanging_tool
 
 from mcpkit.client import Client
-from mcpkit.coding import grep, search
+from mcpkit.coding.deadline import Deadline
 from mcpkit.coding.env import CodingEnv
-from mcpkit.coding.globmatch import compile_glob, glob_depth, split_literal_prefix
+from mcpkit.coding.search import glob, grep_engines, ls, rg_json
+from mcpkit.coding.search.globmatch import compile_glob, glob_depth, split_literal_prefix
 from mcpkit.coding.server import build_server
 from mcpkit.coding.workspace import Workspace
 
@@ -82,10 +83,10 @@ async def client(tree: Path) -> AsyncIterator[Client]:
 def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     name: str = request.param
     if name == "python":
-        monkeypatch.setenv(grep.ENGINE_ENV, "python")
+        monkeypatch.setenv(grep_engines.ENGINE_ENV, "python")
     else:
-        monkeypatch.delenv(grep.ENGINE_ENV, raising=False)
-        if grep.find_ripgrep() is None:
+        monkeypatch.delenv(grep_engines.ENGINE_ENV, raising=False)
+        if grep_engines.find_ripgrep() is None:
             pytest.skip("ripgrep (rg) is not installed")
     return name
 
@@ -241,7 +242,7 @@ async def test_grep_errors(client: Client, engine: str) -> None:
 
 async def test_grep_timeout_stops_the_search(client: Client, engine: str,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(grep, "GREP_TIMEOUT_S", 0.0)
+    monkeypatch.setattr(grep_engines, "GREP_TIMEOUT_S", 0.0)
     text, data, is_error = await call(client, "grep", pattern="needle")
     assert not is_error and data["timed_out"] is True
     assert "results are incomplete" in text
@@ -272,7 +273,7 @@ async def test_ls_tree_depth_and_ignores(client: Client, tree: Path) -> None:
 
 
 async def test_ls_cap_and_errors(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(search, "LS_MAX_ENTRIES", 3)
+    monkeypatch.setattr(ls, "LS_MAX_ENTRIES", 3)
     text, _, is_error = await call(client, "ls", depth=5)
     assert not is_error
     assert len(text.splitlines()) == 5 and "listing cut: more than 3 entries" in text
@@ -286,16 +287,16 @@ async def test_ls_over_the_inline_budget_starts_over_in_a_thread(
     (tree / "inside").symlink_to(tree / "a.py")
     expected, _, _ = await call(client, "ls", depth=3, ignore=["*.tmp"])
     threaded: list[int] = []
-    in_thread = search.in_thread
+    in_thread = ls.in_thread
 
-    async def spy(fn: Any, deadline: search.Deadline) -> Any:
+    async def spy(fn: Any, deadline: Deadline) -> Any:
         threaded.append(1)
         return await in_thread(fn, deadline)
 
-    monkeypatch.setattr(search, "in_thread", spy)
+    monkeypatch.setattr(ls, "in_thread", spy)
     text, _, _ = await call(client, "ls", depth=3, ignore=["*.tmp"])
     assert text == expected and "  inside -> a.py" in text and threaded == []
-    monkeypatch.setattr(search, "LS_INLINE_ENTRIES", 5)
+    monkeypatch.setattr(ls, "LS_INLINE_ENTRIES", 5)
     text, _, _ = await call(client, "ls", depth=3, ignore=["*.tmp"])
     assert text == expected and threaded == [1]
 
@@ -303,13 +304,13 @@ async def test_ls_over_the_inline_budget_starts_over_in_a_thread(
 def test_ls_budget_counts_entries_and_symlinks(tree: Path) -> None:
     env = CodingEnv(Workspace.at(tree))
     entries = len(os.listdir(tree))  # 2 of them symlinks (escape, escape.py)
-    links = 2 * search.LS_LINK_COST
-    deadline = search.Deadline(30)
-    listed = search.run_ls(env, tree, [], 1, deadline, max_scanned=entries + links)
-    assert listed == search.run_ls(env, tree, [], 1, deadline)
+    links = 2 * ls.LS_LINK_COST
+    deadline = Deadline(30)
+    listed = ls.run_ls(env, tree, [], 1, deadline, max_scanned=entries + links)
+    assert listed == ls.run_ls(env, tree, [], 1, deadline)
     for depth, budget in ((1, entries + links - 1), (2, entries + links)):
-        with pytest.raises(search.ListingTooBig):
-            search.run_ls(env, tree, [], depth, deadline, max_scanned=budget)
+        with pytest.raises(ls._ListingTooBig):
+            ls.run_ls(env, tree, [], depth, deadline, max_scanned=budget)
 
 
 # --- over a real stdio server ----------------------------------------------------------------
@@ -360,8 +361,8 @@ async def started(tmp_path: Path) -> None:
 async def test_ripgrep_killed_on_timeout(client: Client, tmp_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     rg = fake_ripgrep(tmp_path)
-    monkeypatch.setattr(grep, "find_ripgrep", lambda: str(rg))
-    monkeypatch.setattr(grep, "GREP_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(grep_engines, "find_ripgrep", lambda: str(rg))
+    monkeypatch.setattr(grep_engines, "GREP_TIMEOUT_S", 0.5)
     text, data, is_error = await call(client, "grep", pattern="needle")
     assert not is_error and data["timed_out"] is True and "incomplete" in text
     await wait_until_gone(tmp_path)
@@ -370,7 +371,7 @@ async def test_ripgrep_killed_on_timeout(client: Client, tmp_path: Path,
 async def test_ripgrep_killed_on_cancel(client: Client, tmp_path: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     rg = fake_ripgrep(tmp_path)
-    monkeypatch.setattr(grep, "find_ripgrep", lambda: str(rg))
+    monkeypatch.setattr(grep_engines, "find_ripgrep", lambda: str(rg))
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: call(client, "grep", pattern="needle"))
         await started(tmp_path)
@@ -385,7 +386,7 @@ async def test_ripgrep_killed_on_cancel(client: Client, tmp_path: Path,
 @given(st.integers(1, 5), st.lists(st.tuples(st.integers(0, 5).map(float),
                                              st.text(alphabet="abc", max_size=3)), max_size=60))
 def test_newest_keeps_only_what_it_shows(keep: int, items: list[tuple[float, str]]) -> None:
-    newest = search.Newest(keep)
+    newest = glob.Newest(keep)
     for mtime, path in items:
         newest.add(mtime, path)
         assert len(newest.items) < 2 * keep + 64
@@ -395,7 +396,7 @@ def test_newest_keeps_only_what_it_shows(keep: int, items: list[tuple[float, str
 
 async def test_grep_counts_files_past_the_kept_ones(client: Client, engine: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(grep, "MAX_FILES_KEPT", 2)
+    monkeypatch.setattr(rg_json, "MAX_FILES_KEPT", 2)
     text, data, is_error = await call(client, "grep", pattern="needle", output_mode="count")
     assert not is_error and data["total_files"] == len(VISIBLE_NEEDLE)
     assert len(data["counts"]) == 2 and data["truncated"] is True
@@ -404,8 +405,8 @@ async def test_grep_counts_files_past_the_kept_ones(client: Client, engine: str,
 
 def test_the_worker_reports_its_own_failure() -> None:
     """A worker that fails says so (exit 2, one `error:` line), never "no match" (exit 1)."""
-    done = subprocess.run([sys.executable, "-m", "mcpkit.coding.grep_worker", "{not json"],
+    done = subprocess.run([sys.executable, "-m", "mcpkit.coding.search.grep_worker", "{not json"],
                           capture_output=True, text=True, timeout=30, check=False)
     assert done.returncode == 2 and done.stdout == ""
-    message = grep.error_line(done.stderr, "x", "python")
+    message = grep_engines.error_line(done.stderr, "x", "python")
     assert message is not None and message.startswith("python failed: the Python search failed")

@@ -32,8 +32,9 @@ import pytest
 from tests.procs import free_port, pid_gone, stop_process, wait_for_port
 
 from mcpkit.client import Client
-from mcpkit.coding import braces, grep
 from mcpkit.coding.env import CodingEnv
+from mcpkit.coding.search import braces
+from mcpkit.coding.search import grep_engines as grep
 from mcpkit.coding.server import build_server
 from mcpkit.coding.workspace import Workspace
 
@@ -293,7 +294,7 @@ def worker_pids() -> set[int]:
     found = set()
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
-            if b"mcpkit.coding.grep_worker" in cmdline.read_bytes():
+            if b"mcpkit.coding.search.grep_worker" in cmdline.read_bytes():
                 found.add(int(cmdline.parent.name))
         except OSError:
             continue

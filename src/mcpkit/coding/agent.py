@@ -261,6 +261,22 @@ class Agent:
             return [text_block(f"Error executing tool {name}: {exc.message}")], True
         return _for_model(result.get("content")), bool(result.get("isError"))
 
+    async def answer_calls(self, ctx: Context, run: Run, uses: list[dict[str, Any]],
+                           ids: list[str]) -> list[dict[str, Any]]:
+        """The results of one step's tool calls, in order (past `MAX_CALLS_PER_STEP`: not
+        run, said so); each call counts in `run.calls`."""
+        results: list[dict[str, Any]] = []
+        for index, use in enumerate(uses):
+            if index >= MAX_CALLS_PER_STEP:
+                content: list[Any] = [text_block(
+                    f"Not run: at most {MAX_CALLS_PER_STEP} tool calls per step")]
+                is_error = True
+            else:
+                content, is_error = await self.run_tool(ctx, use)
+            results.append(_tool_result(ids[index], content, is_error))
+            run.calls += 1
+        return results
+
     async def __call__(self, prompt: str, description: str, ctx: Context) -> ToolResult:
         if not ctx.client_supports("sampling", "tools"):
             return _error(
@@ -308,38 +324,37 @@ class Agent:
                              if b.get("type") == "text" and isinstance(b.get("text"), str))
             if not uses:
                 return _final(text, run)
-            kept: list[dict[str, Any]] = []
-            if text.strip():
-                kept.append(text_block(_cut(text, MAX_TEXT_CHARS, "text")))
-            for index, use in enumerate(uses):
-                use_id = use.get("id")
-                arguments = use.get("input")
-                kept.append({
-                    "type": "tool_use", "name": str(use.get("name")),
-                    "id": use_id if isinstance(use_id, str) else f"call-{index}",
-                    "input": arguments if isinstance(arguments, dict)
-                    and _size(arguments) <= MAX_ARGUMENT_BYTES else {},
-                })
+            kept = _assistant_content(text, uses)
             run.messages.append({"role": "assistant", "content": kept})
             if last:  # it was told tools are disabled: stop rather than run them
                 return _stopped(run, f"the step budget ({self.max_steps} sampling rounds) "
                                      "is used up")
-            results: list[dict[str, Any]] = []
-            for index, use in enumerate(uses):
-                if index >= MAX_CALLS_PER_STEP:
-                    content: list[Any] = [text_block(
-                        f"Not run: at most {MAX_CALLS_PER_STEP} tool calls per step")]
-                    is_error = True
-                else:
-                    content, is_error = await self.run_tool(ctx, use)
-                use_id = kept[-len(uses) + index]["id"]
-                results.append(_tool_result(use_id, content, is_error))
-                run.calls += 1
+            ids = [call["id"] for call in kept[-len(uses):]]
+            results = await self.answer_calls(ctx, run, uses, ids)
             run.messages.append({"role": "user", "content": results})
             if not run.compact():
                 return _stopped(run, "the transcript outgrew the agent's memory")
             await ctx.report_progress(run.step, self.max_steps,
                                       f"{label}: step {run.step}, {run.calls} tool calls")
+
+
+def _assistant_content(text: str, uses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the transcript keeps of the model's turn: its text (cut at `MAX_TEXT_CHARS`) and
+    its tool calls (an id made up where it has none; arguments past `MAX_ARGUMENT_BYTES`, or
+    not an object, kept as `{}`)."""
+    kept: list[dict[str, Any]] = []
+    if text.strip():
+        kept.append(text_block(_cut(text, MAX_TEXT_CHARS, "text")))
+    for index, use in enumerate(uses):
+        use_id = use.get("id")
+        arguments = use.get("input")
+        kept.append({
+            "type": "tool_use", "name": str(use.get("name")),
+            "id": use_id if isinstance(use_id, str) else f"call-{index}",
+            "input": arguments if isinstance(arguments, dict)
+            and _size(arguments) <= MAX_ARGUMENT_BYTES else {},
+        })
+    return kept
 
 
 def _error(message: str) -> ToolResult:

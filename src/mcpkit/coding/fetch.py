@@ -26,9 +26,7 @@ import base64
 import json
 import re
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from typing import Annotated, Any, Literal
-from urllib.parse import urljoin
 
 import aiohttp
 import anyio
@@ -37,6 +35,8 @@ from yarl import URL
 
 from mcpkit import __version__, netguard
 from mcpkit.coding.env import CodingEnv
+from mcpkit.coding.html_text import html_to_text
+from mcpkit.errors import McpkitError, Timeout, TransportError, UsageError
 from mcpkit.server.results import text_block
 from mcpkit.server.server import Server
 from mcpkit.server.tools import ToolResult
@@ -78,8 +78,22 @@ FETCH_OUTPUT = {
 }
 
 
-class FetchError(Exception):
-    """A fetch the tool refuses or cannot complete (the message is meant for the model)."""
+class FetchError(McpkitError):
+    """A fetch the tool refuses or cannot complete (the message is meant for the model);
+    the tool catches this family, and its three kinds say whose fault it was."""
+
+
+class FetchRefused(FetchError, UsageError):
+    """A fetch refused before or instead of reading a body: the URL, its address, the
+    number of redirects, a body that cannot be given in the asked format."""
+
+
+class FetchFailed(FetchError, TransportError):
+    """The connection to the web server failed, or its answer was not valid HTTP."""
+
+
+class FetchTimedOut(FetchError, Timeout):
+    """The whole fetch ran past its `timeout`."""
 
 
 # --- the address policy (mcpkit.netguard) --------------------------------------------------
@@ -96,20 +110,20 @@ def check_url(url: URL, allow_private: bool) -> None:
     blocked IP literals. Host names are checked again when they are resolved."""
     if url.scheme not in ("http", "https"):
         shown = f"{url.scheme}:" if url.scheme else "a URL without a scheme"
-        raise FetchError(f"only http and https URLs can be fetched, not {shown} ({url})")
+        raise FetchRefused(f"only http and https URLs can be fetched, not {shown} ({url})")
     host = url.raw_host
     if not host:
-        raise FetchError(f"the URL has no host: {url}")
+        raise FetchRefused(f"the URL has no host: {url}")
     if allow_private:
         return
     problem = netguard.name_problem(host)
     if problem is not None:
-        raise FetchError(blocked_message(host, host, problem))
+        raise FetchRefused(blocked_message(host, host, problem))
     ip = netguard.parse_ip(host)
     if ip is not None:
         problem = netguard.address_problem(ip)
         if problem is not None:
-            raise FetchError(blocked_message(host, str(ip), problem))
+            raise FetchRefused(blocked_message(host, str(ip), problem))
 
 
 # --- fetching --------------------------------------------------------------------------------
@@ -135,7 +149,7 @@ def redirect_target(current: URL, location: str) -> URL:
     try:
         target = current.join(URL(location))
     except ValueError as exc:
-        raise FetchError(f"redirect to an invalid URL {location!r}: {exc}") from None
+        raise FetchRefused(f"redirect to an invalid URL {location!r}: {exc}") from None
     return target
 
 
@@ -164,7 +178,7 @@ async def fetch_url(url: str, *, fmt: str, limit_s: float, allow_private: bool,
     try:
         current = URL(url.strip())
     except (ValueError, TypeError) as exc:
-        raise FetchError(f"invalid URL {url!r}: {exc}") from None
+        raise FetchRefused(f"invalid URL {url!r}: {exc}") from None
     check_url(current, allow_private)
     resolver = netguard.GuardedResolver(allow_private, blocked_message)
     connector = aiohttp.TCPConnector(resolver=resolver, use_dns_cache=False, force_close=True)
@@ -179,7 +193,7 @@ async def fetch_url(url: str, *, fmt: str, limit_s: float, allow_private: bool,
                         location = response.headers.get("Location")
                         if response.status in REDIRECT_STATUSES and location:
                             if len(redirects) >= MAX_REDIRECTS:
-                                raise FetchError(
+                                raise FetchRefused(
                                     f"too many redirects (more than {MAX_REDIRECTS}); the "
                                     f"last one was to {location}")
                             target = redirect_target(current, location)
@@ -196,23 +210,23 @@ async def fetch_url(url: str, *, fmt: str, limit_s: float, allow_private: bool,
                             redirects=redirects)
                 except aiohttp.ClientConnectorError as exc:
                     if isinstance(exc.os_error, netguard.BlockedAddress):
-                        raise FetchError(str(exc.os_error)) from None
+                        raise FetchRefused(str(exc.os_error)) from None
                     if isinstance(exc, aiohttp.ClientConnectorDNSError):
-                        raise FetchError(f"could not resolve {current.host}: "
+                        raise FetchFailed(f"could not resolve {current.host}: "
                                          f"{exc.os_error.strerror or exc.os_error}") from None
-                    raise FetchError(f"could not connect to {current.host}:{current.port}: "
+                    raise FetchFailed(f"could not connect to {current.host}:{current.port}: "
                                      f"{exc.os_error.strerror or exc.os_error}") from None
                 except aiohttp.InvalidURL as exc:
                     why = f": {exc.description}" if exc.description else ""
-                    raise FetchError(f"invalid URL {current}{why}") from None
+                    raise FetchRefused(f"invalid URL {current}{why}") from None
                 except aiohttp.ClientResponseError as exc:
-                    raise FetchError(f"bad HTTP response from {current.host}: "
+                    raise FetchFailed(f"bad HTTP response from {current.host}: "
                                      f"{exc.message}") from None
                 except (aiohttp.ClientError, OSError) as exc:
-                    raise FetchError(f"fetching {current} failed: "
+                    raise FetchFailed(f"fetching {current} failed: "
                                      f"{exc.__class__.__name__}: {exc}") from None
     assert scope.cancelled_caught
-    raise FetchError(f"timed out after {limit_s:g} s fetching {current}")
+    raise FetchTimedOut(f"timed out after {limit_s:g} s fetching {current}")
 
 
 # --- formats ---------------------------------------------------------------------------------
@@ -275,271 +289,13 @@ def looks_like_html(fetched: Fetched, text: str) -> bool:
     return start.startswith(("<!doctype html", "<html"))
 
 
-SKIP_TAGS = frozenset({"script", "style", "noscript", "template", "title", "svg", "iframe",
-                       "object", "canvas", "select", "button"})
-BLOCK_TAGS = frozenset({
-    "p", "div", "section", "article", "header", "footer", "nav", "main", "aside", "form",
-    "fieldset", "figure", "figcaption", "address", "details", "summary", "table", "thead",
-    "tbody", "tfoot", "caption", "dl", "dt", "dd", "center", "body", "html",
-})
-HEADINGS = {f"h{n}": n for n in range(1, 7)}
-VOID_TAGS = frozenset({"br", "hr", "img", "input", "meta", "link", "area", "base", "col",
-                       "embed", "source", "track", "wbr"})
-SPACES = re.compile(r"[ \t\r\n\f\v]+")
-
-
-class HtmlConverter(HTMLParser):
-    """HTML to readable text (`markdown=False`) or simple Markdown: headings, paragraphs,
-    links, images, lists, code, emphasis, quotes and tables. Scripts, styles and the head
-    are left out; tolerant of unclosed tags, as the stdlib parser is."""
-
-    def __init__(self, *, markdown: bool, base_url: str = "") -> None:
-        super().__init__(convert_charrefs=True)
-        self.md = markdown
-        self.base_url = base_url
-        self.parts: list[str] = []
-        self.pending = 0  # newlines owed before the next text
-        self.trailing_newlines = 0  # newlines at the end of what is written
-        self.at_line_start = True
-        self.space = False  # whitespace seen since the last text
-        self.skip: list[str] = []
-        self.pre = 0
-        self.lists: list[list[Any]] = []  # [kind ("ul"/"ol"), next number]
-        self.quote = 0
-        self.links: list[str | None] = []
-        self.row_cells = 0
-        self.rows = 0
-        self.header_done = False
-        self.title_seen = False
-
-    # -- output --
-
-    def prefix(self) -> str:
-        indent = "  " * max(0, len(self.lists) - 1) if self.lists else ""
-        quote = "> " * self.quote if self.md else "  " * self.quote
-        return quote + indent
-
-    def block(self, newlines: int = 2) -> None:
-        if self.parts:
-            self.pending = max(self.pending, newlines)
-        self.space = False
-
-    def emit(self, text: str, *, raw: bool = False) -> None:
-        """Write `text`: collapsed inline text, or `raw` (pre blocks, markup)."""
-        if not text:
-            return
-        self.emit_pending()
-        if self.at_line_start:
-            self.write(self.prefix())
-            self.at_line_start = False
-        elif self.space and not raw:
-            self.write(" ")
-        self.space = False
-        self.write(text)
-
-    def emit_pending(self) -> None:
-        if self.pending:
-            self.write("\n" * max(0, self.pending - self.trailing_newlines))
-            self.pending = 0
-            self.at_line_start = True
-            self.space = False
-
-    def write(self, text: str) -> None:
-        if not text:
-            return
-        self.parts.append(text)
-        stripped = text.rstrip("\n")
-        if stripped:
-            self.trailing_newlines = len(text) - len(stripped)
-        else:
-            self.trailing_newlines += len(text)
-
-    def emit_markup(self, text: str) -> None:
-        """Inline markup like `**` or `[`: keeps a space seen before it outside it."""
-        if self.space and not self.at_line_start and not self.pending:
-            self.write(" ")
-            self.space = False
-        self.emit(text, raw=True)
-
-    # -- parser callbacks --
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if self.skip:
-            if tag == self.skip[-1]:
-                self.skip.append(tag)
-            return
-        if tag in SKIP_TAGS:
-            self.skip.append(tag)
-            return
-        attr = dict(attrs)
-        if tag in HEADINGS:
-            self.block()
-            if self.md:
-                self.emit("#" * HEADINGS[tag] + " ", raw=True)
-        elif tag in BLOCK_TAGS:
-            self.block()
-        elif tag == "br":
-            if self.parts:
-                self.write("\n")
-                self.at_line_start = True
-            self.space = False
-        elif tag == "hr":
-            self.block()
-            self.emit("---" if self.md else "-" * 20, raw=True)
-            self.block()
-        elif tag == "pre":
-            self.block()
-            if self.md:
-                lang = ""
-                for cls in (attr.get("class") or "").split():
-                    if cls.startswith(("language-", "lang-")):
-                        lang = cls.split("-", 1)[1]
-                self.emit(f"```{lang}", raw=True)
-                self.block(1)
-            self.pre += 1
-        elif tag == "code" and not self.pre:
-            if self.md:
-                self.emit_markup("`")
-        elif tag in ("ul", "ol", "menu"):
-            self.block(1 if self.lists else 2)
-            self.lists.append(["ol" if tag == "ol" else "ul", 1])
-        elif tag == "li":
-            self.block(1)
-            if not self.lists:
-                self.lists.append(["ul", 1])
-            kind = self.lists[-1]
-            if kind[0] == "ol":
-                marker = f"{kind[1]}. "
-                kind[1] += 1
-            else:
-                marker = "- " if self.md else "• "
-            self.emit(marker, raw=True)
-        elif tag == "blockquote":
-            self.block()
-            self.quote += 1
-        elif tag in ("strong", "b") and self.md:
-            self.emit_markup("**")
-        elif tag in ("em", "i") and self.md:
-            self.emit_markup("*")
-        elif tag == "a":
-            href = attr.get("href")
-            if self.md and href and not href.lower().startswith(("javascript:", "data:")):
-                self.links.append(urljoin(self.base_url, href))
-                self.emit_markup("[")
-            else:
-                self.links.append(None)
-        elif tag == "img" and self.md:
-            src = attr.get("src")
-            if src and not src.lower().startswith("data:"):
-                alt = SPACES.sub(" ", attr.get("alt") or "").strip()
-                self.emit_markup(f"![{alt}]({urljoin(self.base_url, src)})")
-        elif tag == "tr":
-            self.block(1)
-            self.row_cells = 0
-        elif tag in ("td", "th"):
-            if self.row_cells:
-                self.emit(" | ", raw=True)
-            elif self.md:
-                self.emit("| ", raw=True)
-            self.row_cells += 1
-            self.space = False
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.handle_starttag(tag, attrs)
-        if tag not in VOID_TAGS:
-            self.handle_endtag(tag)
-
-    def handle_endtag(self, tag: str) -> None:
-        if self.skip:
-            if tag == self.skip[-1]:
-                self.skip.pop()
-            return
-        if tag in HEADINGS or tag in BLOCK_TAGS:
-            self.block()
-        elif tag == "pre":
-            if self.pre:
-                self.pre -= 1
-                if self.md:
-                    self.block(1)
-                    self.emit("```", raw=True)
-                self.block()
-        elif tag == "code" and not self.pre:
-            if self.md:
-                self.emit("`", raw=True)
-        elif tag in ("ul", "ol", "menu"):
-            if self.lists:
-                self.lists.pop()
-            self.block(1 if self.lists else 2)
-        elif tag == "li":
-            self.block(1)
-        elif tag == "blockquote":
-            self.quote = max(0, self.quote - 1)
-            self.block()
-        elif tag in ("strong", "b") and self.md:
-            self.emit("**", raw=True)
-        elif tag in ("em", "i") and self.md:
-            self.emit("*", raw=True)
-        elif tag == "a":
-            href = self.links.pop() if self.links else None
-            if href is not None:
-                self.emit(f"]({href})", raw=True)
-        elif tag == "tr":
-            if self.md and self.row_cells:
-                self.emit(" |", raw=True)
-                if not self.header_done:
-                    self.header_done = True
-                    self.block(1)
-                    self.emit("|" + " --- |" * self.row_cells, raw=True)
-            self.block(1)
-        elif tag == "table":
-            self.header_done = False
-            self.block()
-
-    def handle_data(self, data: str) -> None:
-        if self.skip:
-            return
-        if self.pre:
-            lines = data.split("\n")
-            for i, line in enumerate(lines):
-                if i:
-                    if self.pending:  # the newline right after <pre> (or ```) is owed
-                        self.emit_pending()
-                    else:
-                        self.write("\n")
-                    self.at_line_start = True
-                if line:
-                    self.emit(line, raw=True)
-            return
-        if not data:
-            return
-        collapsed = SPACES.sub(" ", data)
-        if collapsed[0] == " ":
-            self.space = True
-        words = collapsed.strip(" ")
-        if words:
-            self.emit(words)
-            self.space = collapsed[-1] == " "
-
-    def result(self) -> str:
-        self.close()
-        lines = [line.rstrip() for line in "".join(self.parts).split("\n")]
-        text = "\n".join(lines)
-        return re.sub(r"\n{3,}", "\n\n", text).strip("\n")
-
-
-def html_to_text(html: str, *, markdown: bool = False, base_url: str = "") -> str:
-    converter = HtmlConverter(markdown=markdown, base_url=base_url)
-    converter.feed(html)
-    return converter.result()
-
-
 def render(fetched: Fetched, fmt: str) -> str:
-    """The body in `fmt` (raises FetchError for binary bodies and invalid JSON)."""
+    """The body in `fmt` (raises FetchRefused for binary bodies and invalid JSON)."""
     if fmt == "base64":
         return base64.b64encode(fetched.body).decode("ascii")
     if is_binary(fetched):
         kind = fetched.mime or "an unknown type"
-        raise FetchError(f"the body is binary ({kind}, {len(fetched.body)} bytes); use "
+        raise FetchRefused(f"the body is binary ({kind}, {len(fetched.body)} bytes); use "
                          f"format=base64 to get its bytes")
     text = decode(fetched)
     if fmt == "html":
@@ -550,7 +306,7 @@ def render(fetched: Fetched, fmt: str) -> str:
         except ValueError as exc:
             cut = (f" (the body was cut at {MAX_BODY_BYTES} bytes)" if fetched.truncated
                    else "")
-            raise FetchError(f"the body is not valid JSON{cut}: {exc}") from None
+            raise FetchRefused(f"the body is not valid JSON{cut}: {exc}") from None
         return json.dumps(value, indent=2, ensure_ascii=False)
     if looks_like_html(fetched, text):
         return html_to_text(text, markdown=fmt == "markdown", base_url=fetched.url)

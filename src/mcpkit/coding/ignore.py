@@ -38,7 +38,7 @@ MAX_WALK_DEPTH = 128
 only exhaust the recursion of the walk)."""
 
 
-class WalkStopped(Exception):
+class _WalkStopped(Exception):
     """The walk was stopped (cancelled or out of time): its `stop()` returned true."""
 
 
@@ -95,7 +95,7 @@ class Walker:
     """Walks directories under `root` (a workspace root) honouring .gitignore.
 
     `contains(real_path)` decides whether a symlink's target is inside the workspace;
-    `stop()` (checked once per directory) returning true ends the walk with `WalkStopped`.
+    `stop()` (checked once per directory) returning true ends the walk with `_WalkStopped`.
     """
 
     def __init__(
@@ -166,7 +166,7 @@ class Walker:
     ) -> Iterator[Entry]:
         """`loaded`: this directory's .gitignore is already in `layers` (the start)."""
         if self.stop is not None and self.stop():
-            raise WalkStopped
+            raise _WalkStopped
         try:
             with os.scandir(directory) as it:
                 entries = sorted(it, key=lambda e: e.name)

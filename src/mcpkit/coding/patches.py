@@ -13,12 +13,16 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from mcpkit.errors import UsageError
+
 PATCH_DRIFT = 100
 """How far (in lines) a unified-diff hunk is looked for around its stated line first."""
 
 
-class FileToolError(Exception):
-    """A refusal or failure of a file tool (the message is meant for the model)."""
+class FileToolError(UsageError):
+    """A refusal or failure of a file tool (the message is meant for the model). A usage
+    error: the call asked for something the tool refuses (a stale read, an ambiguous edit, a
+    malformed patch); the few OS failures it carries are said in its message."""
 
 
 # --- text helpers ----------------------------------------------------------------------------
@@ -205,76 +209,96 @@ def _parse_unified(lines: list[str], file_path: str | None) -> list[FilePatch]:
     return files
 
 
-def _parse_codex(lines: list[str]) -> list[FilePatch]:
-    files: list[FilePatch] = []
-    current: FilePatch | None = None
-    hunk: Hunk | None = None
-    ended = False
-    for number, line in enumerate(lines[1:], start=2):
-        if line.startswith("*** End Patch"):
-            ended = True
-            break
-        if line.startswith("*** "):
-            if hunk is not None:
-                _finish(hunk)
-            hunk = None
-            for prefix, action in (("*** Update File:", "update"), ("*** Add File:", "add"),
-                                   ("*** Delete File:", "delete")):
-                if line.startswith(prefix):
-                    path = line[len(prefix):].strip()
-                    if not path:
-                        raise FileToolError(f"line {number}: a file path is missing")
-                    current = FilePatch(path, action)
-                    files.append(current)
-                    if action == "add":
-                        hunk = Hunk(start=0)
-                        current.hunks.append(hunk)
-                    break
-            else:
-                if line.startswith("*** Move to:") and current is not None:
-                    current.move_to = line[len("*** Move to:"):].strip()
-                elif line.startswith("*** End of File") and current is not None:
-                    if current.hunks:
-                        current.hunks[-1].eof = True
-                else:
-                    raise FileToolError(f"line {number}: unknown patch line {_short(line)!r}")
-            continue
+_CODEX_FILE_HEADERS = (("*** Update File:", "update"), ("*** Add File:", "add"),
+                       ("*** Delete File:", "delete"))
+
+
+class _CodexParser:
+    """The '*** Begin Patch' format, one line at a time: the files, the one being read and
+    its open hunk."""
+
+    def __init__(self) -> None:
+        self.files: list[FilePatch] = []
+        self.current: FilePatch | None = None
+        self.hunk: Hunk | None = None
+
+    def close_hunk(self) -> None:
+        if self.hunk is not None:
+            _finish(self.hunk)
+        self.hunk = None
+
+    def marker(self, number: int, line: str) -> None:
+        """A `*** ` line: a new file, a move, the end of a file."""
+        self.close_hunk()
+        for prefix, action in _CODEX_FILE_HEADERS:
+            if line.startswith(prefix):
+                path = line[len(prefix):].strip()
+                if not path:
+                    raise FileToolError(f"line {number}: a file path is missing")
+                self.current = FilePatch(path, action)
+                self.files.append(self.current)
+                if action == "add":
+                    self.hunk = Hunk(start=0)
+                    self.current.hunks.append(self.hunk)
+                return
+        current = self.current
+        if line.startswith("*** Move to:") and current is not None:
+            current.move_to = line[len("*** Move to:"):].strip()
+        elif line.startswith("*** End of File") and current is not None:
+            if current.hunks:
+                current.hunks[-1].eof = True
+        else:
+            raise FileToolError(f"line {number}: unknown patch line {_short(line)!r}")
+
+    def body(self, number: int, line: str) -> None:
+        """Any other line: part of the current file's hunks."""
+        current = self.current
         if current is None:
             if line.strip() == "":
-                continue
+                return
             raise FileToolError(f"line {number}: expected '*** Update File:', '*** Add File:' "
                                 "or '*** Delete File:'")
         if current.action == "delete":
             if line.strip():
                 raise FileToolError(f"line {number}: a deleted file takes no lines")
-            continue
+            return
         if current.action == "add":
-            assert hunk is not None
+            assert self.hunk is not None
             if line.startswith("+"):
-                hunk.new.append(line[1:])
+                self.hunk.new.append(line[1:])
             elif line.strip():
                 raise FileToolError(f"line {number}: lines of an added file start with '+'")
-            continue
+            return
         if line.startswith("@@"):
-            if hunk is not None:
-                _finish(hunk)
+            self.close_hunk()
             anchor = line[2:].strip()
-            hunk = Hunk(anchor=anchor or None)
-            current.hunks.append(hunk)
-            continue
-        if hunk is None:
-            hunk = Hunk()
-            current.hunks.append(hunk)
-        if not _hunk_line(hunk, line):
+            self.hunk = Hunk(anchor=anchor or None)
+            current.hunks.append(self.hunk)
+            return
+        if self.hunk is None:
+            self.hunk = Hunk()
+            current.hunks.append(self.hunk)
+        if not _hunk_line(self.hunk, line):
             raise FileToolError(f"line {number}: a hunk line must start with ' ', '-' or '+': "
                                 f"{_short(line)!r}")
-    if hunk is not None:
-        _finish(hunk)
-    if not ended:
+
+
+def _parse_codex(lines: list[str]) -> list[FilePatch]:
+    parser = _CodexParser()
+    for number, line in enumerate(lines[1:], start=2):
+        if line.startswith("*** End Patch"):
+            break
+        if line.startswith("*** "):
+            parser.marker(number, line)
+        else:
+            parser.body(number, line)
+    else:
+        parser.close_hunk()
         raise FileToolError("the patch has no '*** End Patch' line")
-    if not files:
+    parser.close_hunk()
+    if not parser.files:
         raise FileToolError("the patch names no files")
-    return files
+    return parser.files
 
 
 _COMPARE: tuple[Callable[[str], str], ...] = (lambda s: s, str.rstrip, str.strip)

@@ -442,6 +442,104 @@ def _output_path(scope: TaskScope, stem: str) -> Path:
     return scope.output_dir / f"{stem}.log"
 
 
+def _checked_workdir(env: CodingEnv, command: str, timeout: int, workdir: str | None
+                     ) -> Path | str:
+    """The directory a `bash` call runs in, or (a string) why the call is refused."""
+    if timeout > MAX_TIMEOUT_MS:
+        return f"timeout {timeout} ms is over the maximum of {MAX_TIMEOUT_MS} ms"
+    if timeout <= 0:
+        return "timeout must be a positive number of milliseconds"
+    size = len(command.encode("utf-8", "surrogatepass"))
+    if size > MAX_COMMAND_BYTES:
+        return (f"the command is {size} bytes, over the maximum of "
+                f"{MAX_COMMAND_BYTES}; write a script file and run that")
+    try:
+        cwd = env.workspace.resolve(workdir)
+    except WorkspaceError as exc:
+        return str(exc)
+    if not cwd.is_dir():
+        return f"workdir {workdir} is not a directory"
+    return cwd
+
+
+def _start_job(env: CodingEnv, scope: TaskScope, command: str, cwd: Path) -> ToolResult:
+    if _running_jobs(scope) >= env.max_jobs_per_task:
+        return _error(f"this task already has {env.max_jobs_per_task} background jobs "
+                      f"running (the maximum); stop one with bash_kill first")
+    job_id = f"job{next(_ids)}"
+    path = _output_path(scope, job_id)
+    tracker = env.processes.new()
+    try:
+        with open(path, "wb") as out, spawning() as register:
+            proc = subprocess.Popen(
+                tracker.wrap(shell_argv(command)), stdin=subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT, cwd=cwd, env=tracker.environ(command_env(env)),
+                start_new_session=True)
+            register(proc.pid)
+    except OSError as exc:
+        tracker.stop(0)
+        return _error(f"could not start the command: {exc}")
+    tracker.attach(proc.pid)
+    job = Job(job_id, command, proc, tracker, path, env.max_output_bytes)
+    _add_job(scope, job, env.max_jobs_per_task)
+    text = (f"Started background job {job_id} (pid {proc.pid}); its output goes to {path}. "
+            f"Read it with bash_output(job_id={job_id!r}); stop it with bash_kill.")
+    return ToolResult(
+        content=[{"type": "text", "text": text}],
+        structured_content={"output": "", "exit_code": None, "timed_out": False,
+                            "truncated": False, "output_path": str(path),
+                            "job_id": job_id, "pid": proc.pid})
+
+
+async def _run(env: CodingEnv, ctx: Context, scope: TaskScope, command: str, cwd: Path,
+               seconds: float) -> ToolResult:
+    path = _output_path(scope, f"bash{next(_ids)}")
+    tracker = env.processes.new()
+    try:
+        proc = await open_in_group(tracker.wrap(shell_argv(command)), cwd=cwd,
+                                   env=tracker.environ(command_env(env)),
+                                   stderr=subprocess.STDOUT)
+    except OSError as exc:
+        tracker.stop(0)
+        return _error(f"could not start the command: {exc}")
+    tracker.attach(proc.pid)
+    started = anyio.current_time()
+    with _open_output(path) as out:
+        sink = OutputSink(out, env.max_output_bytes)
+        try:
+            with anyio.move_on_after(seconds) as deadline:
+                await _collect(ctx, proc, sink, started)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await _finish(proc, tracker, sink)
+    timed_out = deadline.cancelled_caught and not sink.over_limit
+    code = 124 if timed_out else _exit_code(proc.returncode)
+    return _run_result(env, sink, path, code, timed_out, seconds)
+
+
+def _run_result(env: CodingEnv, sink: OutputSink, path: Path, code: int, timed_out: bool,
+                seconds: float) -> ToolResult:
+    """A finished command's answer: its output, then one line saying how it ended."""
+    text, truncated = sink.render(str(path))
+    output = text
+    if not text:
+        text = "(no output)\n"
+    elif not text.endswith("\n"):
+        text += "\n"
+    if sink.over_limit:
+        text += (f"[stopped: the output passed {_size(env.max_output_bytes)}; the "
+                 f"command and everything it started were killed; exit code {code}]")
+    elif timed_out:
+        text += (f"[timed out after {_seconds(seconds)}; the command and everything it "
+                 f"started were killed; exit code 124]")
+    else:
+        text += f"[exit code {code}]"
+    return ToolResult(
+        content=[{"type": "text", "text": text}],
+        structured_content={"output": output, "exit_code": code, "timed_out": timed_out,
+                            "truncated": truncated, "output_path": str(path)})
+
+
 def register(server: Server, env: CodingEnv) -> None:
     async def bash(
         command: Annotated[str, "the shell command"],
@@ -453,98 +551,17 @@ def register(server: Server, env: CodingEnv) -> None:
         run_in_background: Annotated[bool, "start the command and return its job_id at once"
                                      ] = False,
     ) -> ToolResult:
-        if timeout > MAX_TIMEOUT_MS:
-            return _error(f"timeout {timeout} ms is over the maximum of {MAX_TIMEOUT_MS} ms")
-        if timeout <= 0:
-            return _error("timeout must be a positive number of milliseconds")
-        size = len(command.encode("utf-8", "surrogatepass"))
-        if size > MAX_COMMAND_BYTES:
-            return _error(f"the command is {size} bytes, over the maximum of "
-                          f"{MAX_COMMAND_BYTES}; write a script file and run that")
-        try:
-            cwd = env.workspace.resolve(workdir)
-        except WorkspaceError as exc:
-            return _error(str(exc))
-        if not cwd.is_dir():
-            return _error(f"workdir {workdir} is not a directory")
+        cwd = _checked_workdir(env, command, timeout, workdir)
+        if isinstance(cwd, str):
+            return _error(cwd)
         scope = env.scopes.current()
         if run_in_background:
-            return _start_job(scope, command, cwd)
+            return _start_job(env, scope, command, cwd)
         scope.commands += 1  # a task with a command running is never dropped for another
         try:
-            return await _run(ctx, scope, command, cwd, timeout / 1000)
+            return await _run(env, ctx, scope, command, cwd, timeout / 1000)
         finally:
             scope.commands -= 1
-
-    def _start_job(scope: TaskScope, command: str, cwd: Path) -> ToolResult:
-        if _running_jobs(scope) >= env.max_jobs_per_task:
-            return _error(f"this task already has {env.max_jobs_per_task} background jobs "
-                          f"running (the maximum); stop one with bash_kill first")
-        job_id = f"job{next(_ids)}"
-        path = _output_path(scope, job_id)
-        tracker = env.processes.new()
-        try:
-            with open(path, "wb") as out, spawning() as register:
-                proc = subprocess.Popen(
-                    tracker.wrap(shell_argv(command)), stdin=subprocess.DEVNULL, stdout=out,
-                    stderr=subprocess.STDOUT, cwd=cwd, env=tracker.environ(command_env(env)),
-                    start_new_session=True)
-                register(proc.pid)
-        except OSError as exc:
-            tracker.stop(0)
-            return _error(f"could not start the command: {exc}")
-        tracker.attach(proc.pid)
-        job = Job(job_id, command, proc, tracker, path, env.max_output_bytes)
-        _add_job(scope, job, env.max_jobs_per_task)
-        text = (f"Started background job {job_id} (pid {proc.pid}); its output goes to {path}. "
-                f"Read it with bash_output(job_id={job_id!r}); stop it with bash_kill.")
-        return ToolResult(
-            content=[{"type": "text", "text": text}],
-            structured_content={"output": "", "exit_code": None, "timed_out": False,
-                                "truncated": False, "output_path": str(path),
-                                "job_id": job_id, "pid": proc.pid})
-
-    async def _run(ctx: Context, scope: TaskScope, command: str, cwd: Path,
-                   seconds: float) -> ToolResult:
-        path = _output_path(scope, f"bash{next(_ids)}")
-        tracker = env.processes.new()
-        try:
-            proc = await open_in_group(tracker.wrap(shell_argv(command)), cwd=cwd,
-                                       env=tracker.environ(command_env(env)),
-                                       stderr=subprocess.STDOUT)
-        except OSError as exc:
-            tracker.stop(0)
-            return _error(f"could not start the command: {exc}")
-        tracker.attach(proc.pid)
-        started = anyio.current_time()
-        with _open_output(path) as out:
-            sink = OutputSink(out, env.max_output_bytes)
-            try:
-                with anyio.move_on_after(seconds) as deadline:
-                    await _collect(ctx, proc, sink, started)
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await _finish(proc, tracker, sink)
-        timed_out = deadline.cancelled_caught and not sink.over_limit
-        code = 124 if timed_out else _exit_code(proc.returncode)
-        text, truncated = sink.render(str(path))
-        output = text
-        if not text:
-            text = "(no output)\n"
-        elif not text.endswith("\n"):
-            text += "\n"
-        if sink.over_limit:
-            text += (f"[stopped: the output passed {_size(env.max_output_bytes)}; the "
-                     f"command and everything it started were killed; exit code {code}]")
-        elif timed_out:
-            text += (f"[timed out after {_seconds(seconds)}; the command and everything it "
-                     f"started were killed; exit code 124]")
-        else:
-            text += f"[exit code {code}]"
-        return ToolResult(
-            content=[{"type": "text", "text": text}],
-            structured_content={"output": output, "exit_code": code, "timed_out": timed_out,
-                                "truncated": truncated, "output_path": str(path)})
 
     async def bash_output(job_id: Annotated[str, "the id `bash` returned"]) -> ToolResult:
         job = env.scopes.current().jobs.get(job_id)

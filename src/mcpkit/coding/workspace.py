@@ -19,9 +19,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mcpkit.errors import UsageError
 
-class WorkspaceError(ValueError):
-    """A path the workspace refuses (the message is meant for the model)."""
+
+class WorkspaceError(UsageError, ValueError):
+    """A path the workspace refuses (the message is meant for the model). A usage error: the
+    caller gave the path; also a `ValueError`, which callers of `Workspace` catch."""
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from mcpkit.coding.braces import PatternError, check_length, expand_braces
+from mcpkit.coding.search.braces import PatternError, check_length, expand_braces
 
 __all__ = ["CharClass", "Glob", "GlobSet", "PatternError", "compile_glob", "glob_depth",
            "has_magic", "match_tokens", "split_literal_prefix", "union"]

@@ -16,6 +16,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
+from mcpkit.errors import UsageError
+
 MAX_PATTERN_CHARS = 1024
 """Longest glob (`glob` pattern, `grep` include, `ls` ignore) the tools accept."""
 MAX_EXPANSIONS = 256
@@ -25,9 +27,10 @@ MAX_EXPANDED_CHARS = 8192
 times the length of the path (see `globmatch.py`)."""
 
 
-class PatternError(ValueError):
+class PatternError(UsageError, ValueError):
     """A caller's pattern the tools refuse: too long, or expanding to too many patterns
-    (the message names the limit and is meant for the model)."""
+    (the message names the limit and is meant for the model). A usage error, and a
+    `ValueError` as before."""
 
 
 def check_length(pattern: str, what: str = "pattern", limit: int = MAX_PATTERN_CHARS) -> None:

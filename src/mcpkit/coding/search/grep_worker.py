@@ -1,6 +1,6 @@
 """The Python fallback of `grep` (no ripgrep installed), run as a child process.
 
-    python -m mcpkit.coding.grep_worker '<WorkerQuery as JSON>'
+    python -m mcpkit.coding.search.grep_worker '<WorkerQuery as JSON>'
 
 Python's `re` backtracks and holds the GIL for as long as one `search` call takes: `(a+)+$`
 over a line of many `a`s and a `!` never returns. Run in the server, that froze every other
@@ -28,8 +28,8 @@ from typing import Any, BinaryIO
 
 import msgspec
 
-from mcpkit.coding.globmatch import compile_glob
-from mcpkit.coding.ignore import Walker, WalkStopped
+from mcpkit.coding.ignore import Walker, _WalkStopped
+from mcpkit.coding.search.globmatch import compile_glob
 
 
 class WorkerQuery(msgspec.Struct, frozen=True):
@@ -155,10 +155,10 @@ def run(query: WorkerQuery, out: BinaryIO) -> int:
             walker = Walker(walk_root, lambda _: False, stop=out_of_time)
             for entry in walker.files(target, include_links=False):
                 if out_of_time():
-                    raise WalkStopped
+                    raise _WalkStopped
                 if accept is None or accept(entry.name, entry.rel[skip:]):
                     search_file(regex, entry.path, query, emit)
-    except WalkStopped:
+    except _WalkStopped:
         emit.event("timeout", {})
     except MemoryError:
         sys.stderr.write(f"error: the Python search ran out of memory (its limit is "
