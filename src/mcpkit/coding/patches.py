@@ -243,6 +243,9 @@ class _CodexParser:
                 return
         current = self.current
         if line.startswith("*** Move to:") and current is not None:
+            if current.action != "update":
+                raise FileToolError(f"line {number}: '*** Move to:' follows '*** Update File:' "
+                                    f"only, not a file to {current.action}")
             current.move_to = line[len("*** Move to:"):].strip()
         elif line.startswith("*** End of File") and current is not None:
             if current.hunks:
@@ -263,7 +266,9 @@ class _CodexParser:
                 raise FileToolError(f"line {number}: a deleted file takes no lines")
             return
         if current.action == "add":
-            assert self.hunk is not None
+            if self.hunk is None:  # after the added file's '*** End of File'
+                raise FileToolError(f"line {number}: the added file ended at "
+                                    "'*** End of File'; its lines come before it")
             if line.startswith("+"):
                 self.hunk.new.append(line[1:])
             elif line.strip():
