@@ -26,7 +26,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-log = logging.getLogger("mcpkit.validation")
+log = logging.getLogger(__name__)
 
 # RE2 compiles each pattern into an automaton within this many bytes; a bigger pattern (e.g.
 # `(a{1000}){1000}`) is refused like an unsupported one instead of taking the memory.

@@ -2,7 +2,8 @@
 
     python tests/manager/plain_http.py PORT
 
-- a path with `/missing` answers 404; one with `/moved` a 302 to `/elsewhere/mcp`;
+- a path with `/missing` answers 404; one with `/moved` a 302 to `/elsewhere/mcp`; one with
+  `/teapot` a 418 (a client error without a meaning of its own);
 - anything else: 200 with an HTML page (a web site where the MCP endpoint was expected).
 """
 
@@ -17,7 +18,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(min(length, 1 << 20))
         body = b"<html><body>a web page</body></html>"
-        status = 404 if "/missing" in self.path else 302 if "/moved" in self.path else 200
+        status = (404 if "/missing" in self.path else 302 if "/moved" in self.path
+                  else 418 if "/teapot" in self.path else 200)
         self.send_response(status)
         if status == 302:
             self.send_header("Location", "/elsewhere/mcp")

@@ -211,6 +211,29 @@ def test_connection_failures_each_have_their_own_message(user: User, plain_http:
     assert hint(tested).startswith(f"hint: {expected['tls'][1]}")
 
 
+def test_a_server_given_directly_gets_fixes_in_the_commands_options(user: User,
+                                                                    plain_http: str) -> None:
+    """The same failures as above for a URL given on the command line: the fix says what to
+    change in what was given, never an `mcpkit mcp` line (there is no entry to edit)."""
+    refused = f"http://127.0.0.1:{free_port()}/mcp"
+    expected = {
+        refused: "start the server, or check the host and port of the URL",
+        f"http://{plain_http}/missing/mcp":
+            "the URL's path is wrong: check where the server serves MCP (often /mcp)",
+        f"http://{plain_http}/moved/mcp":
+            "redirects are not followed: if you trust where it points, give that URL",
+        f"https://{plain_http}/mcp":
+            "the server speaks plain HTTP, not TLS: give the http:// (or ws://) URL",
+        f"http://{plain_http}/teapot/mcp": "check the URL and that the server runs",
+    }
+    for url, fix in expected.items():
+        failed = user.fails(1, "tools", url)
+        assert hint(failed) == f"hint: {fix}", failed
+    user.write(user.user_file, {"pot": {"url": f"http://{plain_http}/teapot/mcp"}})
+    configured = user.fails(1, "tools", "pot")
+    assert hint(configured) == "hint: check the URL and the entry: `mcpkit mcp get pot`"
+
+
 # --- -v, mcp list -------------------------------------------------------------------------------
 
 

@@ -40,7 +40,7 @@ from mcpkit.server.connection import Connection
 from mcpkit.server.context import Context
 from mcpkit.server.server import Server
 
-log = logging.getLogger("mcpkit.coding.roots")
+log = logging.getLogger(__name__)
 
 ROOTS_KEY = "mcpkit.roots"
 """The input-request key of the roots question in modern rounds."""

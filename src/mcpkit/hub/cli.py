@@ -10,12 +10,12 @@
     mcpkit hub upstream add|list|get|remove|refresh|tools …     (upstream_cli.py: the REST API)
 
 Every command that opens the database - these and `hub serve` - takes the same storage
-settings, added by the one function `add_settings_arguments`: `--database-url URL` (default:
-$MCPKIT_HUB_DATABASE_URL, else the SQLite file hub.db in the data directory) and `--data-dir
-DIR` (default: $MCPKIT_HUB_DATA, else ~/.local/share/mcpkit/hub; the generated secret key lives
-there too), so `hub user add` and `hub serve` given the same options cannot use different
-databases. The database is migrated to the current schema first. A failure is one line on
-stderr and exit status 2.
+settings, added by the one function `add_settings_arguments` (in cli_common.py, which the
+command modules share): `--database-url URL` (default: $MCPKIT_HUB_DATABASE_URL, else the
+SQLite file hub.db in the data directory) and `--data-dir DIR` (default: $MCPKIT_HUB_DATA,
+else ~/.local/share/mcpkit/hub; the generated secret key lives there too), so `hub user add`
+and `hub serve` given the same options cannot use different databases. The database is
+migrated to the current schema first. A failure is one line on stderr and exit status 2.
 
 Adding a subcommand is one function `add_x_command(commands)` that makes its parser and sets
 `run=` (a function of the parsed arguments returning the exit status), appended to
@@ -29,20 +29,17 @@ import argparse
 import sys
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 
+from mcpkit.hub.cli_common import add_settings_arguments, fail, missing_extra
+
 if TYPE_CHECKING:
+    from mcpkit.hub.cli_common import Subcommands
     from mcpkit.hub.settings import HubSettings
     from mcpkit.hub.store import Store, TokenRecord
 
-    Subcommands: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
 # registers a subcommand on `hub`'s subparsers
 HubCommand: TypeAlias = "Callable[[Subcommands], None]"
-EXIT_ERROR = 2
-HUB_EXTRA_HINT = "pip install 'mcpkit[hub]' (in a source checkout: pip install -e '.[hub]')"
-"""How to get the hub's dependencies, both for an installed mcpkit and for the README's
-install from a clone."""
 
 
 def add_parser(sub: Subcommands) -> argparse.ArgumentParser:
@@ -54,38 +51,12 @@ def add_parser(sub: Subcommands) -> argparse.ArgumentParser:
     return hub
 
 
-def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
-    """The storage settings every hub command that opens the database takes (`hub serve`
-    included): one function, so the commands cannot drift apart on where the data is."""
-    parser.add_argument(
-        "--database-url",
-        default=None,
-        metavar="URL",
-        help="sqlite+aiosqlite:///PATH or postgresql+asyncpg://… (default: "
-        "$MCPKIT_HUB_DATABASE_URL, else hub.db in the data directory)",
-    )
-    parser.add_argument(
-        "--data-dir", type=Path, default=None, metavar="DIR",
-        help="where the SQLite file hub.db and the generated secret key live (default: "
-        "$MCPKIT_HUB_DATA, else ~/.local/share/mcpkit/hub)",
-    )
-
-
 def storage_settings(args: argparse.Namespace) -> HubSettings:
     """The settings an admin command opens the store with: the environment's, then the options
     of `add_settings_arguments` - resolved exactly as `hub serve` resolves them."""
     from mcpkit.hub.settings import HubSettings
 
     return HubSettings.from_env(database_url=args.database_url, data_dir=args.data_dir)
-
-
-def fail(message: str) -> int:
-    print(f"mcpkit hub: error: {message}", file=sys.stderr)
-    return EXIT_ERROR
-
-
-def missing_extra(error: ImportError) -> int:
-    return fail(f"the hub needs its extra: {HUB_EXTRA_HINT} ({error})")
 
 
 def with_store(body: Callable[[Store, argparse.Namespace], Awaitable[int]]) -> Callable[

@@ -52,7 +52,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from mcpkit.hub.store.records import HealthStatus
 from mcpkit.protocol.types.methods import CLIENT_NOTIFICATIONS, CLIENT_REQUESTS
 
-log = logging.getLogger("mcpkit.hub")
+log = logging.getLogger(__name__)
 
 NAMESPACE = "mcpkit_hub"
 OTHER = "other"

@@ -30,13 +30,13 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from mcpkit.hub.cli import EXIT_ERROR, add_settings_arguments, fail, missing_extra
+from mcpkit.hub.cli_common import EXIT_ERROR, add_settings_arguments, fail, missing_extra
 
 if TYPE_CHECKING:
-    from mcpkit.hub.cli import Subcommands
+    from mcpkit.hub.cli_common import Subcommands
     from mcpkit.hub.settings import HubSettings
 
-log = logging.getLogger("mcpkit.hub")
+log = logging.getLogger(__name__)
 
 
 DESCRIPTION = """\

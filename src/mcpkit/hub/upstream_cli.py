@@ -31,7 +31,7 @@ from mcpkit.hub.rest_client import DEFAULT_TIMEOUT_S, HubRequestError, HubRestCl
 from mcpkit.hub.settings import DEFAULT_HOST, DEFAULT_PORT
 
 if TYPE_CHECKING:
-    from mcpkit.hub.cli import Subcommands
+    from mcpkit.hub.cli_common import Subcommands
 
 UPSTREAMS = "/api/v1/users/mcp/upstreams"
 HUB_URL_ENV = "MCPKIT_HUB_URL"

@@ -52,11 +52,11 @@ from typing import Any
 from mcpkit.manager.cli_config import (
     EXIT_FAILED,
     EXIT_OK,
-    EXIT_USAGE,
     SCOPES,
     CliError,
     ConfigFiles,
     Entry,
+    expected_exit_code,
 )
 from mcpkit.transports.http.serve import positive_int
 
@@ -348,30 +348,12 @@ def _wrap(command: Command) -> Command:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return EXIT_FAILED
         except Exception as exc:
-            expected = _expected(exc)
+            expected = expected_exit_code(exc)
             if expected is None:
                 raise
             return report(str(exc) or type(exc).__name__, None, expected)
 
     return run
-
-
-def _expected(exc: Exception) -> int | None:
-    """The exit code of an error that is not a bug, None for one that is."""
-    from mcpkit.manager.config import ConfigError
-    from mcpkit.manager.errors import ManagerError
-    from mcpkit.protocol.errors import McpError
-
-    if isinstance(exc, ConfigError):
-        return EXIT_USAGE
-    if isinstance(exc, ManagerError | McpError | OSError | TimeoutError):
-        return EXIT_FAILED
-    if "mcpkit.transports.client.base" in sys.modules:  # loaded by whatever raised it
-        from mcpkit.transports.client.base import TransportError
-
-        if isinstance(exc, TransportError):
-            return EXIT_FAILED
-    return None
 
 
 def report(message: str, hint: str | None, code: int) -> int:

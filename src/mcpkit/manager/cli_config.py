@@ -10,6 +10,7 @@ unset variable does not hide the others. Only the servers a command starts are i
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,23 @@ class CliError(Exception):
         self.message = message
         self.hint = hint
         self.code = code
+
+
+def expected_exit_code(exc: Exception) -> int | None:
+    """The exit code of an error that is not a bug, None for one that is."""
+    from mcpkit.manager.errors import ManagerError
+    from mcpkit.protocol.errors import McpError
+
+    if isinstance(exc, ConfigError):
+        return EXIT_USAGE
+    if isinstance(exc, ManagerError | McpError | OSError | TimeoutError):
+        return EXIT_FAILED
+    if "mcpkit.transports.client.base" in sys.modules:  # loaded by whatever raised it
+        from mcpkit.transports.client.base import TransportError
+
+        if isinstance(exc, TransportError):
+            return EXIT_FAILED
+    return None
 
 
 @dataclass

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
 import shlex
 import sys
@@ -35,11 +34,10 @@ from mcpkit.manager.cli_render import (
     output_width,
     parameter_lines,
     redact,
-    redact_variables_of,
     result_text,
     tool_flags,
 )
-from mcpkit.manager.cli_targets import Target, resolve, stdio_command
+from mcpkit.manager.cli_targets import Target, prepared, resolve, stdio_command
 from mcpkit.manager.config import ConfigError, ServerConfig, json_type
 from mcpkit.manager.diagnose import diagnose
 from mcpkit.manager.errors import ToolNotAllowed, UnknownTool
@@ -84,18 +82,6 @@ def startable(files: ConfigFiles, entries: Iterable[Entry], *, timeout: float | 
         except ConfigError as exc:
             outcomes[entry.name] = Outcome("invalid", str(exc))
     return configs, outcomes
-
-
-def prepared(files: ConfigFiles, entry: Entry, *, timeout: float | None) -> ServerConfig:
-    """The interpolated config, ready to start (even when disabled); ConfigError when it
-    cannot be (an invalid entry, an unset variable or bearer token)."""
-    config = files.resolve(entry)
-    config.bearer_token(files.environ)  # unset: an error now, not inside the manager
-    redact_variables_of(entry.raw, files.environ)
-    changes: dict[str, Any] = {"required": False, "enabled": True}
-    if timeout is not None:
-        changes["startup_timeout_sec"] = timeout
-    return dataclasses.replace(config, **changes)
 
 
 @contextlib.asynccontextmanager

@@ -31,12 +31,22 @@ import shlex
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePath
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
-from mcpkit.manager.cli_config import EXIT_FAILED, CliError, ConfigFiles, Entry
+from mcpkit.manager.cli_config import (
+    EXIT_FAILED,
+    CliError,
+    ConfigFiles,
+    Entry,
+    expected_exit_code,
+)
 from mcpkit.manager.config import ServerConfig
 from mcpkit.manager.interpolate import is_variable_name
 from mcpkit.manager.names import sanitize
+
+if TYPE_CHECKING:
+    from mcpkit.manager.diagnose import Diagnosis
 
 BEARER_ENV = "MCPKIT_BEARER"
 """The variable `--bearer` defaults to (a token on the command line shows in `ps`)."""
@@ -50,14 +60,6 @@ _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 """An HTTP header name (RFC 9110 token)."""
 MASK = "****"
 MIN_SECRET_CHARS = 3
-_DIRECT_HINTS = {
-    "refused": "start the server, or check the host and port of the URL",
-    "not-found": "the URL's path is wrong: check where the server serves MCP (often /mcp)",
-    "redirect": "redirects are not followed: if you trust where it points, give that URL",
-    "tls": "the server speaks plain HTTP, not TLS: give the http:// (or ws://) URL",
-    "timeout": "if it is just slow, give it longer: --timeout SECONDS",
-}
-"""Fixes for a server given directly, where `diagnose`'s hint is an `mcp add` line."""
 
 
 @dataclass
@@ -93,27 +95,27 @@ class Target:
             found = diagnose(self.config, error, failure, self.entry.config)
             return CliError(found.message, hint=found.hint, code=EXIT_FAILED)
         shown = dataclasses.replace(self.config, name=self.label)
-        found = diagnose(shown, error, failure)
+        found = diagnose(shown, error, failure, direct=True)
         return CliError(self.redact(found.message),
-                        hint=self.redact(self._direct_hint(found.kind, found.hint, error)),
+                        hint=self.redact(self._direct_hint(found, error)),
                         code=EXIT_FAILED)
 
-    def _direct_hint(self, kind: str, hint: str, error: str | None) -> str:
+    def _direct_hint(self, found: Diagnosis, error: str | None) -> str:
+        """`diagnose`'s fix for a direct target, but said in this command's options where
+        what was given decides it (a list past the client's bounds, credentials)."""
         if error and "(ListLimits." in error:
             from mcpkit.client.listing import MAX_LIST_BYTES, MAX_LIST_ITEMS, MAX_LIST_PAGES
 
             return (f"its list does not end within the client's bounds ({MAX_LIST_PAGES} "
                     f"pages, {MAX_LIST_ITEMS} items, {MAX_LIST_BYTES // 2**20} MiB: "
                     "mcpkit.client.ListLimits); the server is broken")
-        if kind == "auth":
+        if found.kind == "auth":
             if self.secrets:
                 return ("the server refused the credentials given (--bearer, --header or "
                         f"${BEARER_ENV}); check them")
             return (f"the server requires authentication: give a token with --bearer TOKEN "
                     f"(or ${BEARER_ENV}), or a header with -H 'Authorization: ...'")
-        if "mcpkit mcp " not in hint:
-            return hint
-        return _DIRECT_HINTS.get(kind, "check the URL and that the server runs")
+        return found.hint
 
     @contextlib.contextmanager
     def redacting(self) -> Iterator[None]:
@@ -134,9 +136,7 @@ class Target:
             exc.hint = self.redact(exc.hint) if exc.hint else exc.hint
             raise
         except Exception as exc:
-            from mcpkit.manager.cli import _expected
-
-            code = _expected(exc)
+            code = expected_exit_code(exc)
             if code is None:
                 raise
             raise CliError(self.redact(str(exc) or type(exc).__name__), code=code) from None
@@ -243,14 +243,26 @@ def resolve(args: argparse.Namespace, words: list[str], *, files: ConfigFiles | 
 
 def configured(files: ConfigFiles, name: str, *, timeout: float | None = None) -> Target:
     """A configured server, enabled, its variables expanded (CliError/ConfigError if not)."""
-    from mcpkit.manager.cli_servers import prepared
-
     entry = files.entry(name)
     if not entry.enabled:
         raise CliError(f"MCP server {entry.name!r} is disabled",
                        hint=f"enable it with `mcpkit mcp enable {entry.name}`")
     config = prepared(files, entry, timeout=timeout)
     return Target(config, name, entry=entry, environ=files.environ)
+
+
+def prepared(files: ConfigFiles, entry: Entry, *, timeout: float | None) -> ServerConfig:
+    """The interpolated config, ready to start (even when disabled); ConfigError when it
+    cannot be (an invalid entry, an unset variable or bearer token)."""
+    from mcpkit.manager.cli_render import redact_variables_of
+
+    config = files.resolve(entry)
+    config.bearer_token(files.environ)  # unset: an error now, not inside the manager
+    redact_variables_of(entry.raw, files.environ)
+    changes: dict[str, Any] = {"required": False, "enabled": True}
+    if timeout is not None:
+        changes["startup_timeout_sec"] = timeout
+    return dataclasses.replace(config, **changes)
 
 
 def _refuse_for_name(args: argparse.Namespace, name: str) -> None:

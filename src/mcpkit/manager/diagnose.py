@@ -15,6 +15,11 @@
 The messages show the server as its entry is written (`written`: `${TOKEN}` rather than the
 token, the URL masked), also inside the error's own text, which names the interpolated
 command line or URL.
+
+The fixes are built for the kind of target: a configured server's are `mcpkit mcp` lines
+(`mcp get`, an `mcp add --force` that replaces the entry); a server given directly on the
+command line (`direct`: a URL or a command, which has no entry) is told what to change in
+what was given instead, since an `mcp add` line would do something else.
 """
 
 from __future__ import annotations
@@ -43,16 +48,18 @@ class Diagnosis:
 
 
 def diagnose(started: ServerConfig, error: str | None, failure: BaseException | None,
-             written: ServerConfig | None = None) -> Diagnosis:
+             written: ServerConfig | None = None, *, direct: bool = False) -> Diagnosis:
     """The one-line explanation of a server that failed to start, and its fix. `started`
     is the config it was started with (variables expanded), `written` the entry as written
-    (shown instead, when given). No variable's value is in either line (`REDACT`)."""
-    found = _diagnose(started, error, failure, written or started)
+    (shown instead, when given); `direct`: a server given on the command line, not a
+    configured entry (the fix then names no `mcpkit mcp` line). No variable's value is in
+    either line (`REDACT`)."""
+    found = _diagnose(started, error, failure, written or started, direct)
     return Diagnosis(found.kind, REDACT(found.message), REDACT(found.hint))
 
 
 def _diagnose(started: ServerConfig, error: str | None, failure: BaseException | None,
-              config: ServerConfig) -> Diagnosis:
+              config: ServerConfig, direct: bool) -> Diagnosis:
     text = _scrubbed(one_line(error or "unknown error"), started, config)
     chain = _chain(failure)
     if error and "startup_timeout_sec" in error:
@@ -67,20 +74,21 @@ def _diagnose(started: ServerConfig, error: str | None, failure: BaseException |
     url = mask_url(config.url or "")
     status = _http_status(chain)
     if status is not None:
-        return _http_problem(config, url, status, chain)
+        return _http_problem(config, url, status, chain, direct)
     address = _address(config.url or "")
     if _has(chain, ConnectionRefusedError):
         return Diagnosis("refused", f"{config.name}: nothing is listening at {address} "
                                     "(connection refused)",
-                         f"start the server, or check the host and port of {url} "
-                         f"(`mcpkit mcp get {config.name}`)")
+                         "start the server, or check the host and port of the URL" if direct
+                         else f"start the server, or check the host and port of {url} "
+                              f"(`mcpkit mcp get {config.name}`)")
     if _has(chain, socket.gaierror) or "ClientConnectorDNSError" in _names(chain):
         host = urlsplit(config.url or "").hostname or address
         return Diagnosis("dns", f"{config.name}: cannot resolve the host {host!r}",
                          f"check the host name in {url}")
     tls = _first(chain[::-1], ssl.SSLError)  # the innermost: the ssl module's own reason
     if tls is not None:
-        return _tls_problem(config, url, address, tls)
+        return _tls_problem(config, url, address, tls, direct)
     if _has(chain, TimeoutError):
         return Diagnosis("timeout", f"{config.name}: no answer from {address} in time",
                          "is the host reachable from here (a firewall, a VPN)? if it is "
@@ -97,23 +105,24 @@ def _diagnose(started: ServerConfig, error: str | None, failure: BaseException |
 
 
 def _http_problem(config: ServerConfig, url: str, status: int,
-                  chain: list[BaseException]) -> Diagnosis:
+                  chain: list[BaseException], direct: bool) -> Diagnosis:
     said = _snippet(chain)
     where = f"HTTP {status} from {url}" + (f": {said}" if said else "")
     status_said = f"HTTP {status}" + (f": {said}" if said else "")
     if status in (401, 403):
         return _auth_problem(config, url, status, where)
     if status == 404:
+        fix = "the URL's path is wrong: check where the server serves MCP (often /mcp)"
         return Diagnosis("not-found", f"{config.name}: nothing at {url} ({status_said})",
-                         "the URL's path is wrong: check where the server serves MCP "
-                         f"(often /mcp), then `{_readd(config, url='URL')}`")
+                         fix if direct else f"{fix}, then `{_readd(config, url='URL')}`")
     if 300 <= status < 400:
         location = _location(chain)
         target = mask_url(location) if location else "the URL it names"
         return Diagnosis("redirect", f"{config.name}: {url} redirects to {target} "
                                      f"(HTTP {status}); redirects are not followed, so that "
                                      "headers and tokens go only where you said",
-                         f"if you trust it, use that URL: "
+                         "redirects are not followed: if you trust where it points, give "
+                         "that URL" if direct else f"if you trust it, use that URL: "
                          f"`{_readd(config, url=mask_url(location) if location else 'URL')}`")
     if status in (405, 406, 415):
         return Diagnosis("not-mcp", f"{config.name}: {url} does not answer as an MCP "
@@ -122,6 +131,7 @@ def _http_problem(config: ServerConfig, url: str, status: int,
                          "…/sse with --transport sse)")
     return Diagnosis("http", f"{config.name}: the server failed ({where})",
                      "the server's own log says why" if status >= 500 else
+                     "check the URL and that the server runs" if direct else
                      f"check the URL and the entry: `mcpkit mcp get {config.name}`")
 
 
@@ -144,7 +154,7 @@ def _auth_problem(config: ServerConfig, url: str, status: int, where: str) -> Di
 
 
 def _tls_problem(config: ServerConfig, url: str, address: str,
-                 tls: BaseException) -> Diagnosis:
+                 tls: BaseException, direct: bool) -> Diagnosis:
     reason = getattr(tls, "reason", None) or one_line(str(tls))
     message = f"{config.name}: TLS with {address} failed ({reason})"
     if isinstance(tls, ssl.SSLCertVerificationError):
@@ -152,6 +162,9 @@ def _tls_problem(config: ServerConfig, url: str, address: str,
                                          "(self-signed or expired?); fix the certificate, "
                                          "or use a URL whose certificate is valid")
     if reason in ("WRONG_VERSION_NUMBER", "UNKNOWN_PROTOCOL", "RECORD_LAYER_FAILURE"):
+        if direct:
+            return Diagnosis("tls", message, "the server speaks plain HTTP, not TLS: give "
+                                             "the http:// (or ws://) URL")
         plain = url.replace("https://", "http://", 1).replace("wss://", "ws://", 1)
         return Diagnosis("tls", message, f"the server speaks plain HTTP, not TLS: "
                                          f"`{_readd(config, url=plain)}`")

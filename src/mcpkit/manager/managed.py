@@ -34,7 +34,7 @@ from mcpkit.manager.config import ServerConfig
 from mcpkit.manager.errors import ServerUnavailable
 from mcpkit.protocol import types
 
-log = logging.getLogger("mcpkit.manager")
+log = logging.getLogger(__name__)
 
 ClientFactory = Callable[["ManagedServer"], Client]
 CatalogListener = Callable[["ManagedServer", str], Awaitable[None] | None]

@@ -52,7 +52,7 @@ from mcpkit.manager.names import NameTable
 from mcpkit.manager.permissions import AskHook, PermissionHook, ToolCallRequest
 from mcpkit.protocol import types
 
-log = logging.getLogger("mcpkit.manager")
+log = logging.getLogger(__name__)
 
 ChangeListener = Callable[[str, str], Awaitable[None] | None]
 """`on_change(server, kind)`: a server's catalog changed (kind: tools/prompts/resources/all)."""

@@ -42,7 +42,7 @@ from mcpkit.client import Client, RequestTimeout, form_defaults
 from mcpkit.protocol import types
 from mcpkit.protocol.errors import McpError
 
-log = logging.getLogger("mcpkit.conformance_client")
+log = logging.getLogger(__name__)
 
 CLIENT_INFO = {"name": "mcpkit-conformance-client", "version": __version__}
 SAMPLING_MODEL = "mcpkit-conformance"

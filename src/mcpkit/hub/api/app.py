@@ -57,7 +57,7 @@ from mcpkit.hub.store import Store
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-log = logging.getLogger("mcpkit.hub")
+log = logging.getLogger(__name__)
 
 Component = Callable[[HubContext], AbstractAsyncContextManager[Any]]
 OPENAPI_URL = "/openapi.json"

@@ -39,7 +39,7 @@ from mcpkit.hub.api.schemas import ErrorOut
 from mcpkit.hub.crypto import KEY_FILE_NAME, SECRET_KEY_ENV, CredentialError
 from mcpkit.hub.store import Conflict, Invalid, NotFound, StoreError, StoreUnavailable
 
-log = logging.getLogger("mcpkit.hub.api")
+log = logging.getLogger(__name__)
 
 STATUS_CODES = {
     400: "malformed_json",

@@ -13,7 +13,7 @@ from mcpkit.hub.api.schemas import TokenOut, ToolOut, UpstreamOut, UserOut
 from mcpkit.hub.crypto import CredentialError
 from mcpkit.hub.store import Credentials, TokenRecord, UpstreamRecord, UserRecord
 
-log = logging.getLogger("mcpkit.hub.api")
+log = logging.getLogger(__name__)
 
 HINT_MIN_LENGTH = 16
 """Secrets shorter than this show no characters at all: 4 of 8 would give half away."""

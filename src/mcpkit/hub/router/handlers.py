@@ -6,13 +6,17 @@ it, so they can be neither listed nor reached, by any name.
 
 Lists are read fresh from the store and returned whole (no cursor: a user's aggregate is
 bounded by their upstreams' catalogs); calls route through the cached view.
+
+Each handler takes the hub's router first (its directory, pool and audit); `methods(router)`
+binds it, giving the `(server, call)` handlers the server's Engine calls.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from mcpkit.hub.router.directory import Route, View
@@ -27,11 +31,6 @@ if TYPE_CHECKING:
     from mcpkit.server.server import Server
 
 log = logging.getLogger(__name__)
-
-
-def _router(server: Server) -> HubRouter:
-    router: HubRouter = getattr(server, "router")  # noqa: B009 - set by HubServer
-    return router
 
 
 def _user(call: Call) -> int:
@@ -49,22 +48,22 @@ def _name(call: Call, key: str) -> str:
     return value
 
 
-async def _view(server: Server, call: Call, *, fresh: bool = False) -> View:
-    return await _router(server).view(_user(call), fresh=fresh)
+async def _view(router: HubRouter, call: Call, *, fresh: bool = False) -> View:
+    return await router.view(_user(call), fresh=fresh)
 
 
-async def _find(server: Server, call: Call, lookup: Callable[[View], Route | None],
+async def _find(router: HubRouter, call: Call, lookup: Callable[[View], Route | None],
                 missing: Callable[[], errors.McpError]) -> Route:
     """`lookup` in the cached view, else in a fresh one (the name may be new), else the
     error `missing()` makes."""
     for fresh in (False, True):
-        found = lookup(await _view(server, call, fresh=fresh))
+        found = lookup(await _view(router, call, fresh=fresh))
         if found is not None:
             return found
     raise missing()
 
 
-async def _route(server: Server, call: Call, kind: str, exposed: str) -> Route:
+async def _route(router: HubRouter, call: Call, kind: str, exposed: str) -> Route:
     """The route of an exposed tool or prompt name; -32602 naming what is unknown."""
     def lookup(view: View) -> Route | None:
         return view.tool(exposed) if kind == "tool" else view.prompt(exposed)
@@ -72,43 +71,42 @@ async def _route(server: Server, call: Call, kind: str, exposed: str) -> Route:
     def unknown() -> errors.McpError:
         return errors.invalid_params(f"Unknown {kind}: {exposed}", {"name": exposed})
 
-    return await _find(server, call, lookup, unknown)
+    return await _find(router, call, lookup, unknown)
 
 
 # --- lists ----------------------------------------------------------------------------------
 
 
-async def list_tools(server: Server, call: Call) -> dict[str, Any]:
-    return {"tools": (await _view(server, call, fresh=True)).tools}
+async def list_tools(router: HubRouter, server: Server, call: Call) -> dict[str, Any]:
+    return {"tools": (await _view(router, call, fresh=True)).tools}
 
 
-async def list_prompts(server: Server, call: Call) -> dict[str, Any]:
-    return {"prompts": (await _view(server, call, fresh=True)).prompts}
+async def list_prompts(router: HubRouter, server: Server, call: Call) -> dict[str, Any]:
+    return {"prompts": (await _view(router, call, fresh=True)).prompts}
 
 
-async def list_resources(server: Server, call: Call) -> dict[str, Any]:
-    return {"resources": (await _view(server, call, fresh=True)).resources}
+async def list_resources(router: HubRouter, server: Server, call: Call) -> dict[str, Any]:
+    return {"resources": (await _view(router, call, fresh=True)).resources}
 
 
-async def list_templates(server: Server, call: Call) -> dict[str, Any]:
-    return {"resourceTemplates": (await _view(server, call, fresh=True)).templates}
+async def list_templates(router: HubRouter, server: Server, call: Call) -> dict[str, Any]:
+    return {"resourceTemplates": (await _view(router, call, fresh=True)).templates}
 
 
 # --- calls ----------------------------------------------------------------------------------
 
 
-async def call_tool(server: Server, call: Call) -> dict[str, Any]:
+async def call_tool(router: HubRouter, server: Server, call: Call) -> dict[str, Any]:
     exposed = _name(call, "name")
     arguments = call.params.get("arguments")
     if arguments is not None and not isinstance(arguments, dict):
         raise errors.invalid_params('"arguments" must be an object')
-    route = await _route(server, call, "tool", exposed)
-    router = _router(server)
+    route = await _route(router, call, "tool", exposed)
     started = time.perf_counter()
     outcome = "error"
     error_text: str | None = None
     try:
-        result = await _forward(server, call, route, "tools/call",
+        result = await _forward(router, server, call, route, "tools/call",
                                 {**call.params, "name": route.name})
         outcome = "tool_error" if result.get("isError") is True else "ok"
         return result
@@ -126,32 +124,32 @@ async def call_tool(server: Server, call: Call) -> dict[str, Any]:
         router.record_call(call, route, outcome, time.perf_counter() - started, error_text)
 
 
-async def get_prompt(server: Server, call: Call) -> dict[str, Any]:
-    route = await _route(server, call, "prompt", _name(call, "name"))
-    return await _forward_or_fail(server, call, route, "prompts/get",
+async def get_prompt(router: HubRouter, server: Server, call: Call) -> dict[str, Any]:
+    route = await _route(router, call, "prompt", _name(call, "name"))
+    return await _forward_or_fail(router, server, call, route, "prompts/get",
                                   {**call.params, "name": route.name})
 
 
-async def read_resource(server: Server, call: Call) -> dict[str, Any]:
+async def read_resource(router: HubRouter, server: Server, call: Call) -> dict[str, Any]:
     uri = _name(call, "uri")
-    route = await _resource_route(server, call, uri)
-    return await _forward_or_fail(server, call, route, "resources/read", call.params)
+    route = await _resource_route(router, call, uri)
+    return await _forward_or_fail(router, server, call, route, "resources/read", call.params)
 
 
-async def _resource_route(server: Server, call: Call, uri: str) -> Route:
+async def _resource_route(router: HubRouter, call: Call, uri: str) -> Route:
     def missing() -> errors.McpError:
         return errors.resource_not_found(uri, legacy_code=not call.modern)
 
-    return await _find(server, call, lambda view: view.resource(uri), missing)
+    return await _find(router, call, lambda view: view.resource(uri), missing)
 
 
-async def complete(server: Server, call: Call) -> dict[str, Any]:
+async def complete(router: HubRouter, server: Server, call: Call) -> dict[str, Any]:
     ref = call.params.get("ref")
     if not isinstance(ref, dict):
         raise errors.invalid_params('"ref" must be an object')
-    view = await _view(server, call)
+    view = await _view(router, call)
     if ref.get("type") == "ref/prompt":
-        route = await _route(server, call, "prompt", str(ref.get("name")))
+        route = await _route(router, call, "prompt", str(ref.get("name")))
         params = {**call.params, "ref": {**ref, "name": route.name}}
     elif ref.get("type") == "ref/resource":
         found = view.template(str(ref.get("uri"))) or view.resource(str(ref.get("uri")))
@@ -160,17 +158,17 @@ async def complete(server: Server, call: Call) -> dict[str, Any]:
         route, params = found, call.params
     else:
         raise errors.invalid_params(f"unknown ref type {ref.get('type')!r}")
-    return await _forward_or_fail(server, call, route, "completion/complete", params)
+    return await _forward_or_fail(router, server, call, route, "completion/complete", params)
 
 
-async def subscribe(server: Server, call: Call) -> dict[str, Any]:
+async def subscribe(router: HubRouter, server: Server, call: Call) -> dict[str, Any]:
     """Remember the subscription (legacy session) and subscribe at the upstream, whose
     updates the router passes to this user's subscribed sessions."""
     uri = _name(call, "uri")
-    route = await _resource_route(server, call, uri)
+    route = await _resource_route(router, call, uri)
     await plain.subscribe(server, call)
     try:
-        client = await _router(server).pool.client(route.upstream)
+        client = await router.pool.client(route.upstream)
         await client.subscribe(uri)
     except Exception as error:  # the session keeps the subscription; the upstream may not
         log.info("user %s: subscribing to %s at %s failed: %s", call.principal, uri,
@@ -182,29 +180,32 @@ async def subscribe(server: Server, call: Call) -> dict[str, Any]:
 
 
 async def _forward(
-    server: Server, call: Call, route: Route, method: str, params: dict[str, Any]
+    router: HubRouter, server: Server, call: Call, route: Route, method: str, params: dict[str, Any]
 ) -> dict[str, Any]:
     """Forward with the caller's context; a modern caller's questions become its
     `input_required` result (with the hub's sealed state)."""
     ctx = server.make_context(call)
     try:
-        return await forward(_router(server).pool, route.upstream, ctx, method, params,
+        return await forward(router.pool, route.upstream, ctx, method, params,
                              tool=route.definition)
     except inputs.InputRequired as need:
         return server.input_required_result(call, ctx, need)
 
 
 async def _forward_or_fail(
-    server: Server, call: Call, route: Route, method: str, params: dict[str, Any]
+    router: HubRouter, server: Server, call: Call, route: Route, method: str, params: dict[str, Any]
 ) -> dict[str, Any]:
     try:
-        return await _forward(server, call, route, method, params)
+        return await _forward(router, server, call, route, method, params)
     except UpstreamDown as down:
-        await _router(server).upstream_down(route.upstream, str(down))
+        await router.upstream_down(route.upstream, str(down))
         raise errors.internal_error(f"upstream unavailable: {down}") from None
 
 
-METHODS = {
+RouterHandler = Callable[["HubRouter", "Server", Call], Awaitable[dict[str, Any]]]
+"""A hub handler: a plain server's handler with the hub's router passed first."""
+
+HANDLERS: dict[str, RouterHandler] = {
     "tools/list": list_tools,
     "tools/call": call_tool,
     "prompts/list": list_prompts,
@@ -215,3 +216,9 @@ METHODS = {
     "resources/subscribe": subscribe,
     "completion/complete": complete,
 }
+
+
+def methods(router: HubRouter) -> dict[str, Callable[[Server, Call], Awaitable[dict[str, Any]]]]:
+    """The method table entries of `router`'s server: each handler with the router bound,
+    in the (server, call) shape the Engine calls."""
+    return {method: partial(handler, router) for method, handler in HANDLERS.items()}

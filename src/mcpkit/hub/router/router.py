@@ -65,7 +65,7 @@ class HubServer(Server):
     def __init__(self, router: HubRouter, version: str) -> None:
         super().__init__("mcpkit-hub", version, instructions=INSTRUCTIONS)
         self.router = router
-        for method, handler in handlers.METHODS.items():
+        for method, handler in handlers.methods(router).items():
             _fn, eras, capability = self.engine.methods[method]
             self.engine.methods[method] = (handler, eras, capability)
 

@@ -28,6 +28,7 @@ from mcpkit.transports.client.base import (
     ConnectionClosed,
     HttpStatusError,
     Inbound,
+    MessageTooLarge,
     Outgoing,
     RedirectRefused,
     TransportError,
@@ -162,9 +163,7 @@ class WebSocketTransport:
                 elif msg.type is aiohttp.WSMsgType.BINARY:
                     inbound.receive(msg.data)
                 elif msg.type is aiohttp.WSMsgType.ERROR:
-                    return ConnectionClosed(
-                        f"the WebSocket to {self.url} failed: {ws.exception() or msg.data}"
-                    )
+                    return self._failure(ws.exception() or msg.data)
                 elif msg.type in (
                     aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED
                 ):
@@ -176,6 +175,16 @@ class WebSocketTransport:
         except Exception as exc:  # a bug must end this connection, not the session's tasks
             log.exception("reading the WebSocket to %s failed", self.url)
             return TransportError(f"reading the WebSocket to {self.url} failed: {exc!r}")
+
+    def _failure(self, cause: object) -> TransportError:
+        """What a failed socket ends the connection with: `MessageTooLarge` for a message
+        over `max_message_bytes` (aiohttp refuses it with close code 1009), as the other
+        transports say it."""
+        if isinstance(cause, aiohttp.WebSocketError) and \
+                cause.code == aiohttp.WSCloseCode.MESSAGE_TOO_BIG:
+            return MessageTooLarge(f"a WebSocket message from {self.url} exceeds the "
+                                   f"{self.max_message_bytes}-byte limit")
+        return ConnectionClosed(f"the WebSocket to {self.url} failed: {cause}")
 
 
 __all__ = ["WebSocketTransport"]

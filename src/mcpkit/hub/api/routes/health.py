@@ -14,7 +14,7 @@ from mcpkit.hub.api.errors import ApiError, responses
 from mcpkit.hub.api.schemas import Status
 from mcpkit.hub.store import StoreError
 
-log = logging.getLogger("mcpkit.hub.api")
+log = logging.getLogger(__name__)
 READY_TIMEOUT_S = 2.0
 
 
