@@ -8,7 +8,7 @@
 #   services     scripts/install_services.sh: PostgreSQL and redis-server binaries for the hub's
 #                tests (as root; a no-op when present). Not root and missing: a note, and
 #                those tests skip - the closing lines say so and how to bring them in
-#   ruff         ruff check src tests
+#   ruff         ruff check src tests bench scripts
 #   mypy         mypy src
 #   pytest       pytest -q [extra args]   (exit 5 "no tests collected" is a failure)
 #   conformance  scripts/conformance/run_server_legs.py: the official conformance harness's
@@ -112,7 +112,7 @@ export MCPKIT_SKIP_SUMMARY="$SKIPS"
 
 run_step js-peers bash scripts/install_js_peers.sh
 run_step services services_step
-run_step ruff "$PY" -m ruff check src tests
+run_step ruff "$PY" -m ruff check src tests bench scripts
 run_step mypy "$PY" -m mypy src
 STEP_LABEL="$PY -m pytest -q $*" run_step pytest pytest_step "$@"
 if [ -n "${MCPKIT_SKIP_CONFORMANCE:-}" ]; then

@@ -17,9 +17,10 @@ MCP_CONFORMANCE_CONTEXT (JSON) in its environment:
 
 Legs: 2025-11-25, 2026-07-28, all (as for the server legs: 19, 33 and 48 scenarios). A client
 suite fails on any FAILURE or WARNING that is not listed; the listed ones are the auth/*
-scenarios, which the fixture refuses (the client has no OAuth yet). Each leg takes ~5-15 s. `sse-retry` is timing-sensitive when every scenario
-runs at once on 2 cores, so when the only unexpected failures are such known-flaky scenarios,
-they are re-run once, alone, and the leg is judged on the re-run (disable: --no-rerun).
+scenarios, which the fixture refuses (the client has no OAuth yet). Each leg takes ~5-15 s.
+`sse-retry` is timing-sensitive when every scenario runs at once on 2 cores, so when the only
+unexpected failures are such known-flaky scenarios, they are re-run once, alone, and the leg is
+judged on the re-run (disable: --no-rerun).
 Exits 1 if any leg fails, 2 on bad usage. Stdlib only.
 """
 
