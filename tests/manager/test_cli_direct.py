@@ -318,3 +318,14 @@ def test_narrow_terminals_keep_task_urls_apart(sh: Shell, example_url: str,
         headers.append(out.splitlines()[0])
     assert headers[0] != headers[1], headers
     assert headers[0].endswith("abc (2 tools)") and headers[1].endswith("abd (2 tools)")
+
+
+def test_a_slow_command_is_told_the_option_not_an_entry(sh: Shell) -> None:
+    from tests.manager.test_cli import FIXTURE
+
+    slow = sh("tools", "--timeout", "0.5", "--", PY, FIXTURE, "--name", "slow", "--delay", "5",
+              code=1)
+    assert "did not start within 0.5 s" in slow.err
+    hint = next(line for line in slow.err.splitlines() if line.startswith("hint: "))
+    # no config entry exists for a command given on the command line
+    assert hint == "hint: if it is just slow, give it longer: --timeout SECONDS"

@@ -65,7 +65,8 @@ def _diagnose(started: ServerConfig, error: str | None, failure: BaseException |
     if error and "startup_timeout_sec" in error:
         return Diagnosis("timeout", f"{config.name} did not start within "
                                     f"{started.startup_timeout_sec:g} s",
-                         f"if it is just slow, give it longer: --timeout SECONDS, or "
+                         "if it is just slow, give it longer: --timeout SECONDS" if direct
+                         else "if it is just slow, give it longer: --timeout SECONDS, or "
                          f"\"startup_timeout_sec\" in the entry of {config.name}")
     if config.type == "stdio":
         return Diagnosis("exited", f"{config.name} (stdio) failed: {text}",
