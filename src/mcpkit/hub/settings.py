@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from mcpkit.errors import UsageError
 from mcpkit.hub.refresh_slots import DEFAULT_REFRESHES_PER_USER
 from mcpkit.transports.http.asgi import DEFAULT_MAX_BODIES_IN_FLIGHT_BYTES
 from mcpkit.transports.http.replay import DEFAULT_MAX_TOTAL_REPLAY_BYTES
@@ -64,7 +65,7 @@ REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 T = TypeVar("T")
 
 
-class SettingsError(ValueError):
+class SettingsError(UsageError, ValueError):
     """A setting the hub cannot run with; the message names the option or variable."""
 
 

@@ -190,7 +190,7 @@ async def _forward(
     try:
         return await forward(_router(server).pool, route.upstream, ctx, method, params,
                              tool=route.definition)
-    except inputs.InputRequired as need:
+    except inputs._InputRequired as need:
         return server.input_required_result(call, ctx, need)
 
 
