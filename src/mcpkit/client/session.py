@@ -761,7 +761,7 @@ def _answer_of(method: str, data: bytes) -> Any:
         return jsonrpc.decode_value(message.result)
     except Exception as exc:
         raise errors.ProtocolError(errors.PARSE_ERROR,
-                                   f"undecodable result for {method}: {exc}") from None
+                                   f"undecodable result for {method}: {exc}") from exc
 
 
 def _server_error(message: jsonrpc.ErrorResponse) -> errors.McpError:

@@ -222,7 +222,7 @@ class HubSettings:
         try:
             return cls(**values)
         except TypeError as error:  # an unknown override: a programming error, said plainly
-            raise SettingsError(str(error)) from None
+            raise SettingsError(str(error)) from error
 
     @classmethod
     def from_args(
@@ -310,8 +310,8 @@ def _parse(name: str, text: str, variable: str) -> Any:
     parser = parsers.get(name, str)
     try:
         return parser(text.strip())
-    except ValueError:
-        raise SettingsError(f"{variable}: {text!r} is not a valid {name}") from None
+    except ValueError as error:
+        raise SettingsError(f"{variable}: {text!r} is not a valid {name}") from error
 
 
 def _names(text: str) -> tuple[str, ...]:
