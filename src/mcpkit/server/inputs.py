@@ -41,7 +41,8 @@ def required_capability(method: str, params: dict[str, Any]) -> dict[str, Any]:
         return {"sampling": {}}
     if method == LIST_ROOTS:
         return {"roots": {}}
-    raise errors.LocalError(errors.INTERNAL_ERROR, f"not an input request method: {method}")
+    # Reached from a handler (`ctx.ask`): an McpError, so its caller is answered with it.
+    raise errors.internal_error(f"not an input request method: {method}")
 
 
 def check_capability(method: str, params: dict[str, Any], declared: dict[str, Any]) -> None:
