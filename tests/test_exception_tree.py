@@ -150,10 +150,11 @@ def unused_port() -> int:
 
 
 @pytest.mark.anyio
-async def test_refused_connection_is_an_mcpkit_error_with_its_cause() -> None:
-    url = f"http://127.0.0.1:{unused_port()}/mcp"
+@pytest.mark.parametrize("scheme", ["http", "ws"])
+async def test_refused_connection_is_an_mcpkit_error_with_its_cause(scheme: str) -> None:
+    url = f"{scheme}://127.0.0.1:{unused_port()}/mcp"
     with anyio.fail_after(LIMIT_S), pytest.raises(mcpkit.McpkitError) as caught:
-        async with mcpkit.Client(url, connect_timeout=5.0):
+        async with mcpkit.Client(url):
             pass
     assert isinstance(caught.value, mcpkit.TransportError)
     assert "127.0.0.1" in str(caught.value)
