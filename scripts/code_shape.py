@@ -16,7 +16,6 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
-import pkgutil
 import statistics
 import sys
 from collections.abc import Iterator
@@ -150,15 +149,24 @@ def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     return packages
 
 
+def module_names(src: Path) -> Iterator[str]:
+    """Every module under `src`, found by its file: `pkgutil.walk_packages` skips folders
+    without an `__init__.py` (namespace packages such as transports/client). Not the
+    entry point, nor the alembic migrations (scripts alembic runs, not modules)."""
+    for path in sorted(src.rglob("*.py")):
+        parts = path.relative_to(src.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        if ".db.migrations" not in name and name != "mcpkit.__main__":
+            yield name
+
+
 def exception_classes(src: Path) -> list[type[BaseException]]:
     sys.path.insert(0, str(src.parent))
-    for info in pkgutil.walk_packages([str(src)], prefix="mcpkit."):
-        if ".db.migrations.versions" in info.name or info.name == "mcpkit.__main__":
-            continue
+    for name in module_names(src):
         try:
-            importlib.import_module(info.name)
+            importlib.import_module(name)
         except Exception as exc:  # an optional extra missing: say so, keep counting
-            print(f"  (not imported: {info.name}: {type(exc).__name__})")
+            print(f"  (not imported: {name}: {type(exc).__name__})")
     found = []
     for module in list(sys.modules.values()):
         if not getattr(module, "__name__", "").startswith("mcpkit"):

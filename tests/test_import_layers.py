@@ -95,8 +95,15 @@ def test_protocol_imports_only_pure_modules(path: Path) -> None:
         assert top not in FORBIDDEN, f"{path}: imports {module}"
         if level:  # relative imports stay inside the package
             continue
-        ok = top in ALLOWED_STDLIB or top == "msgspec" or module.startswith("mcpkit.protocol")
+        # mcpkit.errors, the root of the exception tree, is a leaf that imports nothing.
+        ok = (top in ALLOWED_STDLIB or top == "msgspec" or module.startswith("mcpkit.protocol")
+              or module == "mcpkit.errors")
         assert ok, f"{path}: imports {module}"
+
+
+def test_exception_root_imports_nothing() -> None:
+    """The protocol layer builds on mcpkit.errors, so it must stay a leaf."""
+    assert [m for m, _ in imported_modules(SRC / "errors.py")] == ["__future__"]
 
 
 def test_import_checker_catches_forbidden(tmp_path: Path) -> None:

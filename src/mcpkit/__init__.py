@@ -5,6 +5,7 @@ loads the HTTP stack:
 
     from mcpkit import Server, Context, content
     from mcpkit import Client, ServerManager
+    from mcpkit import McpkitError          # the root of every exception mcpkit raises
 """
 
 from __future__ import annotations
@@ -20,17 +21,33 @@ _EXPORTS = {
     "Server": "mcpkit.server.server",
     "Context": "mcpkit.server.context",
     "ToolResult": "mcpkit.server.tools",
-    "McpError": "mcpkit.protocol.errors",
-    "ProtocolError": "mcpkit.protocol.errors",
     "content": "mcpkit.server",
     "types": "mcpkit.protocol",
+    # The exception tree (drawn in mcpkit/errors.py): its root and branches, and what a
+    # Client user catches.
+    "McpkitError": "mcpkit.errors",
+    "UsageError": "mcpkit.errors",
+    "PeerError": "mcpkit.errors",
+    "TransportError": "mcpkit.errors",
+    "Timeout": "mcpkit.errors",
+    "McpError": "mcpkit.protocol.errors",
+    "ProtocolError": "mcpkit.protocol.errors",
+    "ServerError": "mcpkit.client.session",
+    "RequestTimeout": "mcpkit.client.session",
+    "ClientError": "mcpkit.client.errors",
+    "ConnectionClosed": "mcpkit.transports.client.base",
 }
 
-__all__ = ["Client", "Context", "McpError", "ProtocolError", "Server", "ServerManager",
-           "ToolResult", "__version__", "content", "types"]
+__all__ = ["Client", "ClientError", "ConnectionClosed", "Context", "McpError", "McpkitError",
+           "PeerError", "ProtocolError", "RequestTimeout", "Server", "ServerError",
+           "ServerManager", "Timeout", "ToolResult", "TransportError", "UsageError",
+           "__version__", "content", "types"]
 
 if TYPE_CHECKING:
     from mcpkit.client.client import Client
+    from mcpkit.client.errors import ClientError
+    from mcpkit.client.session import RequestTimeout, ServerError
+    from mcpkit.errors import McpkitError, PeerError, Timeout, TransportError, UsageError
     from mcpkit.manager.manager import ServerManager
     from mcpkit.protocol import types
     from mcpkit.protocol.errors import McpError, ProtocolError
@@ -38,6 +55,7 @@ if TYPE_CHECKING:
     from mcpkit.server.context import Context
     from mcpkit.server.server import Server
     from mcpkit.server.tools import ToolResult
+    from mcpkit.transports.client.base import ConnectionClosed
 
 
 def __getattr__(name: str) -> Any:
@@ -50,3 +68,7 @@ def __getattr__(name: str) -> Any:
     )
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -3,14 +3,55 @@
 
     McpkitError                  the root: `except mcpkit.McpkitError` catches all of mcpkit
     ├── UsageError               this program used mcpkit wrongly: a bad argument, setting,
-    │                            config file or call order. Fix the calling code or config.
+    │   │                        config file or call order. Fix the calling code or config.
+    │   ├── LocalError           a bad argument to an mcpkit API, with a JSON-RPC code
+    │   │   └── LimitError, HeadLimitError, WebSocketLimitError, ListenError (server limits
+    │   │       and listening address)
+    │   ├── ClientMisuse         the Client called wrongly (also a ClientError, below)
+    │   ├── UnsupportedPattern   a schema pattern RE2 cannot run (also ValueError)
+    │   ├── ManagerError         the manager cannot make the call as asked
+    │   │   └── UnknownTool (also LookupError), ToolNotAllowed, PermissionDenied,
+    │   │       ServerUnavailable and RequiredServerFailed (these two also PeerError)
+    │   ├── ConfigError, CliError                      manager config and command line
+    │   ├── SettingsError, CredentialError             hub settings and keys
+    │   ├── StoreError           the hub's store refused: NotFound, Conflict, Invalid,
+    │   │                        StoreUnavailable (also TransportError)
+    │   └── ServiceUnavailable   testing: a service's binaries are not installed
     ├── PeerError                the remote peer failed or refused: an error answer, a message
-    │                            the protocol does not allow, a server the client cannot work
-    │                            with. Nothing local to fix; report it or try another peer.
+    │   │                        the protocol does not allow, a server the client cannot work
+    │   │                        with. Nothing local to fix; report it or try another peer.
+    │   ├── McpError             a JSON-RPC error (code, message, data): the peer's answer,
+    │   │   │                    or, raised by a handler, the answer it sends its peer
+    │   │   ├── ProtocolError    the peer broke the protocol
+    │   │   ├── ServerError      the server answered the Client's request with an error
+    │   │   ├── ClientError      the Client cannot work with what the server did:
+    │   │   │   └── IncompatibleServer, TooManyInputRounds, InvalidToolOutput,
+    │   │   │       ListTooLarge, TaskFailed, TaskPollLimit
+    │   │   ├── SessionLimitReached   a server refusing a session (SessionPoolFull, …)
+    │   │   └── HubRequestError  the hub's REST API refused (its command-line client)
+    │   ├── DecodeFailure        a message that does not decode (what to answer is in it)
+    │   ├── UpstreamUnavailable, UpstreamDown, CatalogTooLarge    a hub's upstream server
+    │   ├── ApiError             a hub REST API error answer (also Starlette's HTTPException)
+    │   ├── AdapterError         a model's tool call that is not a valid call (also ValueError)
+    │   └── ScenarioFailed, SkillRejected, ServiceError, RedisError    testing
     ├── TransportError           the connection failed or ended: refused, reset, closed, a
-    │   (also ConnectionError)   child process that exited, a message over the size limit.
+    │   │ (also ConnectionError) child process that exited, a message over the size limit.
+    │   ├── ConnectionClosed     the connection ended (a stdio child: exit code, stderr tail)
+    │   ├── MessageTooLarge      a message over the transport's size limit
+    │   ├── HttpStatusError      an HTTP status with no usable answer: RedirectRefused,
+    │   │                        SessionExpired
+    │   ├── H1Error, StdioProcessError   the lean HTTP/1 client's, the stdio child's
+    │   ├── BlockedAddress       an address the SSRF guard may not reach
+    │   └── SharedStateUnavailable   the hub's Redis cannot be reached
     └── Timeout                  an operation ran past its deadline.
-        (also TimeoutError)
+        │ (also TimeoutError)
+        └── RequestTimeout       a request got no answer in time
+
+A family sits on the branch of most of its members; a member of another fault names that
+branch too (`ServerUnavailable` is a `ManagerError` and a `PeerError`). A Client user
+catches `McpkitError`, or, to tell the faults apart, `McpError` (the server's error
+answer; `ServerError` for a request), `TransportError` and `Timeout`; all are exported from
+`mcpkit`.
 
 Exceptions used only for control flow inside mcpkit, which never reach a caller, are private
 (their names start with an underscore) and need not derive from this tree. Foreign exceptions

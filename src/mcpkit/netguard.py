@@ -20,15 +20,18 @@ from collections.abc import Callable
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from mcpkit.errors import TransportError
+
 Describe = Callable[[str, str, str], str]
 """(host, address, problem) → the message of a refusal."""
 
 
-class BlockedAddress(OSError):
+class BlockedAddress(TransportError):
     """A host that resolves to an address that may not be reached.
 
-    An `OSError` so that aiohttp's connector wraps it (in `ClientConnectorDNSError`) like
-    any other resolution failure; callers unwrap it for the message.
+    A `TransportError`, hence an `OSError`, so that aiohttp's connector wraps it (in
+    `ClientConnectorDNSError`) like any other resolution failure; callers unwrap it for the
+    message.
     """
 
 

@@ -26,6 +26,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
+from mcpkit.errors import UsageError
+
 log = logging.getLogger(__name__)
 
 # RE2 compiles each pattern into an automaton within this many bytes; a bigger pattern (e.g.
@@ -42,7 +44,7 @@ class PatternPolicy(enum.Enum):
     SKIP = "skip"
 
 
-class UnsupportedPattern(ValueError):
+class UnsupportedPattern(UsageError, ValueError):
     """A pattern RE2 cannot run (lookaround, backreference, too big); raised under REFUSE."""
 
 

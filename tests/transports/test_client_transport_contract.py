@@ -57,6 +57,9 @@ pytestmark = pytest.mark.anyio
 
 SERVER = str(Path(__file__).with_name("contract_server.py"))
 KINDS = ["stdio", "http", "sse", "websocket", "memory"]
+# The transports with a wire and a server process: the in-memory one frames no messages (so it
+# has no size limit) and its server is an object in this process, which cannot go away.
+WIRE_KINDS = [kind for kind in KINDS if kind != "memory"]
 LIMIT_BYTES = 64 * 1024
 """The size limit every transport that has one is built with (its default is 16 MiB)."""
 LIVENESS_S = 10.0
@@ -306,9 +309,8 @@ async def test_concurrent_requests_are_all_answered_each_with_its_own_id(
         assert peer.inbound.failures == {} and peer.inbound.closed_with is None
 
 
+@pytest.mark.parametrize("kind", WIRE_KINDS, indirect=True)
 async def test_a_message_over_the_limit_is_message_too_large(kind: str, address: str) -> None:
-    if kind == "memory":
-        pytest.skip("in-memory: messages are not framed, so there is no size limit")
     async with connected(kind, address) as peer:
         request_id = await peer.request(
             "tools/call", {"name": "blob", "arguments": {"size": 4 * LIMIT_BYTES}})
@@ -318,11 +320,10 @@ async def test_a_message_over_the_limit_is_message_too_large(kind: str, address:
             assert await peer.tool("echo", text="still here") == "still here"
 
 
+@pytest.mark.parametrize("kind", WIRE_KINDS, indirect=True)
 async def test_the_server_going_away_fails_pending_and_later_requests(
     kind: str, address: str
 ) -> None:
-    if kind == "memory":
-        pytest.skip("in-memory: the server is an object in this process; it cannot go away")
     server: subprocess.Popen[bytes] | None = None
     if kind != "stdio":
         server, address = _start_http_server()

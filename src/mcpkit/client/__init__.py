@@ -3,6 +3,7 @@
 from mcpkit.client.client import Client
 from mcpkit.client.errors import (
     ClientError,
+    ClientMisuse,
     IncompatibleServer,
     InvalidToolOutput,
     TooManyInputRounds,
@@ -21,6 +22,7 @@ from mcpkit.transports.client.base import (
 __all__ = [
     "Client",
     "ClientError",
+    "ClientMisuse",
     "ConnectionClosed",
     "HttpStatusError",
     "InboundLimits",

@@ -31,6 +31,7 @@ from mcpkit.client import legacy_tasks
 from mcpkit.client import tasks as task_following
 from mcpkit.client.errors import (
     ClientError,
+    ClientMisuse,
     IncompatibleServer,
     InvalidToolOutput,
     TooManyInputRounds,
@@ -256,7 +257,7 @@ class Client:
         share a task or a cancel scope. (asyncio only, like the HTTP transports.)
         """
         if self._hosted.running:
-            raise ClientError("this Client is already connected")
+            raise ClientMisuse("this Client is already connected")
         await self._hosted.open()
         try:
             with anyio.move_on_after(self.connect_timeout) as deadline:
@@ -306,7 +307,7 @@ class Client:
     @property
     def session(self) -> ClientSession:
         if self._session is None:
-            raise ClientError("the Client is not connected: use `async with Client(...)`")
+            raise ClientMisuse("the Client is not connected: use `async with Client(...)`")
         return self._session
 
     # --- connecting and era detection --------------------------------------------------------

@@ -35,6 +35,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from mcpkit.client.origin import current_origin, request_origin
+from mcpkit.errors import Timeout
 from mcpkit.protocol import errors, jsonrpc
 from mcpkit.protocol.jsonrpc import RequestId
 from mcpkit.transports.client.base import (
@@ -67,7 +68,7 @@ BUSY = -32000
 because the client is already answering `InboundLimits.requests` of them."""
 
 
-class RequestTimeout(TimeoutError):
+class RequestTimeout(Timeout):
     """A request got no answer in time (the server was told to cancel it)."""
 
     def __init__(self, method: str, seconds: float, *, hard: bool) -> None:
@@ -760,7 +761,7 @@ def _answer_of(method: str, data: bytes) -> Any:
         return jsonrpc.decode_value(message.result)
     except Exception as exc:
         raise errors.ProtocolError(errors.PARSE_ERROR,
-                                   f"undecodable result for {method}: {exc}") from None
+                                   f"undecodable result for {method}: {exc}") from exc
 
 
 def _server_error(message: jsonrpc.ErrorResponse) -> errors.McpError:

@@ -78,21 +78,22 @@ FETCH_OUTPUT = {
 }
 
 
-class FetchError(McpkitError):
-    """A fetch the tool refuses or cannot complete (the message is meant for the model);
-    the tool catches this family, and its three kinds say whose fault it was."""
+class _FetchError(McpkitError):
+    """A fetch the tool refuses or cannot complete (the message is meant for the model;
+    the tool catches this family, so it never reaches a caller); its three kinds say whose
+    fault it was."""
 
 
-class FetchRefused(FetchError, UsageError):
+class _FetchRefused(_FetchError, UsageError):
     """A fetch refused before or instead of reading a body: the URL, its address, the
     number of redirects, a body that cannot be given in the asked format."""
 
 
-class FetchFailed(FetchError, TransportError):
+class _FetchFailed(_FetchError, TransportError):
     """The connection to the web server failed, or its answer was not valid HTTP."""
 
 
-class FetchTimedOut(FetchError, Timeout):
+class _FetchTimedOut(_FetchError, Timeout):
     """The whole fetch ran past its `timeout`."""
 
 
@@ -110,20 +111,20 @@ def check_url(url: URL, allow_private: bool) -> None:
     blocked IP literals. Host names are checked again when they are resolved."""
     if url.scheme not in ("http", "https"):
         shown = f"{url.scheme}:" if url.scheme else "a URL without a scheme"
-        raise FetchRefused(f"only http and https URLs can be fetched, not {shown} ({url})")
+        raise _FetchRefused(f"only http and https URLs can be fetched, not {shown} ({url})")
     host = url.raw_host
     if not host:
-        raise FetchRefused(f"the URL has no host: {url}")
+        raise _FetchRefused(f"the URL has no host: {url}")
     if allow_private:
         return
     problem = netguard.name_problem(host)
     if problem is not None:
-        raise FetchRefused(blocked_message(host, host, problem))
+        raise _FetchRefused(blocked_message(host, host, problem))
     ip = netguard.parse_ip(host)
     if ip is not None:
         problem = netguard.address_problem(ip)
         if problem is not None:
-            raise FetchRefused(blocked_message(host, str(ip), problem))
+            raise _FetchRefused(blocked_message(host, str(ip), problem))
 
 
 # --- fetching --------------------------------------------------------------------------------
@@ -149,7 +150,7 @@ def redirect_target(current: URL, location: str) -> URL:
     try:
         target = current.join(URL(location))
     except ValueError as exc:
-        raise FetchRefused(f"redirect to an invalid URL {location!r}: {exc}") from None
+        raise _FetchRefused(f"redirect to an invalid URL {location!r}: {exc}") from None
     return target
 
 
@@ -178,7 +179,7 @@ async def fetch_url(url: str, *, fmt: str, limit_s: float, allow_private: bool,
     try:
         current = URL(url.strip())
     except (ValueError, TypeError) as exc:
-        raise FetchRefused(f"invalid URL {url!r}: {exc}") from None
+        raise _FetchRefused(f"invalid URL {url!r}: {exc}") from None
     check_url(current, allow_private)
     resolver = netguard.GuardedResolver(allow_private, blocked_message)
     connector = aiohttp.TCPConnector(resolver=resolver, use_dns_cache=False, force_close=True)
@@ -193,7 +194,7 @@ async def fetch_url(url: str, *, fmt: str, limit_s: float, allow_private: bool,
                         location = response.headers.get("Location")
                         if response.status in REDIRECT_STATUSES and location:
                             if len(redirects) >= MAX_REDIRECTS:
-                                raise FetchRefused(
+                                raise _FetchRefused(
                                     f"too many redirects (more than {MAX_REDIRECTS}); the "
                                     f"last one was to {location}")
                             target = redirect_target(current, location)
@@ -210,23 +211,23 @@ async def fetch_url(url: str, *, fmt: str, limit_s: float, allow_private: bool,
                             redirects=redirects)
                 except aiohttp.ClientConnectorError as exc:
                     if isinstance(exc.os_error, netguard.BlockedAddress):
-                        raise FetchRefused(str(exc.os_error)) from None
+                        raise _FetchRefused(str(exc.os_error)) from None
                     if isinstance(exc, aiohttp.ClientConnectorDNSError):
-                        raise FetchFailed(f"could not resolve {current.host}: "
+                        raise _FetchFailed(f"could not resolve {current.host}: "
                                          f"{exc.os_error.strerror or exc.os_error}") from None
-                    raise FetchFailed(f"could not connect to {current.host}:{current.port}: "
+                    raise _FetchFailed(f"could not connect to {current.host}:{current.port}: "
                                      f"{exc.os_error.strerror or exc.os_error}") from None
                 except aiohttp.InvalidURL as exc:
                     why = f": {exc.description}" if exc.description else ""
-                    raise FetchRefused(f"invalid URL {current}{why}") from None
+                    raise _FetchRefused(f"invalid URL {current}{why}") from None
                 except aiohttp.ClientResponseError as exc:
-                    raise FetchFailed(f"bad HTTP response from {current.host}: "
+                    raise _FetchFailed(f"bad HTTP response from {current.host}: "
                                      f"{exc.message}") from None
                 except (aiohttp.ClientError, OSError) as exc:
-                    raise FetchFailed(f"fetching {current} failed: "
+                    raise _FetchFailed(f"fetching {current} failed: "
                                      f"{exc.__class__.__name__}: {exc}") from None
     assert scope.cancelled_caught
-    raise FetchTimedOut(f"timed out after {limit_s:g} s fetching {current}")
+    raise _FetchTimedOut(f"timed out after {limit_s:g} s fetching {current}")
 
 
 # --- formats ---------------------------------------------------------------------------------
@@ -290,12 +291,12 @@ def looks_like_html(fetched: Fetched, text: str) -> bool:
 
 
 def render(fetched: Fetched, fmt: str) -> str:
-    """The body in `fmt` (raises FetchRefused for binary bodies and invalid JSON)."""
+    """The body in `fmt` (raises _FetchRefused for binary bodies and invalid JSON)."""
     if fmt == "base64":
         return base64.b64encode(fetched.body).decode("ascii")
     if is_binary(fetched):
         kind = fetched.mime or "an unknown type"
-        raise FetchRefused(f"the body is binary ({kind}, {len(fetched.body)} bytes); use "
+        raise _FetchRefused(f"the body is binary ({kind}, {len(fetched.body)} bytes); use "
                          f"format=base64 to get its bytes")
     text = decode(fetched)
     if fmt == "html":
@@ -306,7 +307,7 @@ def render(fetched: Fetched, fmt: str) -> str:
         except ValueError as exc:
             cut = (f" (the body was cut at {MAX_BODY_BYTES} bytes)" if fetched.truncated
                    else "")
-            raise FetchRefused(f"the body is not valid JSON{cut}: {exc}") from None
+            raise _FetchRefused(f"the body is not valid JSON{cut}: {exc}") from None
         return json.dumps(value, indent=2, ensure_ascii=False)
     if looks_like_html(fetched, text):
         return html_to_text(text, markdown=fmt == "markdown", base_url=fetched.url)
@@ -367,7 +368,7 @@ def register(server: Server, env: CodingEnv) -> None:
             fetched = await fetch_url(url, fmt=format, limit_s=timeout,
                                       allow_private=env.allow_private_fetch)
             text: str = await anyio.to_thread.run_sync(lambda: render(fetched, format))
-        except FetchError as exc:
+        except _FetchError as exc:
             return error(str(exc))
         content = [text_block(text)]
         extra = notes(fetched)

@@ -37,6 +37,8 @@ from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from mcpkit.errors import UsageError
+
 SECRET_KEY_ENV = "MCPKIT_HUB_SECRET_KEY"
 KEY_FILE_NAME = "secret.key"
 API_TOKEN_PREFIX = "mcphub_"
@@ -46,7 +48,7 @@ DISPLAY_PREFIX_LENGTH = 12  # "mcphub_" and 5 characters of the secret, shown in
 Sealable = str | dict[str, str]
 
 
-class CredentialError(Exception):
+class CredentialError(UsageError):
     """A key is missing or malformed, or a sealed value cannot be opened with the keys given."""
 
 

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from mcpkit.errors import UsageError
 from mcpkit.hub.refresh_slots import DEFAULT_REFRESHES_PER_USER
 from mcpkit.transports.http.asgi import DEFAULT_MAX_BODIES_IN_FLIGHT_BYTES
 from mcpkit.transports.http.replay import DEFAULT_MAX_TOTAL_REPLAY_BYTES
@@ -64,7 +65,7 @@ REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 T = TypeVar("T")
 
 
-class SettingsError(ValueError):
+class SettingsError(UsageError, ValueError):
     """A setting the hub cannot run with; the message names the option or variable."""
 
 
@@ -221,7 +222,7 @@ class HubSettings:
         try:
             return cls(**values)
         except TypeError as error:  # an unknown override: a programming error, said plainly
-            raise SettingsError(str(error)) from None
+            raise SettingsError(str(error)) from error
 
     @classmethod
     def from_args(
@@ -309,8 +310,8 @@ def _parse(name: str, text: str, variable: str) -> Any:
     parser = parsers.get(name, str)
     try:
         return parser(text.strip())
-    except ValueError:
-        raise SettingsError(f"{variable}: {text!r} is not a valid {name}") from None
+    except ValueError as error:
+        raise SettingsError(f"{variable}: {text!r} is not a valid {name}") from error
 
 
 def _names(text: str) -> tuple[str, ...]:

@@ -29,6 +29,8 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import RedisError
 
+from mcpkit.errors import TransportError
+
 if TYPE_CHECKING:
     from mcpkit.hub.api.context import HubContext
 
@@ -43,7 +45,7 @@ RETRIES = 1
 with backoff: a caller that fails open should learn quickly that Redis is gone."""
 
 
-class SharedStateUnavailable(Exception):
+class SharedStateUnavailable(TransportError):
     """Redis cannot be reached (or the URL is not a Redis URL); `str()` is one line without the
     URL's password."""
 

@@ -48,7 +48,7 @@ UPSTREAM_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9
 TRANSPORTS = ("http", "sse", "ws", "stdio")
 
 
-class UsageError(ValueError):
+class _BadCommandLine(ValueError):
     """A mistake in the command line: exit status 2."""
 
 
@@ -126,7 +126,7 @@ def _runner(action: Action) -> Callable[[argparse.Namespace], int]:
         try:
             client = _client(args)
             return action(client, args)
-        except UsageError as error:
+        except _BadCommandLine as error:
             return _fail(str(error), EXIT_USAGE)
         except HubRequestError as error:
             return _fail(error.message, EXIT_FAILED)
@@ -137,13 +137,13 @@ def _runner(action: Action) -> Callable[[argparse.Namespace], int]:
 def _client(args: argparse.Namespace) -> HubRestClient:
     token = args.token or os.environ.get(HUB_TOKEN_ENV, "")
     if not token.strip():
-        raise UsageError(f"no API token: pass --token or set ${HUB_TOKEN_ENV} (an operator "
+        raise _BadCommandLine(f"no API token: pass --token or set ${HUB_TOKEN_ENV} (an operator "
                          "makes one with `mcpkit hub token create USER`)")
     hub = args.hub or os.environ.get(HUB_URL_ENV) or DEFAULT_HUB_URL
     try:
         return HubRestClient(hub, token.strip(), timeout_s=args.timeout)
     except ValueError as error:
-        raise UsageError(str(error)) from None
+        raise _BadCommandLine(str(error)) from None
 
 
 # --- actions --------------------------------------------------------------------------------
@@ -239,16 +239,16 @@ def _create_body(args: argparse.Namespace) -> dict[str, Any]:
     extras = getattr(args, "extras", [])
     command = getattr(args, "trailing", None) or []
     if extras:
-        raise UsageError(f"unrecognized arguments: {' '.join(extras)} (a command the hub runs "
+        raise _BadCommandLine(f"unrecognized arguments: {' '.join(extras)} (a command the hub runs "
                          "goes after --: mcpkit hub upstream add NAME -- COMMAND ARGS)")
     if (args.url is None) == (not command):
-        raise UsageError("give the upstream's URL, or after -- the command the hub runs "
+        raise _BadCommandLine("give the upstream's URL, or after -- the command the hub runs "
                          "(mcpkit hub upstream add NAME URL | NAME -- COMMAND ARGS)")
     transport = args.transport or ("stdio" if command else _url_transport(args.url))
     body: dict[str, Any] = {"name": args.name, "transport": transport}
     if command:
         if transport != "stdio":
-            raise UsageError(f"a {transport} upstream takes a URL, not a command after --")
+            raise _BadCommandLine(f"a {transport} upstream takes a URL, not a command after --")
         body["command"] = command
     else:
         body["url"] = args.url
@@ -278,7 +278,7 @@ def _header(text: str) -> tuple[str, str]:
     name, colon, value = text.partition(":")
     if not colon or not name.strip():
         # the value is not echoed: it is usually a secret
-        raise UsageError("--header: expected 'Name: value'")
+        raise _BadCommandLine("--header: expected 'Name: value'")
     return name.strip(), value.strip()
 
 

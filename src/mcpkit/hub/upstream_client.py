@@ -42,6 +42,7 @@ from urllib.parse import urlsplit
 
 from mcpkit import __version__
 from mcpkit.client import Client
+from mcpkit.errors import PeerError
 from mcpkit.hub.store.records import Credentials, UpstreamRecord
 from mcpkit.netguard import GuardedResolver, host_problem
 
@@ -60,7 +61,7 @@ MAX_REASON = 500
 """An upstream's error, as shown and stored, is cut to this many characters."""
 
 
-class UpstreamUnavailable(Exception):
+class UpstreamUnavailable(PeerError):
     """The upstream could not be reached or listed; `str()` is the reason (no secrets)."""
 
 

@@ -31,6 +31,7 @@ from typing import Any, Literal, Protocol
 import anyio
 import msgspec
 
+from mcpkit.errors import PeerError
 from mcpkit.protocol import types
 
 from .catalog import ManagedTool
@@ -42,7 +43,7 @@ NO_OUTPUT = "(no output)"
 """The text of a result with no content: some APIs refuse an empty tool result."""
 
 
-class AdapterError(ValueError):
+class AdapterError(PeerError, ValueError):
     """A tool call from a model that cannot be turned into an MCP call."""
 
 

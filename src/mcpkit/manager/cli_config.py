@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mcpkit.errors import UsageError
 from mcpkit.manager import configfile
 from mcpkit.manager.config import ConfigError, ServerConfig, from_entry
 from mcpkit.manager.interpolate import interpolate
@@ -29,7 +30,7 @@ EXIT_USAGE = 2
 """The command line or a config file is wrong."""
 
 
-class CliError(Exception):
+class CliError(UsageError):
     """An expected failure: printed as `mcpkit: error: MESSAGE` and `hint: HINT`."""
 
     def __init__(self, message: str, *, hint: str | None = None,

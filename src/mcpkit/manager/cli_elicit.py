@@ -51,7 +51,7 @@ ANSWER_HINT = ("answer beforehand with --answer FIELD=VALUE (repeat it) or --ans
                "decline with --decline, or run the command in a terminal to be asked")
 
 
-class Declined(Exception):
+class _Declined(Exception):
     """The user declined (`decline`) or dismissed (`cancel`) the request."""
 
     def __init__(self, action: str) -> None:
@@ -134,7 +134,7 @@ class Terminal:
         line = await anyio.to_thread.run_sync(self.read, abandon_on_cancel=True)
         if not line:
             self.say("")
-            raise Declined("cancel")
+            raise _Declined("cancel")
         return line.rstrip("\n")
 
 
@@ -165,7 +165,7 @@ class CliAnswers:
                 if request.mode == "url":
                     return await self._url(request)
                 return await self._form(request)
-            except Declined as outcome:
+            except _Declined as outcome:
                 self.terminal.say(f"(sent: {outcome.action})")
                 return {"action": outcome.action}
 
@@ -218,9 +218,9 @@ class CliAnswers:
     async def _confirm_start(self) -> None:
         choice = (await self.terminal.ask("answer it? [Y]es / [d]ecline / [c]ancel: ")).strip()
         if choice.lower() in ("d", "decline", "n", "no"):
-            raise Declined("decline")
+            raise _Declined("decline")
         if choice.lower() in ("c", "cancel"):
-            raise Declined("cancel")
+            raise _Declined("cancel")
 
     async def _ask_field(self, fld: Field) -> Any:
         """The checked value for `fld`, or None to leave an optional field out."""
@@ -249,16 +249,16 @@ class CliAnswers:
             except ValueError as exc:
                 self.terminal.say(f"  {exc}")
         self.terminal.say(f"  no valid answer after {self.max_tries} tries")
-        raise Declined("cancel")
+        raise _Declined("cancel")
 
     async def _confirm_send(self, content: dict[str, Any]) -> None:
         shown = clean(json.dumps(content, ensure_ascii=False), self.limits.max_message)
         choice = (await self.terminal.ask(
             f"\nsend {shown}? [Y]es / [d]ecline / [c]ancel: ")).strip().lower()
         if choice in ("d", "decline", "n", "no"):
-            raise Declined("decline")
+            raise _Declined("decline")
         if choice in ("c", "cancel"):
-            raise Declined("cancel")
+            raise _Declined("cancel")
 
     # --- URL mode ----------------------------------------------------------------------------
 
@@ -280,9 +280,9 @@ class CliAnswers:
         choice = (await self.terminal.ask(
             "when you are done there: [Y]es, done / [d]ecline / [c]ancel: ")).strip().lower()
         if choice in ("d", "decline", "n", "no"):
-            raise Declined("decline")
+            raise _Declined("decline")
         if choice in ("c", "cancel"):
-            raise Declined("cancel")
+            raise _Declined("cancel")
         return {"action": "accept"}
 
     # --- shared ------------------------------------------------------------------------------

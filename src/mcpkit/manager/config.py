@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from mcpkit.errors import UsageError
+
 TRANSPORTS = ("stdio", "http", "sse", "ws")
 CLIENT_KINDS = {"stdio": "stdio", "http": "http", "sse": "sse", "ws": "websocket"}
 """Config `type` → `mcpkit.Client(transport=...)`."""
@@ -37,7 +39,7 @@ KNOWN_KEYS = frozenset({
 })
 
 
-class ConfigError(ValueError):
+class ConfigError(UsageError, ValueError):
     """A config problem, with where it is (file, server) in the message."""
 
 

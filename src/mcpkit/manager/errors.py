@@ -3,9 +3,12 @@ these say the call could not be made (or its outcome is unknown)."""
 
 from __future__ import annotations
 
+from mcpkit.errors import PeerError, UsageError
 
-class ManagerError(Exception):
-    """Base class: a problem of the manager or of one of its servers."""
+
+class ManagerError(UsageError):
+    """Base class: a problem of the manager or of one of its servers. A `UsageError` (a call
+    the manager cannot make as asked); the servers' failures are also `PeerError`s."""
 
 
 class UnknownTool(ManagerError, LookupError):
@@ -20,10 +23,10 @@ class PermissionDenied(ManagerError):
     """The permission hook (or the user it asked) refused the call."""
 
 
-class ServerUnavailable(ManagerError):
+class ServerUnavailable(ManagerError, PeerError):
     """The server is not running (failed to start, crashed, disabled), or it went away
     during a call that is not safe to repeat."""
 
 
-class RequiredServerFailed(ManagerError):
+class RequiredServerFailed(ManagerError, PeerError):
     """A server marked `required` did not start; the manager does not run without it."""

@@ -1,9 +1,12 @@
-"""JSON-RPC and MCP error codes, the `data` shapes the spec gives them, and the exception tree.
+"""JSON-RPC and MCP error codes, the `data` shapes the spec gives them, and the exceptions
+that carry them.
 
-Exception tree:
+Their place in mcpkit's one exception tree (drawn in `mcpkit.errors`):
 
-    McpError                  an error that has a JSON-RPC code, message and data
-    ├── ProtocolError         the peer sent something the protocol does not allow
+    PeerError
+    └── McpError              an error that has a JSON-RPC code, message and data
+        └── ProtocolError     the peer sent something the protocol does not allow
+    UsageError
     └── LocalError            this side was misused (bad arguments to an mcpkit API)
 
 A handler raises `McpError` (or a subclass) to answer a request with that error. Any
@@ -13,6 +16,8 @@ other exception escaping a handler becomes -32603 without its message leaking de
 from __future__ import annotations
 
 from typing import Any
+
+from mcpkit.errors import PeerError, UsageError
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -35,8 +40,10 @@ MODERN_ERROR_CODES = frozenset(
 )
 
 
-class McpError(Exception):
-    """An error with a JSON-RPC code; raising it from a handler answers with that error."""
+class McpError(PeerError):
+    """An error with a JSON-RPC code: received, the peer's error answer; raised from a
+    handler, the error this side answers its peer with (a `PeerError` either way: it is
+    what one side tells the other went wrong)."""
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)
@@ -59,8 +66,18 @@ class ProtocolError(McpError):
     """The peer broke the protocol (malformed message, unknown method, bad params…)."""
 
 
-class LocalError(McpError):
-    """This side misused an mcpkit API."""
+class LocalError(UsageError):
+    """This side misused an mcpkit API (a bad argument or setting). Not an answer to a peer;
+    `code` and `data` say which JSON-RPC error it would be, for callers that report one."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.code}, {self.message!r}, data={self.data!r})"
 
 
 def parse_error(detail: str = "") -> ProtocolError:

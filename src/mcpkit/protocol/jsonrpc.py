@@ -21,6 +21,7 @@ from typing import Any, TypeAlias, TypeGuard
 
 import msgspec
 
+from mcpkit.errors import PeerError
 from mcpkit.protocol import errors
 
 RequestId: TypeAlias = str | int
@@ -61,7 +62,7 @@ class ErrorResponse:
 Message: TypeAlias = Request | Notification | Response | ErrorResponse
 
 
-class DecodeFailure(Exception):
+class DecodeFailure(PeerError):
     """A message could not be decoded; `error` is what to answer, `id` the request's id.
 
     `notification` is set when the envelope was a well-formed notification (a method, no

@@ -219,7 +219,7 @@ class Context:
             else:
                 missing[key] = {"method": method, "params": params}
         if missing:
-            raise inputs.InputRequired(missing)
+            raise inputs._InputRequired(missing)
         return {key: self.accepted[key] for key in requests}
 
     async def _ask_legacy(self, requests: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, Any]:

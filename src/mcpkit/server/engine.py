@@ -75,7 +75,7 @@ def decode_params(request: jsonrpc.Request) -> dict[str, Any]:
 _SETTLED_AT_ONCE = frozenset({"notifications/initialized", "notifications/cancelled"})
 
 
-class RequestCancelled(Exception):
+class _RequestCancelled(Exception):
     """The client cancelled the request; no response is sent."""
 
 
@@ -106,7 +106,7 @@ class Engine:
         """Run the call: (encoded response or None if cancelled, error code if an error)."""
         try:
             result = await self.dispatch(call)
-        except RequestCancelled:
+        except _RequestCancelled:
             return None, None
         except errors.McpError as exc:
             return jsonrpc.encode_error(call.request_id, exc), exc.code
@@ -222,7 +222,7 @@ class Engine:
             finally:
                 if in_flight.get(call.request_id) is scope:
                     del in_flight[call.request_id]
-        raise RequestCancelled(call.request_id)
+        raise _RequestCancelled(call.request_id)
 
     def decorate_modern(self, call: Call, result: dict[str, Any]) -> None:
         """Modern results carry resultType, caching hints and the server's identity."""

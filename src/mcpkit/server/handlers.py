@@ -150,7 +150,7 @@ async def run_with_inputs(
         kwargs[context_param] = ctx
     try:
         return await run_handler(fn, kwargs, tool, shape)
-    except inputs.InputRequired as need:
+    except inputs._InputRequired as need:
         assert ctx is not None
         return server.input_required_result(call, ctx, need)
 
@@ -161,7 +161,7 @@ async def run_handler(
     tool: tools.ToolDef | None = None,
     shape: Callable[[Any], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Run a handler and shape its value into a result; `InputRequired` propagates."""
+    """Run a handler and shape its value into a result; `_InputRequired` propagates."""
     try:
         value = await _invoke(fn, kwargs)
     except errors.McpError:

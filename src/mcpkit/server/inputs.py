@@ -1,7 +1,7 @@
 """Input requests: what a handler asks of the client (elicitation, sampling, roots).
 
 In a legacy session each becomes a server→client request. In the modern era the handler is
-interrupted with `InputRequired`; the engine answers `input_required` with the pending
+interrupted with `_InputRequired`; the engine answers `input_required` with the pending
 requests and a sealed `requestState`, and re-runs the handler when the client retries with
 the answers. An answer is validated when a request consumes it: a malformed one counts as
 not given (the client is asked again) rather than reaching the handler.
@@ -18,7 +18,7 @@ SAMPLE = "sampling/createMessage"
 LIST_ROOTS = "roots/list"
 
 
-class InputRequired(BaseException):
+class _InputRequired(BaseException):
     """Raised inside a modern handler that needs client input it does not have yet.
 
     A BaseException so that a handler's `except Exception` does not swallow it.
@@ -41,7 +41,8 @@ def required_capability(method: str, params: dict[str, Any]) -> dict[str, Any]:
         return {"sampling": {}}
     if method == LIST_ROOTS:
         return {"roots": {}}
-    raise errors.LocalError(errors.INTERNAL_ERROR, f"not an input request method: {method}")
+    # Reached from a handler (`ctx.ask`): an McpError, so its caller is answered with it.
+    raise errors.internal_error(f"not an input request method: {method}")
 
 
 def check_capability(method: str, params: dict[str, Any], declared: dict[str, Any]) -> None:

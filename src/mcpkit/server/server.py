@@ -325,7 +325,7 @@ class Server:
         return Context(self, call, answers=answers, state=state)
 
     def input_required_result(
-        self, call: Call, ctx: Context, need: inputs.InputRequired
+        self, call: Call, ctx: Context, need: inputs._InputRequired
     ) -> dict[str, Any]:
         token = self.state_codec.seal(
             call.method,

@@ -210,7 +210,7 @@ class _Handoff:
     ready: anyio.Event = dataclasses.field(default_factory=anyio.Event)
     escalated: bool = False
     outcome: dict[str, Any] | None = None
-    failure: errors.McpError | inputs.InputRequired | None = None
+    failure: errors.McpError | inputs._InputRequired | None = None
 
 
 def result_too_large(size: int, limit: int) -> errors.McpError:
@@ -412,7 +412,7 @@ class TaskStore:
             await self._await_handoff(task, handoff)
         if handoff.escalated:
             return {"resultType": "task", **task.envelope()}
-        if isinstance(handoff.failure, inputs.InputRequired):
+        if isinstance(handoff.failure, inputs._InputRequired):
             return server.input_required_result(call, ctx, handoff.failure)
         if handoff.failure is not None:
             raise handoff.failure
@@ -463,7 +463,7 @@ class TaskStore:
             try:
                 with anyio.fail_after(max(task.remaining_s(), 0.001)):
                     result = await execute(ctx)
-            except inputs.InputRequired as need:
+            except inputs._InputRequired as need:
                 if not handoff.escalated:
                     handoff.failure = need
                     handoff.ready.set()

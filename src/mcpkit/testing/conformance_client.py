@@ -39,6 +39,7 @@ import msgspec
 
 from mcpkit import __version__
 from mcpkit.client import Client, RequestTimeout, form_defaults
+from mcpkit.errors import PeerError
 from mcpkit.protocol import types
 from mcpkit.protocol.errors import McpError
 
@@ -57,7 +58,7 @@ Scenario = Callable[[str, str | None, Context], Awaitable[None]]
 SCENARIOS: dict[str, Scenario] = {}
 
 
-class ScenarioFailed(Exception):
+class ScenarioFailed(PeerError):
     """The scenario could not do what it must (the message is the reason)."""
 
 
@@ -318,7 +319,7 @@ async def run_schema_preservation(url: str, version: str | None, context: Contex
 SKILLS_EXTENSION = "io.modelcontextprotocol/skills"
 
 
-class SkillRejected(Exception):
+class SkillRejected(PeerError):
     """A skill file failed verification against its `skills/list` entry."""
 
 

@@ -37,6 +37,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO, Self
 
+from mcpkit.errors import PeerError, UsageError
+
 __all__ = [
     "HOST",
     "INSTALL_HINT",
@@ -67,16 +69,16 @@ _DB_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _BIND_FAILED = ("Address already in use", "could not bind", "could not create listen socket")
 
 
-class ServiceUnavailable(RuntimeError):
+class ServiceUnavailable(UsageError, RuntimeError):
     """The binaries (or, as root, the `postgres` system user) are missing: an install problem,
     which test fixtures turn into a skip locally and a failure in CI."""
 
 
-class ServiceError(RuntimeError):
+class ServiceError(PeerError, RuntimeError):
     """A server did not start or stop as expected, or a command against it failed."""
 
 
-class RedisError(RuntimeError):
+class RedisError(PeerError, RuntimeError):
     """An error reply from Redis (`-ERR ...`)."""
 
 

@@ -27,6 +27,7 @@ from types import TracebackType
 import anyio
 from anyio.abc import Process, TaskGroup
 
+from mcpkit.errors import TransportError
 from mcpkit.protocol.framing import DEFAULT_MAX_LINE_BYTES, LineFramer
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ WRITE_HIGH_WATER = 256 * 1024
 """Bytes buffered for the child's stdin before a sender waits for the pipe to drain."""
 
 
-class StdioProcessError(Exception):
+class StdioProcessError(TransportError):
     """The child cannot take messages (it exited, or closed its stdin)."""
 
     def __init__(self, message: str, returncode: int | None, stderr_tail: str) -> None:

@@ -35,6 +35,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from mcpkit.errors import PeerError
 from mcpkit.hub.api.schemas import ErrorOut
 from mcpkit.hub.crypto import KEY_FILE_NAME, SECRET_KEY_ENV, CredentialError
 from mcpkit.hub.store import Conflict, Invalid, NotFound, StoreError, StoreUnavailable
@@ -58,7 +59,7 @@ STATUS_CODES = {
 BEARER_CHALLENGE = 'Bearer realm="mcpkit-hub"'
 
 
-class ApiError(StarletteHTTPException):
+class ApiError(StarletteHTTPException, PeerError):
     """An error response in the API's shape. A Starlette `HTTPException`, so FastAPI lets it
     through wherever it is raised (a dependency, the body reader, a route)."""
 

@@ -29,6 +29,7 @@ import anyio
 
 from mcpkit.client import Client, ClientError, ConnectionClosed, ServerError, TransportError
 from mcpkit.client.origin import request_origin
+from mcpkit.errors import PeerError
 from mcpkit.hub.router.pool import UpstreamPool
 from mcpkit.hub.router.relay import CallerRelay
 from mcpkit.hub.store import UpstreamRecord
@@ -49,7 +50,7 @@ _BOOKKEEPING = ("resultType", "ttlMs", "cacheScope")
 _MODERN_ONLY = ("inputResponses", "requestState")
 
 
-class UpstreamDown(Exception):
+class UpstreamDown(PeerError):
     """The upstream could not be reached (or the connection broke); `str()` says why."""
 
 
@@ -74,7 +75,7 @@ async def forward(
     for _round in range(MAX_INPUT_ROUNDS):
         result = await _send(pool, upstream, relay, method, body, tool)
         if relay.needed:  # a legacy upstream asked a modern caller something
-            raise inputs.InputRequired(dict(relay.needed))
+            raise inputs._InputRequired(dict(relay.needed))
         if result.get("resultType") != "input_required":
             return clean(result)
         body = await _next_round(ctx, body, result, upstream.name, max_input_requests)
@@ -145,7 +146,7 @@ async def _next_round(
     max_input_requests: int,
 ) -> dict[str, Any]:
     """After the upstream's `input_required`: a modern caller gets the questions (raises
-    `InputRequired`, with the upstream's state kept in the hub's); a legacy caller is asked
+    `_InputRequired`, with the upstream's state kept in the hub's); a legacy caller is asked
     here and the upstream retried with the answers. More than `max_input_requests` questions
     at once: an error."""
     asked = result.get("inputRequests")
@@ -158,7 +159,7 @@ async def _next_round(
             f"at most {max_input_requests}")
     if ctx.modern:
         ctx.state = {"upstream_state": upstream_state} if isinstance(upstream_state, str) else {}
-        raise inputs.InputRequired(asked)
+        raise inputs._InputRequired(asked)
     questions = {
         key: (str(item.get("method")), item.get("params") or {})
         for key, item in asked.items() if isinstance(item, dict)

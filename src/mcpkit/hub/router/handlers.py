@@ -188,7 +188,7 @@ async def _forward(
     try:
         return await forward(router.pool, route.upstream, ctx, method, params,
                              tool=route.definition)
-    except inputs.InputRequired as need:
+    except inputs._InputRequired as need:
         return server.input_required_result(call, ctx, need)
 
 

@@ -72,7 +72,7 @@ class CallerRelay:
             return await self.ctx.ask(method, params, key=key)
         try:
             return await self.ctx.ask(method, params, key=key)
-        except inputs.InputRequired as need:
+        except inputs._InputRequired as need:
             self.needed.update(need.requests)
             if self.scope is not None:
                 self.scope.cancel()  # the upstream call ends here; the caller retries

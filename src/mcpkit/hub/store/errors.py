@@ -10,9 +10,12 @@ its errors become one of these (the original stays in `__cause__` for logs).
 
 from __future__ import annotations
 
+from mcpkit.errors import TransportError, UsageError
 
-class StoreError(Exception):
-    """Base class of the store's errors."""
+
+class StoreError(UsageError):
+    """Base class of the store's errors: the request cannot be done as asked (a
+    `UsageError`); `StoreUnavailable` is also a `TransportError`."""
 
 
 class NotFound(StoreError):
@@ -36,5 +39,5 @@ class Invalid(StoreError):
         self.reason = reason
 
 
-class StoreUnavailable(StoreError):
+class StoreUnavailable(StoreError, TransportError):
     pass

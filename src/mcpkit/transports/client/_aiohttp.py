@@ -13,6 +13,7 @@ from multidict import CIMultiDict
 from mcpkit.protocol import sse
 from mcpkit.transports.client.base import MessageTooLarge as MessageTooLarge
 from mcpkit.transports.client.base import TransportError
+from mcpkit.transports.client.h1 import H1Error
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 JSON = "application/json"
@@ -22,7 +23,8 @@ EVENT_STREAM = "text/event-stream"
 # bytes plus one chunk) can be set just above the message limit without false alarms.
 _FEED_CHUNK = 64 * 1024
 
-# aiohttp's exceptions for a connection that failed, broke or timed out.
+# aiohttp's exceptions for a connection that failed, broke or timed out. `OSError` takes in
+# mcpkit's own `TransportError` (a `ConnectionError`) too: see `is_own`.
 NETWORK_ERRORS: tuple[type[BaseException], ...] = (aiohttp.ClientError, TimeoutError, OSError)
 
 
@@ -47,6 +49,7 @@ class ResponseLike(Protocol):
     @property
     def content(self) -> BodyReader: ...
     def close(self) -> None: ...
+    def release(self) -> Any: ...
 
 
 def common_headers(
@@ -76,6 +79,14 @@ def new_session(connect_timeout: float, resolver: AbstractResolver | None = None
         trust_env=False,
         trace_configs=trace_configs,
     )
+
+
+def is_own(exc: BaseException) -> bool:
+    """Whether `exc`, caught as one of `NETWORK_ERRORS`, is already this layer's verdict
+    (`MessageTooLarge`, `HttpStatusError`, `ConnectionClosed`…), which passes through as it
+    is, rather than a failure of the network below (aiohttp's, the OS's, or the lean
+    HTTP/1 client's `H1Error`), which `network_error` maps once, naming the action."""
+    return isinstance(exc, TransportError) and not isinstance(exc, H1Error)
 
 
 def network_error(action: str, url: str, exc: BaseException) -> TransportError:
@@ -159,7 +170,10 @@ async def read_events(
             for event in decoder.feed(chunk):
                 if on_event(event):
                     return
-    except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, TimeoutError, OSError):
+    except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, TimeoutError,
+            OSError) as exc:
+        if is_own(exc):  # an oversized event
+            raise
         return
 
 

@@ -30,6 +30,7 @@ from typing import Any, Protocol, runtime_checkable
 import msgspec
 from anyio.abc import TaskGroup
 
+from mcpkit.errors import TransportError as TransportError
 from mcpkit.protocol.jsonrpc import RequestId
 
 
@@ -98,10 +99,6 @@ class SessionTransport(Protocol):
     async def open_standalone_stream(self) -> bool:
         """Open the GET stream for server-initiated messages; False if refused."""
         ...
-
-
-class TransportError(Exception):
-    """The transport failed; the message says what and where."""
 
 
 class MessageTooLarge(TransportError):

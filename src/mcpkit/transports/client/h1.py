@@ -42,6 +42,8 @@ import httptools
 from aiohttp.abc import AbstractResolver
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from mcpkit.errors import TransportError
+
 MAX_HEAD_BYTES = 64 * 1024
 HIGH_WATER = 1024 * 1024
 """Bytes of body waiting to be read at which reading from the socket pauses."""
@@ -50,7 +52,7 @@ DEFAULT_MAX_IDLE = 32
 _OWN_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
 
 
-class H1Error(ConnectionError):
+class H1Error(TransportError):
     """The exchange failed: no connection, a broken one, or a response that is not HTTP."""
 
 

@@ -41,6 +41,7 @@ from mcpkit.transports.client._aiohttp import (
     SseDecoder,
     common_headers,
     event_payload,
+    is_own,
     network_error,
     new_session,
     read_body,
@@ -209,9 +210,7 @@ class StreamableHttpTransport:
         if request_id is None:
             raise ValueError("exchange needs a request")
         state = _StreamState(request_id, message.headers, keep_answer=True)
-        error = await self._exchange(message, request_id, state, self._h1)
-        if error is not None:
-            raise error
+        await self._exchange(message, request_id, state, self._h1)
         if state.answer is None:  # answered inside a batch: delivered, not kept
             raise TransportError(f"{self.url} answered request {request_id!r} in a batch")
         return state.answer
@@ -310,6 +309,8 @@ class StreamableHttpTransport:
                     body = await read_body(resp, self.max_message_bytes, truncate=not ok)
                 hdrs = response_headers(resp)
         except NETWORK_ERRORS as exc:
+            if is_own(exc):
+                raise
             raise network_error(
                 f"POST of {message.method or 'a response'} to", self.url, exc
             ) from exc
@@ -327,8 +328,9 @@ class StreamableHttpTransport:
         request_id = message.request_id
         assert request_id is not None
         with scope:
+            error: TransportError | None = None
             try:
-                error = await self._exchange(message, request_id)
+                await self._exchange(message, request_id)
             except TransportError as exc:
                 error = exc
             except Exception as exc:  # a bug here must fail one request, not the session
@@ -343,9 +345,9 @@ class StreamableHttpTransport:
 
     async def _exchange(self, message: Outgoing, request_id: RequestId,
                         state: _StreamState | None = None,
-                        h1: H1Client | None = None) -> TransportError | None:
+                        h1: H1Client | None = None) -> None:
         """POST the request (with `h1`, the lean client, when given) and deliver its
-        answer; the error to report, if any."""
+        answer; a `TransportError` when it cannot."""
         http, _, _ = self._ready()
         headers = self._post_headers(message)
         if state is None:
@@ -353,70 +355,73 @@ class StreamableHttpTransport:
         sent_session = SESSION_HEADER in headers
         try:
             if h1 is not None:
-                error = await self._post_h1(h1, message, headers, state, sent_session)
+                await self._post_h1(h1, message, headers, state, sent_session)
             else:
                 async with http.post(
                     self.url, data=message.data, headers=headers, allow_redirects=False,
                     timeout=self._stream_timeout,
                 ) as resp:
                     self._capture_session(resp)
-                    error = await _closing_on_error(
-                        resp, self._first_answer(resp, state, sent_session))
+                    await _closing_on_error(resp, self._first_answer(resp, state, sent_session))
         except NETWORK_ERRORS as exc:
-            return network_error(f"POST of request {request_id!r} ({message.method}) to",
-                                 self.url, exc)
-        if error is not None or state.answered:
-            return error
-        return await self._resume(state)
+            if is_own(exc):
+                raise
+            raise network_error(f"POST of request {request_id!r} ({message.method}) to",
+                                self.url, exc) from exc
+        if not state.answered:
+            await self._resume(state)
 
     async def _post_h1(self, h1: H1Client, message: Outgoing, headers: CIMultiDict[str],
-                       state: _StreamState, sent_session: bool) -> TransportError | None:
+                       state: _StreamState, sent_session: bool) -> None:
         """The POST over the lean client: the same answers as aiohttp's, a fraction of the
         CPU. Its connection goes back to the pool only once the answer was read to its end."""
         resp = await h1.post(message.data, headers.items())
         self._capture_session(resp)
-        error = await _closing_on_error(resp, self._first_answer(resp, state, sent_session))
+        await _closing_on_error(resp, self._first_answer(resp, state, sent_session))
         resp.release()
-        return error
 
     async def _first_answer(
         self, resp: ResponseLike, state: _StreamState, sent_session: bool
-    ) -> TransportError | None:
+    ) -> None:
+        """Deliver the response's answer, or raise the `TransportError` it amounts to (the
+        response released first: see `_refused`)."""
         request_id = state.request_id
         assert request_id is not None
         status = resp.status
         if not 200 <= status < 300:
             body = await read_body(resp, self.max_message_bytes, truncate=True)
             if status == 404 and sent_session:
-                return SessionExpired(status, body, response_headers(resp), url=self.url)
+                raise _refused(resp, SessionExpired(status, body, response_headers(resp),
+                                                    url=self.url))
             if answers(body, request_id, errors_only=True):
                 # A JSON-RPC error with an HTTP status (modern -32022, -32601…): the session
                 # handles it like any error response.
                 self._take(body, state)
-                return None
-            return HttpStatusError(status, body, response_headers(resp), url=self.url)
+                return
+            raise _refused(resp, HttpStatusError(status, body, response_headers(resp),
+                                                 url=self.url))
         if status == 202:
-            return TransportError(
+            raise _refused(resp, TransportError(
                 f"{self.url} answered request {request_id!r} with 202 Accepted and no response"
-            )
+            ))
         kind = resp.content_type
         if kind == JSON:
             body = await read_body(resp, self.max_message_bytes)
             self._take(body, state)
             if not state.answered:
-                return TransportError(
+                raise _refused(resp, TransportError(
                     f"the JSON body from {self.url} holds no response to request {request_id!r}"
-                )
-            return None
+                ))
+            return
         if kind == EVENT_STREAM:
             await self._read_stream(resp, state)
-            return None
-        return TransportError(
+            return
+        raise _refused(resp, TransportError(
             f"{self.url} answered request {request_id!r} with an unexpected content type "
             f"{kind!r} (status {status})"
-        )
+        ))
 
-    async def _resume(self, state: _StreamState) -> TransportError | None:
+    async def _resume(self, state: _StreamState) -> None:
         """Resume a request's stream with GET + Last-Event-ID until the response arrives.
 
         Reconnects that bring nothing new count against `max_reconnects`; one that brings a
@@ -426,12 +431,12 @@ class StreamableHttpTransport:
         failures = 0
         while True:
             if state.last_event_id is None:
-                return TransportError(
+                raise TransportError(
                     f"the response stream of request {request_id!r} from {self.url} ended "
                     "before the response, with no event id to resume from"
                 )
             if failures >= self.max_reconnects:
-                return TransportError(
+                raise TransportError(
                     f"the response stream of request {request_id!r} from {self.url} ended "
                     f"before the response; gave up after {failures} reconnect(s)"
                 )
@@ -444,13 +449,13 @@ class StreamableHttpTransport:
                 continue
             except TransportError as exc:
                 if isinstance(exc, SessionExpired):
-                    return exc
-                return TransportError(
+                    raise
+                raise TransportError(
                     f"could not resume the response stream of request {request_id!r}: {exc}"
-                )
+                ) from exc
             await self._read_resumed(resp, state)
             if state.answered:
-                return None
+                return
             if state.progressed:
                 failures = 0
 
@@ -601,6 +606,14 @@ class StreamableHttpTransport:
 
 class _Retryable(TransportError):
     """A GET that failed to connect: worth another attempt."""
+
+
+def _refused(resp: ResponseLike, error: TransportError) -> TransportError:
+    """`error`, with `resp` released first: a refusal is an answer read as far as it will
+    be, so its connection goes back to the pool when the body was read whole (as after any
+    answer) instead of being closed by `_closing_on_error` (as on a failure mid-read)."""
+    resp.release()
+    return error
 
 
 async def _closing_on_error(resp: ResponseLike, work: Awaitable[T]) -> T:

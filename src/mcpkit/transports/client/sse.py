@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import NoReturn
 
 import aiohttp
 import anyio
@@ -26,6 +27,7 @@ from mcpkit.transports.client._aiohttp import (
     SseDecoder,
     common_headers,
     event_payload,
+    is_own,
     network_error,
     new_session,
     read_body,
@@ -108,6 +110,8 @@ class LegacySseTransport:
                 body = await read_body(resp, 64 * 1024, truncate=True)
                 raise HttpStatusError(resp.status, body, response_headers(resp), url=endpoint)
         except NETWORK_ERRORS as exc:
+            if is_own(exc):
+                raise
             raise network_error("POST to", endpoint, exc) from exc
 
     async def abandon(self, request_id: RequestId) -> None:
@@ -153,7 +157,10 @@ class LegacySseTransport:
                     decoder = SseDecoder(self.max_message_bytes, self.url)
                     await self._await_endpoint(resp, decoder, inbound)
                     task_status.started(scope)
-                    error = await self._pump(resp, decoder, inbound)
+                    try:
+                        await self._pump(resp, decoder, inbound)
+                    except TransportError as ended:
+                        error = ended
                 except BaseException:
                     resp.close()
                     raise
@@ -216,8 +223,9 @@ class LegacySseTransport:
 
     async def _pump(
         self, resp: aiohttp.ClientResponse, decoder: SseDecoder, inbound: Inbound
-    ) -> TransportError:
-        """Deliver `message` events until the stream ends; what to close the session with."""
+    ) -> NoReturn:
+        """Deliver `message` events until the stream ends; then raise how it ended (what to
+        close the session with)."""
 
         def on_event(event: sse.Event) -> bool:
             data = event_payload(event, self.max_message_bytes, self.url)
@@ -227,12 +235,13 @@ class LegacySseTransport:
 
         try:
             await read_events(resp, decoder, on_event)
-        except TransportError as exc:  # an oversized event: the stream cannot be trusted
-            return exc
+        except TransportError:  # an oversized event: the stream cannot be trusted
+            raise
         except Exception as exc:  # a bug must end this connection, not the session's tasks
             log.exception("reading the SSE stream from %s failed", self.url)
-            return TransportError(f"reading the SSE stream from {self.url} failed: {exc!r}")
-        return ConnectionClosed(f"the SSE stream from {self.url} ended")
+            raise TransportError(f"reading the SSE stream from {self.url} failed: {exc!r}"
+                                 ) from exc
+        raise ConnectionClosed(f"the SSE stream from {self.url} ended")
 
 
 __all__ = ["LegacySseTransport"]

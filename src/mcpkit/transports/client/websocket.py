@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from types import SimpleNamespace
+from typing import NoReturn
 
 import aiohttp
 import anyio
@@ -151,10 +152,14 @@ class WebSocketTransport:
         """Deliver frames until the socket closes; then tell the session (unless `close()`
         cancelled this reader)."""
         with scope:
-            error = await self._pump(ws, inbound)
-            inbound.closed(error)
+            try:
+                await self._pump(ws, inbound)
+            except TransportError as error:
+                inbound.closed(error)
 
-    async def _pump(self, ws: aiohttp.ClientWebSocketResponse, inbound: Inbound) -> TransportError:
+    async def _pump(self, ws: aiohttp.ClientWebSocketResponse, inbound: Inbound) -> NoReturn:
+        """Deliver frames until the socket closes or fails; then raise how it ended (what to
+        close the session with)."""
         try:
             while True:
                 msg = await ws.receive()
@@ -162,19 +167,16 @@ class WebSocketTransport:
                     inbound.receive(msg.data.encode("utf-8"))
                 elif msg.type is aiohttp.WSMsgType.BINARY:
                     inbound.receive(msg.data)
-                elif msg.type is aiohttp.WSMsgType.ERROR:
-                    return self._failure(ws.exception() or msg.data)
-                elif msg.type in (
-                    aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING, aiohttp.WSMsgType.CLOSED
-                ):
-                    return ConnectionClosed(
-                        f"the WebSocket to {self.url} closed (code {ws.close_code})"
-                    )
+                elif msg.type in _ENDING:
+                    break
         except NETWORK_ERRORS as exc:
-            return ConnectionClosed(f"the WebSocket to {self.url} failed: {exc}")
+            raise ConnectionClosed(f"the WebSocket to {self.url} failed: {exc}") from exc
         except Exception as exc:  # a bug must end this connection, not the session's tasks
             log.exception("reading the WebSocket to %s failed", self.url)
-            return TransportError(f"reading the WebSocket to {self.url} failed: {exc!r}")
+            raise TransportError(f"reading the WebSocket to {self.url} failed: {exc!r}") from exc
+        if msg.type is aiohttp.WSMsgType.ERROR:
+            raise self._failure(ws.exception() or msg.data)
+        raise ConnectionClosed(f"the WebSocket to {self.url} closed (code {ws.close_code})")
 
     def _failure(self, cause: object) -> TransportError:
         """What a failed socket ends the connection with: `MessageTooLarge` for a message
@@ -188,6 +190,13 @@ class WebSocketTransport:
 
 
 __all__ = ["WebSocketTransport"]
+
+
+_ENDING = frozenset({
+    aiohttp.WSMsgType.ERROR, aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSING,
+    aiohttp.WSMsgType.CLOSED,
+})
+"""The frame types after which the socket carries nothing more."""
 
 
 class _Redirected(Exception):

@@ -259,11 +259,11 @@ class McpAsgiApp:
         client went away."""
         try:
             return await asgi.read_body(receive, self.max_body_bytes, hdrs, self.bodies)
-        except asgi.BodyTooLarge:
+        except asgi._BodyTooLarge:
             await self._error(
                 send, 413, errors.invalid_request(f"body exceeds {self.max_body_bytes} bytes")
             )
-        except asgi.BodiesInFlightFull:
+        except asgi._BodiesInFlightFull:
             await asgi.respond(
                 send, 503,
                 jsonrpc.encode_error(None, errors.McpError(

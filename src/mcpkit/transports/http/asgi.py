@@ -17,11 +17,11 @@ BODIES_RETRY_AFTER_S = 1
 """The Retry-After (seconds) of a request refused because `BodyBudget` is full."""
 
 
-class BodyTooLarge(Exception):
-    pass
+class _BodyTooLarge(Exception):
+    """The body passes the app's per-request limit (answered 413 by the app)."""
 
 
-class BodiesInFlightFull(Exception):
+class _BodiesInFlightFull(Exception):
     """The bodies being received already fill the app's `BodyBudget`."""
 
 
@@ -73,12 +73,12 @@ async def read_body(
     headers: Mapping[str, str] | None = None,
     budget: BodyBudget | None = None,
 ) -> bytes:
-    """The request body, or `BodyTooLarge` as soon as it passes `limit` bytes (at once when
-    its Content-Length says it will), or `BodiesInFlightFull` when `budget` cannot hold its
+    """The request body, or `_BodyTooLarge` as soon as it passes `limit` bytes (at once when
+    its Content-Length says it will), or `_BodiesInFlightFull` when `budget` cannot hold its
     next chunk."""
     declared = (headers or {}).get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        raise BodyTooLarge
+        raise _BodyTooLarge
     chunks: list[bytes] = []
     size = 0
     try:
@@ -88,9 +88,9 @@ async def read_body(
                 raise ConnectionResetError("client disconnected")
             chunk = message.get("body", b"")
             if size + len(chunk) > limit:
-                raise BodyTooLarge
+                raise _BodyTooLarge
             if budget is not None and not budget.take(len(chunk)):
-                raise BodiesInFlightFull
+                raise _BodiesInFlightFull
             size += len(chunk)
             chunks.append(chunk)
             if not message.get("more_body", False):
