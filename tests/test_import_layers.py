@@ -116,9 +116,9 @@ def test_server_does_not_import_client(path: Path) -> None:
 
 def test_server_import_does_not_load_the_http_stack() -> None:
     code = (
-        "import mcpkit.server.server, mcpkit.transports.stdio, sys;"
+        "import mcpkit.server.server, mcpkit.transports.server.stdio, sys;"
         "print(sorted(m for m in ('uvicorn', 'starlette', 'aiohttp', 'httpx', 'mcpkit.client',"
-        " 'mcpkit.transports.http.app') if m in sys.modules))"
+        " 'mcpkit.transports.server.http.app') if m in sys.modules))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 from mcpkit.protocol import errors, jsonrpc
 from mcpkit.protocol.framing import DEFAULT_MAX_LINE_BYTES, LineFramer
 from mcpkit.server.connection import Connection
-from mcpkit.transports.routing import error_reply, route
+from mcpkit.transports.server.routing import error_reply, route
 
 if TYPE_CHECKING:
     from mcpkit.server.server import Server

@@ -28,7 +28,7 @@ from mcpkit.protocol import jsonrpc
 from mcpkit.server.admission import Admission, Refusal
 from mcpkit.server.connection import Channel, Connection
 from mcpkit.server.engine import Engine
-from mcpkit.transports.batch import answer_batch
+from mcpkit.transports.server.batch import answer_batch
 
 Spawn = Callable[..., object]
 """Start `fn(*args)` in a task the transport owns (like `TaskGroup.start_soon`)."""

@@ -29,14 +29,14 @@ from anyio.abc import TaskGroup
 from mcpkit.protocol import errors, jsonrpc, sse
 from mcpkit.server.admission import Refusal
 from mcpkit.server.connection import Connection
-from mcpkit.transports.http import asgi
-from mcpkit.transports.http.asgi import Receive, Scope, Send
-from mcpkit.transports.http.peers import caller_key, peer_key
-from mcpkit.transports.http.streams import SSE_HEADERS
-from mcpkit.transports.routing import route
+from mcpkit.transports.server.http import asgi
+from mcpkit.transports.server.http.asgi import Receive, Scope, Send
+from mcpkit.transports.server.http.peers import caller_key, peer_key
+from mcpkit.transports.server.http.streams import SSE_HEADERS
+from mcpkit.transports.server.routing import route
 
 if TYPE_CHECKING:
-    from mcpkit.transports.http.app import McpAsgiApp
+    from mcpkit.transports.server.http.app import McpAsgiApp
 
 log = logging.getLogger(__name__)
 

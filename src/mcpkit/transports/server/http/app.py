@@ -39,15 +39,15 @@ from mcpkit.server.call import Call
 from mcpkit.server.connection import Connection, LegacySession
 from mcpkit.server.engine import decode_params
 from mcpkit.server.server import Server
-from mcpkit.transports.batch import answer_batch
-from mcpkit.transports.http import asgi
-from mcpkit.transports.http.asgi import Receive, Scope, Send
-from mcpkit.transports.http.late_start import LateStart
-from mcpkit.transports.http.legacy_sse import LegacySseTransport
-from mcpkit.transports.http.peers import host_key
-from mcpkit.transports.http.replay import ReplayBudget, ReplayLimits
-from mcpkit.transports.http.security import HostGuard
-from mcpkit.transports.http.sessions import (
+from mcpkit.transports.server.batch import answer_batch
+from mcpkit.transports.server.http import asgi
+from mcpkit.transports.server.http.asgi import Receive, Scope, Send
+from mcpkit.transports.server.http.late_start import LateStart
+from mcpkit.transports.server.http.legacy_sse import LegacySseTransport
+from mcpkit.transports.server.http.peers import host_key
+from mcpkit.transports.server.http.replay import ReplayBudget, ReplayLimits
+from mcpkit.transports.server.http.security import HostGuard
+from mcpkit.transports.server.http.sessions import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
     DEFAULT_SESSION_IDLE_S,
@@ -57,8 +57,8 @@ from mcpkit.transports.http.sessions import (
     SessionLimitReached,
     SessionManager,
 )
-from mcpkit.transports.http.streams import SSE_HEADERS, ResponseStream
-from mcpkit.transports.http.websocket import WebSocketTransport
+from mcpkit.transports.server.http.streams import SSE_HEADERS, ResponseStream
+from mcpkit.transports.server.http.websocket import WebSocketTransport
 
 log = logging.getLogger(__name__)
 
