@@ -65,9 +65,7 @@ class HubServer(Server):
     def __init__(self, router: HubRouter, version: str) -> None:
         super().__init__("mcpkit-hub", version, instructions=INSTRUCTIONS)
         self.router = router
-        for method, handler in handlers.METHODS.items():
-            _fn, eras, capability = self.engine.methods[method]
-            self.engine.methods[method] = (handler, eras, capability)
+        self.engine.replace_handlers(handlers.METHODS)
 
     def has_capability(self, name: str) -> bool:
         # Offered whether or not the user has upstreams yet: lists change at run time.

@@ -85,7 +85,7 @@ def _start(
 ) -> Refusal | None:
     """Spawn `fn(*args)` in a slot of `connection` (charged the `footprint` bytes of its
     params); the refusal when it has no slot or no bytes left."""
-    admission = engine.server.admission
+    admission = engine.admission
     refused = admission.admit(connection, footprint)
     if refused is not None:
         return Refusal(refused, request_id)

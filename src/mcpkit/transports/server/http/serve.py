@@ -48,7 +48,7 @@ from mcpkit.transports.server.http.websocket_limits import (
 if TYPE_CHECKING:
     import uvicorn
 
-    from mcpkit.server.server import Server
+    from mcpkit.server.engine import HasEngine
 
 log = logging.getLogger("uvicorn.error")  # where uvicorn says it is running
 
@@ -85,7 +85,7 @@ def uvicorn_config(
 
 
 def run_http(
-    server: Server, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
+    server: HasEngine, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
     graceful_s: float = 5.0, wrap: Callable[[Any], Any] | None = None,
     on_ready: Callable[[str], None] | None = None,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
@@ -103,8 +103,10 @@ def run_http(
     `max_ws_bytes_in_flight`: `websocket_limits.py` (one WebSocket message may be as big as
     an HTTP body, `max_body_bytes`); `app_options` are `McpAsgiApp`'s (max_sessions,
     max_sessions_per_principal...)."""
+    from mcpkit.transports.server.http.app import McpAsgiApp
+
     sockets = listen(host, port)
-    app = server.asgi_app(**app_options)
+    app: Any = McpAsgiApp(server, **app_options)
     if wrap is not None:
         app = wrap(app)
     limits = ConnectionLimits(max_connections, header_timeout_s, body_timeout_s)

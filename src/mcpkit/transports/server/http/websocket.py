@@ -81,15 +81,15 @@ class WebSocketTransport:
         await send({"type": "websocket.accept", "subprotocol": SUBPROTOCOL})
         channel = WebSocketChannel(send)
         connection = Connection(channel, caller=caller_key(scope))
-        notifier = self.app.server.notifier
-        notifier.connections.add(connection)
+        engine = self.app.engine
+        engine.open_session(connection)
         try:
             async with anyio.create_task_group() as tg:
                 await self._read(receive, channel, connection, tg)
                 tg.cancel_scope.cancel()
         finally:
             connection.close()
-            notifier.connections.discard(connection)
+            engine.close_session(connection)
             channel.closed = True
 
     async def _read(
