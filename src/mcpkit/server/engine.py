@@ -128,6 +128,10 @@ class HasEngine(Protocol):
 class Engine:
     def __init__(self, server: Server, *, handlers: Mapping[str, Handler] | None = None) -> None:
         self.server = server
+        self.admission: Admission = server.admission
+        """The limits on concurrent requests (server/admission.py): a transport takes a slot
+        before it starts a request and gives it back once answered. The server's one
+        `Admission` for its whole life (its attributes change, it is not replaced)."""
         self.methods: dict[str, tuple[Handler, frozenset[versions.Era], str | None]] = dict(METHODS)
         if handlers:
             self.replace_handlers(handlers)
@@ -144,15 +148,10 @@ class Engine:
 
     # --- the seam: requests ---------------------------------------------------------------
 
-    @property
-    def admission(self) -> Admission:
-        """The limits on concurrent requests (server/admission.py): a transport takes a slot
-        before it starts a request and gives it back once answered."""
-        return self.server.admission
-
     def is_modern(self, request: jsonrpc.Request) -> bool:
         """Whether `request` is of the modern era (its params `_meta` names a version)."""
-        return meta.has_modern_meta(decode_params(request).get("_meta"))
+        params = request.params  # `decode_params`, inline: this runs on every HTTP request
+        return params is not None and meta.has_modern_meta(params.get("_meta"))
 
     async def handle_request(
         self,
@@ -222,7 +221,7 @@ class Engine:
         channel: Channel,
         principal: str,
     ) -> Call:
-        params = decode_params(request)
+        params = request.params if request.params is not None else {}  # `decode_params`
         meta_value = params.get("_meta")
         if meta.has_modern_meta(meta_value):
             return self._modern_call(request, params, meta_value, hdrs, connection, channel,
