@@ -29,7 +29,9 @@ Requests:
     answer(call) -> (body | None, error code | None)      run an admitted call
     handle_request(request, connection, channel, principal=) -> body | None
                                           admit + answer, for transports without headers
-    check_legacy_headers(headers)         a legacy HTTP request's MCP-Protocol-Version
+    check_legacy_headers(headers)         a legacy HTTP request's MCP-Protocol-Version (apart
+                                          from admit: refused with 400 before the session's
+                                          stream opens; admit's legacy errors go on the stream)
     negotiate_session(request) -> LegacySession | None    what `initialize` will negotiate
     admission                             the request-slot limits (server/admission.py)
 Other messages:
