@@ -180,7 +180,7 @@ def serve_hub(port: int, database_url: str, profile: str | None) -> None:
     options = {"host": settings.host, "port": settings.port, "log_level": settings.log_level,
                "lifespan": "on", "timeout_graceful_shutdown": 5, "server_header": False}
     try:  # what `serve` uses, when this tree has it (an older tree is measured as it ran)
-        from mcpkit.transports.http.serve import uvicorn_config
+        from mcpkit.transports.server.http.serve import uvicorn_config
 
         config = uvicorn_config(app, **options)
     except ImportError:

@@ -93,7 +93,7 @@ def serve_in_thread(app: Any, *, lifespan: str = "off", name: str = "uvicorn"
     yields the base URL ("http://127.0.0.1:PORT"); stops the server on exit."""
     import uvicorn
 
-    from mcpkit.transports.http.serve import uvicorn_config
+    from mcpkit.transports.server.http.serve import uvicorn_config
 
     port = free_port()
     config = uvicorn_config(  # what mcpkit serves with, on h11 here (httptools elsewhere)

@@ -1,12 +1,15 @@
-"""Layering: the protocol core does no IO, the server does not depend on the client, and a
-stdio server does not load the HTTP stack."""
+"""Layering: the protocol core does no IO, the server does not depend on the client, a
+stdio server does not load the HTTP stack, and the server transports sit above the server,
+reaching it only through the Engine's seam (no import circle between the two)."""
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -123,9 +126,9 @@ def test_server_does_not_import_client(path: Path) -> None:
 
 def test_server_import_does_not_load_the_http_stack() -> None:
     code = (
-        "import mcpkit.server.server, mcpkit.transports.stdio, sys;"
+        "import mcpkit.server.server, mcpkit.transports.server.stdio, sys;"
         "print(sorted(m for m in ('uvicorn', 'starlette', 'aiohttp', 'httpx', 'mcpkit.client',"
-        " 'mcpkit.transports.http.app') if m in sys.modules))"
+        " 'mcpkit.transports.server.http.app') if m in sys.modules))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True
@@ -162,3 +165,122 @@ def test_protocol_import_loads_no_io_library() -> None:
 def test_manager_sits_on_the_client_not_the_server(path: Path) -> None:
     for module, _level in imported_modules(path):
         assert not module.startswith(("mcpkit.server", "mcpkit.coding")), f"{path}: {module}"
+
+
+# --- server transports sit above the server and reach it only through the Engine's seam ---
+
+
+def _code_shape() -> ModuleType:
+    """scripts/code_shape.py (the import graph and its circles), loaded from its file."""
+    path = SRC.parent.parent / "scripts" / "code_shape.py"
+    spec = importlib.util.spec_from_file_location("code_shape", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SEAM = {
+    "mcpkit.server.engine",  # Engine: admit/answer, session hooks; HasEngine
+    "mcpkit.server.connection",  # Connection, Channel, LegacySession
+    "mcpkit.server.call",  # Call
+    "mcpkit.server.admission",  # Refusal and the request-slot limits
+}
+"""What of `mcpkit.server` a server transport may import (engine.py's docstring)."""
+SERVER_TRANSPORT_FILES = sorted((SRC / "transports" / "server").rglob("*.py"))
+SERVER_FILES = sorted((SRC / "server").rglob("*.py"))
+
+
+def _absolute_imports(path: Path, tree: ast.AST | None = None) -> list[tuple[ast.stmt, str]]:
+    """Each import statement of a file (TYPE_CHECKING ones included) with the absolute name
+    of what it imports (`from pkg import module` → pkg.module)."""
+    shape = _code_shape()
+    module = shape.module_name(SRC, path)
+    if tree is None:
+        tree = ast.parse(path.read_text(), filename=str(path))
+    found: list[tuple[ast.stmt, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = shape.resolve(module, path, node)
+            found += [(node, f"{base}.{alias.name}") for alias in node.names]
+    return found
+
+
+def test_no_circle_between_server_and_transports() -> None:
+    """Lazy imports count, TYPE_CHECKING ones do not; the server's run helpers' imports of
+    the transports they start are the one upward reach, checked on their own below."""
+    shape = _code_shape()
+    run_helpers: set[tuple[str, str]] = set()
+    graph = shape.import_graph(list(shape.parsed(SRC)), run_helpers)
+    assert run_helpers, "the server's run helpers import no server transport: update this test"
+    layered = ("mcpkit.server", "mcpkit.transports")
+    for group in shape.circles(graph):
+        assert not any(m.startswith(layered) for m in group), f"import circle: {group}"
+    for group in shape.circles(shape.package_graph(graph)):
+        assert not set(layered) & set(group), f"subpackage circle: {group}"
+
+
+def test_circle_finder_sees_a_circle() -> None:
+    shape = _code_shape()
+    graph = {"a.x": {"b.y"}, "b.y": {"a.x"}, "c.z": {"a.x"}}
+    assert shape.circles(graph) == [["a.x", "b.y"]]
+
+
+@pytest.mark.parametrize("path", SERVER_FILES, ids=lambda p: str(p.relative_to(SRC)))
+def test_server_reaches_transports_only_in_its_run_helpers(path: Path) -> None:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    in_run_helpers = {
+        id(node)
+        for function in ast.walk(tree)
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and function.name.startswith(("run_", "asgi_app"))
+        for node in ast.walk(function)
+    }
+    for node, target in _absolute_imports(path, tree):
+        if not target.startswith("mcpkit.transports"):
+            continue
+        assert id(node) in in_run_helpers, f"{path}: imports {target} outside a run helper"
+        assert target.startswith("mcpkit.transports.server."), f"{path}: imports {target}"
+
+
+def test_server_run_helpers_import_their_transport_lazily() -> None:
+    path = SRC / "server" / "server.py"
+    lazy = [target for _node, target in _absolute_imports(path)
+            if target.startswith("mcpkit.transports.server.")]
+    assert len(lazy) == 3, lazy  # run_stdio, asgi_app, run_http
+
+
+@pytest.mark.parametrize("path", SERVER_TRANSPORT_FILES, ids=lambda p: str(p.relative_to(SRC)))
+def test_server_transports_reach_the_server_only_through_the_seam(path: Path) -> None:
+    for _node, target in _absolute_imports(path):
+        if target == "mcpkit.server" or target.startswith("mcpkit.server."):
+            seam = any(target == m or target.startswith(m + ".") for m in SEAM)
+            assert seam, f"{path}: imports {target} (only the Engine's seam: {sorted(SEAM)})"
+
+
+# The Server's registries and the attribute that would lead to them (`tasks` is left out: a
+# transport's own set of asyncio tasks has that name too).
+REGISTRIES = {"server", "notifier", "tools", "prompts", "resources", "templates",
+              "legacy_versions", "modern_versions", "completions", "state_codec"}
+
+
+@pytest.mark.parametrize("path", SERVER_TRANSPORT_FILES, ids=lambda p: str(p.relative_to(SRC)))
+def test_server_transports_read_no_server_registry(path: Path) -> None:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    read = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    assert not read & REGISTRIES, f"{path}: reads {sorted(read & REGISTRIES)}"
+
+
+def test_seam_modules_do_not_load_the_server_class() -> None:
+    """The seam a transport imports stays below `Server` (no import chain reaches it)."""
+    code = (
+        "import sys, mcpkit.server.engine, mcpkit.server.connection, mcpkit.server.call,"
+        " mcpkit.server.admission;"
+        "print('mcpkit.server.server' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True
+    )
+    assert out.stdout.strip() == "False"

@@ -21,7 +21,7 @@ import argparse
 import sys
 
 from mcpkit import __version__
-from mcpkit.transports.arguments import add_transport_arguments
+from mcpkit.serve_arguments import add_transport_arguments
 
 EXAMPLE_DESCRIPTION = """\
 Run the example server: the README's "Writing a server" code (tools `add` and `greet`,
@@ -49,8 +49,8 @@ first steps:
 
 def _example(args: argparse.Namespace) -> int:
     from mcpkit.examples.demo import server
-    from mcpkit.transports.arguments import serve
-    from mcpkit.transports.http.listen import ListenError
+    from mcpkit.serve_arguments import serve
+    from mcpkit.transports.server.http.listen import ListenError
 
     def ready(where: str) -> None:
         how = "end stdin or press Ctrl-C" if where == "stdio" else "Ctrl-C"

@@ -197,7 +197,9 @@ class Upstream:
 def upstream_process(*args: str) -> Iterator[Upstream]:
     """An MCP server process serving Streamable HTTP on a free port (`args` before --port)."""
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # the caller's mcpkit first (a worktree's src), as the test process runs it
+    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT)]))
+    env = {**os.environ, "PYTHONPATH": path}
     proc = subprocess.Popen(
         [sys.executable, *args, str(port)], env=env, cwd=ROOT,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from tests.transports.limits_support import http, initialize, mcpkit_process
 
-from mcpkit.transports.http.auth_failures import DEFAULT_AUTH_FAILURE_BURST
+from mcpkit.transports.server.http.auth_failures import DEFAULT_AUTH_FAILURE_BURST
 
 pytestmark = pytest.mark.anyio
 

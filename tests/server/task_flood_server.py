@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 
 from mcpkit import Server
+from mcpkit.serve_arguments import add_transport_arguments
 from mcpkit.server import tasks
 from mcpkit.server.context import Context
-from mcpkit.transports.arguments import add_transport_arguments
 
 MAX_BLOB_BYTES = 64 * 1024 * 1024
 """The largest `blob` (a bound on the test tool itself)."""

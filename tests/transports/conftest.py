@@ -64,7 +64,7 @@ async def serving(app: Any, **options: Any) -> AsyncIterator[tuple[Any, int]]:
     this process on a free 127.0.0.1 port: the `uvicorn.Server` and the port."""
     import uvicorn
 
-    from mcpkit.transports.http.serve import uvicorn_config
+    from mcpkit.transports.server.http.serve import uvicorn_config
 
     port = free_port()
     server = uvicorn.Server(uvicorn_config(app, host="127.0.0.1", port=port, lifespan="off",

@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 
 from mcpkit import Server
+from mcpkit.serve_arguments import add_transport_arguments
 from mcpkit.server.context import Context
-from mcpkit.transports.arguments import add_transport_arguments
-from mcpkit.transports.http.replay import DEFAULT_DELIVERED_GRACE_S, ReplayLimits
-from mcpkit.transports.http.serve import limit_options
+from mcpkit.transports.server.http.replay import DEFAULT_DELIVERED_GRACE_S, ReplayLimits
+from mcpkit.transports.server.http.serve import limit_options
 
 MAX_FLOOD_BYTES = 1024 * 1024 * 1024
 """What one `flood` call may log in all (a bound on the test tool itself)."""

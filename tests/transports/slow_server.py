@@ -16,9 +16,9 @@ from typing import Any
 import anyio
 
 from mcpkit import Server
-from mcpkit.transports.arguments import add_transport_arguments, apply_admission_arguments
-from mcpkit.transports.http.app import PRINCIPAL_KEY
-from mcpkit.transports.http.serve import limit_options
+from mcpkit.serve_arguments import add_transport_arguments, apply_admission_arguments
+from mcpkit.transports.server.http.app import PRINCIPAL_KEY
+from mcpkit.transports.server.http.serve import limit_options
 
 PRINCIPAL_HEADER = b"x-test-principal"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcpkit.transports.http import asgi
+from mcpkit.transports.server.http import asgi
 
 
 def scope_with(*headers: tuple[bytes, bytes]) -> dict[str, Any]:

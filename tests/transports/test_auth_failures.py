@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.transports.limits_support import http, initialize, mcpkit_process
 
-from mcpkit.transports.http.auth_failures import DEFAULT_AUTH_FAILURE_BURST, AuthFailures
+from mcpkit.transports.server.http.auth_failures import DEFAULT_AUTH_FAILURE_BURST, AuthFailures
 
 pytestmark = pytest.mark.anyio
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from mcpkit.transports.http.coalesce import CoalescingTransport, coalescing_protocol
+from mcpkit.transports.server.http.coalesce import CoalescingTransport, coalescing_protocol
 
 from .conftest import serving
 

@@ -28,7 +28,7 @@ from tests.transports.limits_support import (
     parse_reply,
 )
 
-from mcpkit.transports.http.connections import ConnectionLimits, LimitError
+from mcpkit.transports.server.http.connections import ConnectionLimits, LimitError
 
 pytestmark = pytest.mark.anyio
 
@@ -136,7 +136,7 @@ async def test_at_the_cap_with_every_connection_busy_a_new_one_gets_503_at_once(
 
 
 async def _echo_app(scope: dict[str, object], receive: object, send: object) -> None:
-    from mcpkit.transports.http import asgi
+    from mcpkit.transports.server.http import asgi
 
     await asgi.respond(send, 200, b"ok")  # type: ignore[arg-type]
 

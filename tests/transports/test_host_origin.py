@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcpkit.transports.http.security import HostGuard, parse_authority, parse_origin
+from mcpkit.transports.server.http.security import HostGuard, parse_authority, parse_origin
 
 from .conftest import inprocess_uvicorn
 

@@ -14,7 +14,7 @@ import anyio
 import pytest
 from tests.procs import eventually
 
-from mcpkit.transports.http.late_start import LateStart
+from mcpkit.transports.server.http.late_start import LateStart
 
 pytestmark = pytest.mark.anyio
 

@@ -41,8 +41,8 @@ from tests.procs import stop_process
 
 from mcpkit.protocol.errors import SERVER_BUSY
 from mcpkit.server.admission import DEFAULT_MAX_REQUESTS_IN_FLIGHT
-from mcpkit.transports.http.asgi import DEFAULT_MAX_BODIES_IN_FLIGHT_BYTES
-from mcpkit.transports.http.replay import DEFAULT_MAX_STREAM_REPLAY_BYTES
+from mcpkit.transports.server.http.asgi import DEFAULT_MAX_BODIES_IN_FLIGHT_BYTES
+from mcpkit.transports.server.http.replay import DEFAULT_MAX_STREAM_REPLAY_BYTES
 
 pytestmark = pytest.mark.anyio
 

@@ -7,7 +7,7 @@ import ipaddress
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcpkit.transports.http.peers import UNKNOWN_PEER, peer_key
+from mcpkit.transports.server.http.peers import UNKNOWN_PEER, peer_key
 
 
 def test_ipv4_is_the_address_and_ipv6_its_64_network() -> None:

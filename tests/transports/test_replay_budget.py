@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.procs import eventually
 
-from mcpkit.transports.http.replay import (
+from mcpkit.transports.server.http.replay import (
     EVENT_OVERHEAD_BYTES,
     ReplayBudget,
     ReplayLimits,

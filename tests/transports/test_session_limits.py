@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.transports.limits_support import http, initialize, mcpkit_process, open_stream, ping
 
-from mcpkit.transports.http.sessions import (
+from mcpkit.transports.server.http.sessions import (
     PrincipalSessionLimit,
     SessionLimitReached,
     SessionManager,

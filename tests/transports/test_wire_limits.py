@@ -33,14 +33,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.memory_bounds import MIB, ServerProcess, flood_server_http, rss_bytes, settled_rss
 
-from mcpkit.transports.http.head_limits import (
+from mcpkit.transports.server.http.head_limits import (
     DEFAULT_MAX_HEAD_BYTES,
     DEFAULT_MAX_HEADERS,
     DEFAULT_MAX_URL_BYTES,
     HeadLimitError,
     HeadLimits,
 )
-from mcpkit.transports.http.websocket_limits import WebSocketLimitError, WebSocketLimits
+from mcpkit.transports.server.http.websocket_limits import WebSocketLimitError, WebSocketLimits
 
 pytestmark = pytest.mark.anyio
 
@@ -183,7 +183,7 @@ def test_limits_must_be_positive_whole_numbers() -> None:
 
 
 def test_h11_gets_the_same_head_bound() -> None:
-    from mcpkit.transports.http.serve import uvicorn_config
+    from mcpkit.transports.server.http.serve import uvicorn_config
 
     config = uvicorn_config(lambda *_: None, http="h11",
                             head_limits=HeadLimits(max_head_bytes=5000))

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mcpkit.coding.scope import MAX_TASKS, current_task, valid_task_id
-from mcpkit.transports.http.auth_failures import (
+from mcpkit.transports.server.http.auth_failures import (
     DEFAULT_AUTH_FAILURE_BURST,
     DEFAULT_AUTH_FAILURES_PER_MINUTE,
 )
-from mcpkit.transports.http.serve import add_limit_arguments, positive_int
+from mcpkit.transports.server.http.serve import add_limit_arguments, positive_int
 
 if TYPE_CHECKING:
     from mcpkit.server.server import Server
@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
             print("mcpkit serve: invalid --task-id", file=sys.stderr)
             return 2
         current_task.set(args.task_id)
-    from mcpkit.transports.http.listen import ListenError
+    from mcpkit.transports.server.http.listen import ListenError
 
     try:
         if args.transport == "stdio":
@@ -161,8 +161,8 @@ def run(args: argparse.Namespace) -> int:
 def _serve_http(server: Server, env: object, args: argparse.Namespace, token: str | None,
                 on_ready: Callable[[str], None]) -> None:
     from mcpkit.coding.http import CodingHttpApp
-    from mcpkit.transports.http.auth_failures import AuthFailures
-    from mcpkit.transports.http.serve import limit_options
+    from mcpkit.transports.server.http.auth_failures import AuthFailures
+    from mcpkit.transports.server.http.serve import limit_options
 
     server.run_http(host=args.host, port=args.port, log_level="warning", on_ready=on_ready,
                     wrap=lambda app: CodingHttpApp(

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from mcpkit.coding.scope import DEFAULT_TASK, current_task, valid_task_id
-from mcpkit.transports.http.auth_failures import AuthFailures
-from mcpkit.transports.http.peers import peer_key
+from mcpkit.transports.server.http.auth_failures import AuthFailures
+from mcpkit.transports.server.http.peers import peer_key
 
 Scope = dict[str, Any]
 

@@ -6,7 +6,7 @@ health checker) with uvicorn.
                      [--log-level info]
 
 Binds 127.0.0.1 unless told otherwise: exposing the hub is a decision (put TLS in front).
-The port is bound first (`transports/http/listen.py`: a port in use is one line on stderr
+The port is bound first (`transports/server/http/listen.py`: a port in use is one line on stderr
 and exit status 2); then the store is opened - and migrated - and so is Redis when
 `--redis-url` is given, before anything is served, so a bad database URL or an unreachable
 database or Redis is one line and exit status 2 too, not a half-started server. The
@@ -142,7 +142,7 @@ def _run_loop(settings: HubSettings) -> int:
 
 
 async def _serve(settings: HubSettings) -> int:
-    from mcpkit.transports.http.listen import ListenError, listen
+    from mcpkit.transports.server.http.listen import ListenError, listen
 
     try:  # first: a port in use is the one line, before the store logs its migrations
         sockets = listen(settings.host, settings.port)
@@ -163,9 +163,9 @@ async def _serve_on(sockets: list[socket.socket], settings: HubSettings) -> int:
     from mcpkit.hub.shared import SharedStateUnavailable, open_redis
     from mcpkit.hub.startup import startup_summary
     from mcpkit.hub.store import Store, StoreError
-    from mcpkit.transports.http.connections import ConnectionLimits
-    from mcpkit.transports.http.listen import listening_url
-    from mcpkit.transports.http.serve import uvicorn_config
+    from mcpkit.transports.server.http.connections import ConnectionLimits
+    from mcpkit.transports.server.http.listen import listening_url
+    from mcpkit.transports.server.http.serve import uvicorn_config
 
     try:
         box = load_secret_box(settings.data_dir)
@@ -231,7 +231,7 @@ just in fewer, larger rounds."""
 
 
 def graceful_server_class() -> Any:
-    from mcpkit.transports.http.serve import stopping_server_class
+    from mcpkit.transports.server.http.serve import stopping_server_class
 
     class Server(stopping_server_class()):  # type: ignore[misc]
         """The server every mcpkit command runs (`stopping_server_class`: `on_ready` once

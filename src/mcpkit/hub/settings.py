@@ -52,8 +52,8 @@ from typing import Any, TypeVar
 
 from mcpkit.errors import UsageError
 from mcpkit.hub.refresh_slots import DEFAULT_REFRESHES_PER_USER
-from mcpkit.transports.http.asgi import DEFAULT_MAX_BODIES_IN_FLIGHT_BYTES
-from mcpkit.transports.http.replay import DEFAULT_MAX_TOTAL_REPLAY_BYTES
+from mcpkit.transports.server.http.asgi import DEFAULT_MAX_BODIES_IN_FLIGHT_BYTES
+from mcpkit.transports.server.http.replay import DEFAULT_MAX_TOTAL_REPLAY_BYTES
 
 ENV_PREFIX = "MCPKIT_HUB_"
 DEFAULT_HOST = "127.0.0.1"
@@ -119,7 +119,8 @@ class HubSettings:
     """How long a graceful shutdown waits for requests in flight."""
     max_connections: int = 1000
     """Open client connections at once (lowered to fit the file descriptor limit); past it
-    the longest-waiting idle or slow one is closed, else 503 (transports/http/connections.py)."""
+    the longest-waiting idle or slow one is closed, else 503
+    (transports/server/http/connections.py)."""
     header_timeout_s: float = 10.0
     """How long a request's line and headers may take to arrive (408 and closed past it)."""
     body_timeout_s: float = 30.0
@@ -131,12 +132,12 @@ class HubSettings:
     closed, and when all are busy `initialize` is 429."""
     auth_failure_burst: int = 20
     """Wrong API tokens a client address may send at once (REST API and /mcp alike) before
-    429 (transports/http/auth_failures.py)."""
+    429 (transports/server/http/auth_failures.py)."""
     auth_failures_per_minute: int = 30
     """The steady rate of wrong tokens an address may send after the burst."""
     max_replay_bytes: int = DEFAULT_MAX_TOTAL_REPLAY_BYTES
     """Bytes of SSE events /mcp keeps for `Last-Event-ID` replay over all legacy sessions
-    (transports/http/replay.py; per stream and per session the library defaults apply)."""
+    (transports/server/http/replay.py; per stream and per session the library defaults apply)."""
     max_bodies_in_flight_bytes: int = DEFAULT_MAX_BODIES_IN_FLIGHT_BYTES
     """Bytes of /mcp request bodies being received at once; past it 503 with Retry-After."""
     allowed_hosts: tuple[str, ...] = ()

@@ -58,7 +58,7 @@ from mcpkit.manager.cli_config import (
     Entry,
     expected_exit_code,
 )
-from mcpkit.transports.http.serve import positive_int
+from mcpkit.transports.server.http.serve import positive_int
 
 Command = Callable[[argparse.Namespace], int]
 MAX_IMPORT_FILE_BYTES = 64 * 1024 * 1024
@@ -77,7 +77,7 @@ IMPORT_SOURCES = ("claude", "claude-desktop", "cursor", "vscode", "codex", "open
 
 def add_commands(sub: Any) -> None:
     """Register `mcp`, `tools` and `call` on the `mcpkit` subparsers."""
-    from mcpkit.transports.http.serve import positive_int
+    from mcpkit.transports.server.http.serve import positive_int
 
     mcp = sub.add_parser("mcp", help="configure MCP servers (add, list, get, remove, test…)",
                          description="Configure the MCP servers of the user and the project "

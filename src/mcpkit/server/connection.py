@@ -60,7 +60,7 @@ class Connection:
         caller: str | None = None,
     ) -> None:
         self.session_id = session_id
-        self.principal = principal  # who is on the other end (see transports/http/app.py)
+        self.principal = principal  # who is on the other end (see transports/server/http/app.py)
         self.outbound = outbound
         self.legacy: LegacySession | None = None
         self.in_flight: dict[jsonrpc.RequestId, anyio.CancelScope] = {}

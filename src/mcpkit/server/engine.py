@@ -1,4 +1,5 @@
-"""The engine: answers one request of either era.
+"""The engine: answers one request of either era, and is the ONLY seam between the server
+transports (`mcpkit.transports.server`) and the server.
 
 Era, per request (a dual-era server decides each request on its own):
 - params `_meta` names a protocol version → modern: the request carries everything; check
@@ -8,18 +9,58 @@ Era, per request (a dual-era server decides each request on its own):
 - else → -32602: neither per-request `_meta` nor a session.
 
 Every failure becomes a JSON-RPC error response; nothing escapes `handle_request`.
+
+The seam. Server transports sit above the server, as uvicorn sits above an ASGI app: they
+are given an object with an `engine` (`HasEngine`, a `Server`), and from then on they call
+only the `Engine` methods below - never the Server's registries (`tools`, `notifier`,
+`tasks`, `legacy_versions`, ...) and never `mcpkit.server.server`. Besides this module they
+import only the value types of the seam: `mcpkit.server.connection` (`Connection`,
+`Channel`, `LegacySession`: what a transport hands the engine), `mcpkit.server.call`
+(`Call`) and `mcpkit.server.admission` (`Refusal`, the request-slot limits).
+tests/test_import_layers.py holds them to it.
+
+Requests:
+    is_modern(request) -> bool            the era decision (no parsing: a transport that
+                                          keeps modern and legacy apart asks it first)
+    admit(request, headers, connection, channel, principal) -> Call
+                                          every era, version, `_meta` and header check, once;
+                                          raises `McpError` (what to answer). `headers`: the
+                                          HTTP request's (lower-case names), None elsewhere
+    answer(call) -> (body | None, error code | None)      run an admitted call
+    handle_request(request, connection, channel, principal=) -> body | None
+                                          admit + answer, for transports without headers
+    check_legacy_headers(headers)         a legacy HTTP request's MCP-Protocol-Version (apart
+                                          from admit: refused with 400 before the session's
+                                          stream opens; admit's legacy errors go on the stream)
+    negotiate_session(request) -> LegacySession | None    what `initialize` will negotiate
+    admission                             the request-slot limits (server/admission.py)
+Other messages:
+    settle_notification / needs_task / handle_notification, handle_response,
+    handle_undecodable
+Connections and their life:
+    open_session(connection) / close_session(connection)  it gets (no longer gets)
+                                          notifications (list changes, resource updates)
+    end_listens_on(channel)               end the `subscriptions/listen` streams on it
+    shutdown()                            end every listen stream, cancel every task
+    aclose()                              wait for the background tasks (tasks extension)
+
+The method table: `Engine(server, handlers={...})` or `engine.replace_handlers({...})` puts
+other handlers on existing methods, keeping each one's eras and capability (an aggregating
+server such as the hub answers the lists from its upstreams instead of registries).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
-from mcpkit.protocol import errors, jsonrpc, meta, versions
+from mcpkit.errors import UsageError
+from mcpkit.protocol import errors, headers, jsonrpc, meta, versions
 from mcpkit.server import handlers, tasks
+from mcpkit.server.admission import Admission
 from mcpkit.server.call import Call
-from mcpkit.server.connection import Channel, Connection
+from mcpkit.server.connection import Channel, Connection, LegacySession
 
 if TYPE_CHECKING:
     from mcpkit.server.server import Server
@@ -79,10 +120,40 @@ class _RequestCancelled(Exception):
     """The client cancelled the request; no response is sent."""
 
 
+class HasEngine(Protocol):
+    """What a server transport is given: an object with an engine (a `Server`)."""
+
+    @property
+    def engine(self) -> Engine: ...
+
+
 class Engine:
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Server, *, handlers: Mapping[str, Handler] | None = None) -> None:
         self.server = server
+        self.admission: Admission = server.admission
+        """The limits on concurrent requests (server/admission.py): a transport takes a slot
+        before it starts a request and gives it back once answered. The server's one
+        `Admission` for its whole life (its attributes change, it is not replaced)."""
         self.methods: dict[str, tuple[Handler, frozenset[versions.Era], str | None]] = dict(METHODS)
+        if handlers:
+            self.replace_handlers(handlers)
+
+    def replace_handlers(self, handlers: Mapping[str, Handler]) -> None:
+        """Answer each named method with another handler, keeping the eras it exists in and
+        the capability it needs. Only methods of the table can be replaced."""
+        unknown = sorted(set(handlers) - set(self.methods))
+        if unknown:
+            raise UsageError(f"no such methods to replace: {', '.join(unknown)}")
+        for method, handler in handlers.items():
+            _old, eras, capability = self.methods[method]
+            self.methods[method] = (handler, eras, capability)
+
+    # --- the seam: requests ---------------------------------------------------------------
+
+    def is_modern(self, request: jsonrpc.Request) -> bool:
+        """Whether `request` is of the modern era (its params `_meta` names a version)."""
+        params = request.params  # `decode_params`, inline: this runs on every HTTP request
+        return params is not None and meta.has_modern_meta(params.get("_meta"))
 
     async def handle_request(
         self,
@@ -95,8 +166,7 @@ class Engine:
         """The encoded response to `request` (a result or an error); None if it was
         cancelled, since nothing more may be sent for a cancelled request."""
         try:
-            params = decode_params(request)
-            call = self.make_call(request, params, connection, channel, principal)
+            call = self.admit(request, None, connection, channel, principal)
         except errors.McpError as exc:
             return jsonrpc.encode_error(request.id, exc)
         body, _ = await self.answer(call)
@@ -123,18 +193,20 @@ class Engine:
             log.exception("could not encode the result of %s", call.method)
             return jsonrpc.encode_error(call.request_id, errors.internal_error()), -32603
 
-    def make_call(
+    def admit(
         self,
         request: jsonrpc.Request,
-        params: dict[str, Any],
+        headers: Mapping[str, str] | None,
         connection: Connection,
         channel: Channel,
         principal: str = "",
     ) -> Call:
-        """Decide the request's era and check what that era requires of it; raises only
+        """Decide the request's era and make every check that era asks of it, once: `_meta`,
+        the version, the method, and - for a modern HTTP request (`headers` given) - the
+        MCP-Protocol-Version, Mcp-Method / Mcp-Name and Mcp-Param-* headers. Raises only
         `McpError` (what to answer), whatever the params hold."""
         try:
-            return self._make_call(request, params, connection, channel, principal)
+            return self._admit(request, headers, connection, channel, principal)
         except errors.McpError:
             raise
         except Exception:
@@ -143,33 +215,36 @@ class Engine:
             log.exception("internal error checking %s", request.method)
             raise errors.internal_error() from None
 
-    def _make_call(
+    def _admit(
         self,
         request: jsonrpc.Request,
-        params: dict[str, Any],
+        hdrs: Mapping[str, str] | None,
         connection: Connection,
         channel: Channel,
         principal: str,
     ) -> Call:
+        params = request.params if request.params is not None else {}  # `decode_params`
         meta_value = params.get("_meta")
         if meta.has_modern_meta(meta_value):
-            return self._modern_call(request, params, meta_value, connection, channel, principal)
+            return self._modern_call(request, params, meta_value, hdrs, connection, channel,
+                                     principal)
         legacy = connection.legacy
         if legacy is not None or request.method in ("initialize", "ping"):
-            version = legacy.protocol_version if legacy else versions.LATEST_LEGACY_VERSION
             self._check_method(request.method, versions.Era.LEGACY)
             return Call(
-                request.id,
-                request.method,
-                params,
-                False,
-                version,
-                legacy.client_capabilities if legacy else {},
-                legacy.client_info if legacy else None,
-                legacy.log_level if legacy else None,
-                connection,
-                channel,
-                principal,
+                request_id=request.id,
+                method=request.method,
+                params=params,
+                modern=False,
+                protocol_version=(
+                    legacy.protocol_version if legacy else versions.LATEST_LEGACY_VERSION
+                ),
+                client_capabilities=legacy.client_capabilities if legacy else {},
+                client_info=legacy.client_info if legacy else None,
+                log_level=legacy.log_level if legacy else None,
+                connection=connection,
+                channel=channel,
+                principal=principal,
             )
         raise errors.invalid_params(
             "missing _meta with io.modelcontextprotocol/protocolVersion and clientCapabilities"
@@ -181,28 +256,50 @@ class Engine:
         request: jsonrpc.Request,
         params: dict[str, Any],
         meta_value: Any,
+        hdrs: Mapping[str, str] | None,
         connection: Connection,
         channel: Channel,
         principal: str,
     ) -> Call:
+        """In the spec's order: `_meta` (-32602), MCP-Protocol-Version header = `_meta`
+        version (-32020), version supported (-32022), method exists (-32601), then the
+        Mcp-Method / Mcp-Name / Mcp-Param-* headers (-32020)."""
         request_meta = meta.parse_request_meta(meta_value)
         version = request_meta.protocol_version
+        if hdrs is not None and hdrs.get("mcp-protocol-version") != version:
+            raise errors.header_mismatch(
+                f"MCP-Protocol-Version header {hdrs.get('mcp-protocol-version')!r} does not "
+                f"match _meta protocolVersion {version!r}"
+            )
         if version not in self.server.modern_versions:
             raise errors.unsupported_protocol_version(version, self.server.modern_versions)
         self._check_method(request.method, versions.Era.MODERN)
+        if hdrs is not None:
+            headers.check_standard_headers(hdrs, request.method, params)
+            self._check_param_headers(request.method, params, hdrs)
         return Call(
-            request.id,
-            request.method,
-            params,
-            True,
-            version,
-            request_meta.client_capabilities,
-            request_meta.client_info,
-            request_meta.log_level,
-            connection,
-            channel,
-            principal,
+            request_id=request.id,
+            method=request.method,
+            params=params,
+            modern=True,
+            protocol_version=version,
+            client_capabilities=request_meta.client_capabilities,
+            client_info=request_meta.client_info,
+            log_level=request_meta.log_level,
+            connection=connection,
+            channel=channel,
+            principal=principal,
         )
+
+    def _check_param_headers(
+        self, method: str, params: dict[str, Any], hdrs: Mapping[str, str]
+    ) -> None:
+        if method != "tools/call":
+            return
+        name = params.get("name")
+        tool = self.server.tools.get(name) if isinstance(name, str) else None
+        if tool is not None and tool.header_params:
+            headers.check_param_headers(hdrs, tool.header_params, params.get("arguments"))
 
     def _check_method(self, method: str, era: versions.Era) -> None:
         entry = self.methods.get(method)
@@ -211,6 +308,54 @@ class Engine:
         capability = entry[2]
         if capability is not None and not self.server.has_capability(capability):
             raise errors.method_not_found(method)
+
+    def check_legacy_headers(self, hdrs: Mapping[str, str]) -> None:
+        """A legacy HTTP request in a session: an MCP-Protocol-Version header, when sent,
+        must name a legacy version this server speaks (-32600 otherwise)."""
+        header_version = hdrs.get("mcp-protocol-version")
+        if header_version is not None and header_version not in self.server.legacy_versions:
+            raise errors.invalid_request(f"unsupported MCP-Protocol-Version {header_version!r}")
+
+    def negotiate_session(self, request: jsonrpc.Request) -> LegacySession | None:
+        """What `initialize` will negotiate (a sealed session id carries it), when its params
+        are usable; the handler itself refuses them otherwise."""
+        params = decode_params(request)
+        requested, caps = params.get("protocolVersion"), params.get("capabilities", {})
+        info = params.get("clientInfo", {})
+        if not isinstance(requested, str) or not isinstance(caps, dict) or not isinstance(
+            info, dict
+        ):
+            return None
+        version = versions.negotiate_legacy_version(requested, self.server.legacy_versions)
+        return LegacySession(version, caps, info)
+
+    # --- the seam: connections and their life ---------------------------------------------
+
+    def open_session(self, connection: Connection) -> None:
+        """`connection` (a stdio pipe, a socket, a legacy session) gets notifications from now
+        on: list changes, and updates of the resources it subscribes to."""
+        self.server.notifier.connections.add(connection)
+
+    def close_session(self, connection: Connection) -> None:
+        """`connection` is gone: it gets no more notifications."""
+        self.server.notifier.connections.discard(connection)
+
+    def end_listens_on(self, channel: Channel) -> None:
+        """End the `subscriptions/listen` streams answered on `channel` (they never end by
+        themselves)."""
+        self.server.notifier.end_on(channel)
+
+    def shutdown(self) -> None:
+        """The transport stops: end every listen stream gracefully, cancel every task of the
+        tasks extension."""
+        self.server.notifier.end_all()
+        self.server.tasks.cancel_all()
+
+    async def aclose(self) -> None:
+        """Wait (briefly) for the background tasks of the tasks extension to end."""
+        await self.server.tasks.aclose()
+
+    # --- running a call -------------------------------------------------------------------
 
     async def dispatch(self, call: Call) -> dict[str, Any]:
         handler = self.methods[call.method][0]

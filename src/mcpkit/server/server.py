@@ -361,18 +361,18 @@ class Server:
     def run_stdio(self, **options: Any) -> None:
         """Serve on stdin/stdout until stdin closes (`options`: those of `serve_stdio`, e.g.
         `max_write_buffer_bytes`)."""
-        from mcpkit.transports.stdio import run_stdio_server
+        from mcpkit.transports.server.stdio import run_stdio_server
 
         run_stdio_server(self, **options)
 
     def asgi_app(self, **options: Any) -> Any:
         """The Streamable HTTP (and HTTP+SSE, WebSocket) endpoints as an ASGI app."""
-        from mcpkit.transports.http.app import McpAsgiApp
+        from mcpkit.transports.server.http.app import McpAsgiApp
 
         return McpAsgiApp(self, **options)
 
     def run_http(self, host: str = "127.0.0.1", port: int = 8000, **options: Any) -> None:
         """Serve Streamable HTTP at http://host:port/mcp with uvicorn."""
-        from mcpkit.transports.http.serve import run_http
+        from mcpkit.transports.server.http.serve import run_http
 
         run_http(self, host=host, port=port, **options)

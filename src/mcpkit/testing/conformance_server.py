@@ -16,10 +16,10 @@ from typing import Any
 import anyio
 
 from mcpkit.protocol import errors
+from mcpkit.serve_arguments import add_transport_arguments, serve
 from mcpkit.server import tasks
 from mcpkit.server.context import Context
 from mcpkit.server.server import Server
-from mcpkit.transports.arguments import add_transport_arguments, serve
 
 # A 1x1 PNG and a 44-byte silent WAV: real, decodable media.
 PNG_B64 = (

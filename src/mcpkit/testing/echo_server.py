@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from mcpkit.serve_arguments import add_transport_arguments, serve
 from mcpkit.server.server import Server
-from mcpkit.transports.arguments import add_transport_arguments, serve
 
 
 def build_server() -> Server:

@@ -28,7 +28,7 @@ from mcpkit import Server
 from mcpkit.protocol import errors
 from mcpkit.server.call import Call
 from mcpkit.server.context import Context
-from mcpkit.transports.http.serve import run_http
+from mcpkit.transports.server.http.serve import run_http
 
 GATED = {"needs_sampling": "sampling", "needs_elicitation": "elicitation"}
 """tool → the client capability it is listed for."""

@@ -37,8 +37,8 @@ from tests.procs import free_port, stop_process, wait_for_port
 
 from mcpkit.hub.crypto import SecretBox, generate_key
 from mcpkit.hub.settings import HubSettings, SettingsError
-from mcpkit.transports.http.asgi import DEFAULT_MAX_BODIES_IN_FLIGHT_BYTES
-from mcpkit.transports.http.replay import DEFAULT_MAX_TOTAL_REPLAY_BYTES
+from mcpkit.transports.server.http.asgi import DEFAULT_MAX_BODIES_IN_FLIGHT_BYTES
+from mcpkit.transports.server.http.replay import DEFAULT_MAX_TOTAL_REPLAY_BYTES
 
 pytestmark = pytest.mark.anyio
 

@@ -39,7 +39,8 @@ def hub_process(database_url: str, key: str, data: Path, *, redis_url: str | Non
                "--allow-private-upstreams", "--log-level", "warning"]
     if redis_url:
         command += ["--redis-url", redis_url]
-    env = {**os.environ, "MCPKIT_HUB_SECRET_KEY": key, "PYTHONPATH": str(ROOT)}
+    path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(ROOT)]))
+    env = {**os.environ, "MCPKIT_HUB_SECRET_KEY": key, "PYTHONPATH": path}
     proc = subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
     try:
         wait_for_port(proc, port)

@@ -19,7 +19,7 @@ import anyio
 
 from mcpkit import Server
 from mcpkit.server.context import Context
-from mcpkit.transports.http.serve import run_http
+from mcpkit.transports.server.http.serve import run_http
 
 cancelled: list[str] = []
 seen_authorization: set[str] = set()

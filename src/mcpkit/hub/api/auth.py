@@ -20,7 +20,7 @@ from mcpkit.hub.api.context import HubContext, hub_context
 from mcpkit.hub.api.errors import BEARER_CHALLENGE, ApiError
 from mcpkit.hub.ratelimit import retry_after
 from mcpkit.hub.store import UserRecord
-from mcpkit.transports.http.peers import peer_key
+from mcpkit.transports.server.http.peers import peer_key
 
 # auto_error=False: a missing or malformed header is ours to answer, in the API's error shape
 bearer_scheme = HTTPBearer(

@@ -37,7 +37,7 @@ from mcpkit.hub.ratelimit import MemoryRateLimiter, RateLimiter, RedisRateLimite
 from mcpkit.hub.refresh_slots import RefreshSlots
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store import Catalog, Credentials, Store, UpstreamRecord
-from mcpkit.transports.http.auth_failures import AuthFailures
+from mcpkit.transports.server.http.auth_failures import AuthFailures
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

@@ -29,10 +29,10 @@ from mcpkit.hub.crypto import hash_token
 from mcpkit.hub.ratelimit import user_key
 from mcpkit.hub.store import Store, UserRecord
 from mcpkit.protocol import errors, jsonrpc
-from mcpkit.transports.http import asgi
-from mcpkit.transports.http.app import PRINCIPAL_KEY
-from mcpkit.transports.http.auth_failures import AuthFailures
-from mcpkit.transports.http.peers import peer_key
+from mcpkit.transports.server.http import asgi
+from mcpkit.transports.server.http.app import PRINCIPAL_KEY
+from mcpkit.transports.server.http.auth_failures import AuthFailures
+from mcpkit.transports.server.http.peers import peer_key
 
 log = logging.getLogger(__name__)
 

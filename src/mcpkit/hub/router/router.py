@@ -43,11 +43,11 @@ from mcpkit.protocol.errors import McpError
 from mcpkit.protocol.request_state import RequestStateCodec
 from mcpkit.server.call import Call
 from mcpkit.server.server import Server
-from mcpkit.transports.http import asgi
-from mcpkit.transports.http.app import McpAsgiApp
-from mcpkit.transports.http.replay import ReplayLimits
-from mcpkit.transports.http.security import LOOPBACK_HOSTS
-from mcpkit.transports.http.sessions import HttpSession
+from mcpkit.transports.server.http import asgi
+from mcpkit.transports.server.http.app import McpAsgiApp
+from mcpkit.transports.server.http.replay import ReplayLimits
+from mcpkit.transports.server.http.security import LOOPBACK_HOSTS
+from mcpkit.transports.server.http.sessions import HttpSession
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +64,7 @@ class HubServer(Server):
 
     def __init__(self, router: HubRouter, version: str) -> None:
         super().__init__("mcpkit-hub", version, instructions=INSTRUCTIONS)
-        self.router = router
-        for method, handler in handlers.methods(router).items():
-            _fn, eras, capability = self.engine.methods[method]
-            self.engine.methods[method] = (handler, eras, capability)
+        self.engine.replace_handlers(handlers.methods(router))
 
     def has_capability(self, name: str) -> bool:
         # Offered whether or not the user has upstreams yet: lists change at run time.

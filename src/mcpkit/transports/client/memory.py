@@ -17,7 +17,7 @@ from mcpkit.protocol import jsonrpc
 from mcpkit.protocol.jsonrpc import RequestId
 from mcpkit.server.connection import Connection
 from mcpkit.transports.client.base import ConnectionClosed, Inbound, Outgoing
-from mcpkit.transports.routing import route
+from mcpkit.transports.server.routing import route
 
 if TYPE_CHECKING:
     from mcpkit.server.server import Server

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import anyio
 
 from mcpkit.protocol import sse
-from mcpkit.transports.http.asgi import Send
+from mcpkit.transports.server.http.asgi import Send
 
 log = logging.getLogger(__name__)
 

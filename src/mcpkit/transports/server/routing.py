@@ -28,7 +28,7 @@ from mcpkit.protocol import jsonrpc
 from mcpkit.server.admission import Admission, Refusal
 from mcpkit.server.connection import Channel, Connection
 from mcpkit.server.engine import Engine
-from mcpkit.transports.batch import answer_batch
+from mcpkit.transports.server.batch import answer_batch
 
 Spawn = Callable[..., object]
 """Start `fn(*args)` in a task the transport owns (like `TaskGroup.start_soon`)."""
@@ -85,7 +85,7 @@ def _start(
 ) -> Refusal | None:
     """Spawn `fn(*args)` in a slot of `connection` (charged the `footprint` bytes of its
     params); the refusal when it has no slot or no bytes left."""
-    admission = engine.server.admission
+    admission = engine.admission
     refused = admission.admit(connection, footprint)
     if refused is not None:
         return Refusal(refused, request_id)

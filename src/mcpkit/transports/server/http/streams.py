@@ -16,8 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 from mcpkit.protocol import sse
-from mcpkit.transports.http.asgi import Send, encode_headers
-from mcpkit.transports.http.replay import EventLog
+from mcpkit.transports.server.http.asgi import Send, encode_headers
+from mcpkit.transports.server.http.replay import EventLog
 
 __all__ = ["DEFAULT_RETRY_MS", "SSE_HEADERS", "EventLog", "ResponseStream"]
 

@@ -18,13 +18,13 @@ import anyio
 from anyio.abc import TaskGroup
 
 from mcpkit.server.connection import Connection
-from mcpkit.transports.http import asgi
-from mcpkit.transports.http.asgi import Receive, Scope, Send
-from mcpkit.transports.http.peers import caller_key
-from mcpkit.transports.routing import error_reply, route
+from mcpkit.transports.server.http import asgi
+from mcpkit.transports.server.http.asgi import Receive, Scope, Send
+from mcpkit.transports.server.http.peers import caller_key
+from mcpkit.transports.server.routing import error_reply, route
 
 if TYPE_CHECKING:
-    from mcpkit.transports.http.app import McpAsgiApp
+    from mcpkit.transports.server.http.app import McpAsgiApp
 
 log = logging.getLogger(__name__)
 
@@ -81,15 +81,15 @@ class WebSocketTransport:
         await send({"type": "websocket.accept", "subprotocol": SUBPROTOCOL})
         channel = WebSocketChannel(send)
         connection = Connection(channel, caller=caller_key(scope))
-        notifier = self.app.server.notifier
-        notifier.connections.add(connection)
+        engine = self.app.engine
+        engine.open_session(connection)
         try:
             async with anyio.create_task_group() as tg:
                 await self._read(receive, channel, connection, tg)
                 tg.cancel_scope.cancel()
         finally:
             connection.close()
-            notifier.connections.discard(connection)
+            engine.close_session(connection)
             channel.closed = True
 
     async def _read(

@@ -29,14 +29,14 @@ from anyio.abc import TaskGroup
 from mcpkit.protocol import errors, jsonrpc, sse
 from mcpkit.server.admission import Refusal
 from mcpkit.server.connection import Connection
-from mcpkit.transports.http import asgi
-from mcpkit.transports.http.asgi import Receive, Scope, Send
-from mcpkit.transports.http.peers import caller_key, peer_key
-from mcpkit.transports.http.streams import SSE_HEADERS
-from mcpkit.transports.routing import route
+from mcpkit.transports.server.http import asgi
+from mcpkit.transports.server.http.asgi import Receive, Scope, Send
+from mcpkit.transports.server.http.peers import caller_key, peer_key
+from mcpkit.transports.server.http.streams import SSE_HEADERS
+from mcpkit.transports.server.routing import route
 
 if TYPE_CHECKING:
-    from mcpkit.transports.http.app import McpAsgiApp
+    from mcpkit.transports.server.http.app import McpAsgiApp
 
 log = logging.getLogger(__name__)
 
@@ -162,14 +162,14 @@ class LegacySseTransport:
             }
         )
         channel = SseChannel(send)
-        notifier = self.app.server.notifier
+        engine = self.app.engine
         session: SseSession | None = None
         try:
             await channel.write(sse.encode_event(endpoint, event="endpoint"))
             async with anyio.create_task_group() as tg:
                 session = SseSession(session_id, tg, channel, caller_key(scope))
                 self.sessions[session_id] = session
-                notifier.connections.add(session.connection)
+                engine.open_session(session.connection)
                 tg.start_soon(self._keepalive, channel)
                 await self._until_disconnect(receive)
                 tg.cancel_scope.cancel()
@@ -179,7 +179,7 @@ class LegacySseTransport:
             self.sessions.pop(session_id, None)
             if session is not None:
                 session.connection.close()
-                notifier.connections.discard(session.connection)
+                engine.close_session(session.connection)
             channel.closed = True
         with anyio.CancelScope(shield=True), anyio.move_on_after(1.0):
             try:

@@ -34,20 +34,19 @@ from typing import Any
 
 import anyio
 
-from mcpkit.protocol import errors, headers, jsonrpc, meta, versions
+from mcpkit.protocol import errors, jsonrpc, versions
 from mcpkit.server.call import Call
 from mcpkit.server.connection import Connection, LegacySession
-from mcpkit.server.engine import decode_params
-from mcpkit.server.server import Server
-from mcpkit.transports.batch import answer_batch
-from mcpkit.transports.http import asgi
-from mcpkit.transports.http.asgi import Receive, Scope, Send
-from mcpkit.transports.http.late_start import LateStart
-from mcpkit.transports.http.legacy_sse import LegacySseTransport
-from mcpkit.transports.http.peers import host_key
-from mcpkit.transports.http.replay import ReplayBudget, ReplayLimits
-from mcpkit.transports.http.security import HostGuard
-from mcpkit.transports.http.sessions import (
+from mcpkit.server.engine import HasEngine, decode_params
+from mcpkit.transports.server.batch import answer_batch
+from mcpkit.transports.server.http import asgi
+from mcpkit.transports.server.http.asgi import Receive, Scope, Send
+from mcpkit.transports.server.http.late_start import LateStart
+from mcpkit.transports.server.http.legacy_sse import LegacySseTransport
+from mcpkit.transports.server.http.peers import host_key
+from mcpkit.transports.server.http.replay import ReplayBudget, ReplayLimits
+from mcpkit.transports.server.http.security import HostGuard
+from mcpkit.transports.server.http.sessions import (
     DEFAULT_MAX_SESSIONS,
     DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
     DEFAULT_SESSION_IDLE_S,
@@ -57,8 +56,8 @@ from mcpkit.transports.http.sessions import (
     SessionLimitReached,
     SessionManager,
 )
-from mcpkit.transports.http.streams import SSE_HEADERS, ResponseStream
-from mcpkit.transports.http.websocket import WebSocketTransport
+from mcpkit.transports.server.http.streams import SSE_HEADERS, ResponseStream
+from mcpkit.transports.server.http.websocket import WebSocketTransport
 
 log = logging.getLogger(__name__)
 
@@ -101,11 +100,12 @@ def _json_error(status: int, error: errors.McpError, request_id: Any = None) -> 
 
 
 class McpAsgiApp:
-    """ASGI app serving `server` at `path` (Streamable HTTP, both eras)."""
+    """ASGI app serving `server` at `path` (Streamable HTTP, both eras). It reaches the
+    server only through its engine (the seam, server/engine.py)."""
 
     def __init__(
         self,
-        server: Server,
+        server: HasEngine,
         *,
         path: str = "/mcp",
         allowed_hosts: list[str] | None = None,
@@ -124,7 +124,6 @@ class McpAsgiApp:
         replay_limits: ReplayLimits | None = None,
         max_bodies_in_flight_bytes: int = asgi.DEFAULT_MAX_BODIES_IN_FLIGHT_BYTES,
     ) -> None:
-        self.server = server
         self.engine = server.engine
         self.path = path.rstrip("/") or "/"
         self.guard = HostGuard(allowed_hosts, allowed_origins)
@@ -178,8 +177,7 @@ class McpAsgiApp:
 
     def shutdown(self) -> None:
         """End subscriptions gracefully and close every session."""
-        self.server.notifier.end_all()
-        self.server.tasks.cancel_all()
+        self.engine.shutdown()
         self.sessions.close_all()
         if self.legacy_sse is not None:
             self.legacy_sse.close_all()
@@ -301,14 +299,14 @@ class McpAsgiApp:
             assert not isinstance(message, jsonrpc.Request)
             work = self._work_of(message, session)
             if work is not None:
-                refused = self.server.admission.admit(session.connection)
+                refused = self.engine.admission.admit(session.connection)
                 if refused is not None:
                     await self._busy(send, refused, None)
                     return
                 try:
                     await work()
                 finally:
-                    self.server.admission.release(session.connection)
+                    self.engine.admission.release(session.connection)
         await asgi.respond(send, 202)
 
     def _work_of(
@@ -364,16 +362,14 @@ class McpAsgiApp:
         can_sse: bool,
         principal: str,
     ) -> None:
-        params = decode_params(request)
-        if meta.has_modern_meta(params.get("_meta")):
-            await self._modern(request, params, hdrs, receive, send, can_sse, principal)
+        if self.engine.is_modern(request):
+            await self._modern(request, hdrs, receive, send, can_sse, principal)
         else:
-            await self._legacy(request, params, hdrs, receive, send, can_sse, principal)
+            await self._legacy(request, hdrs, receive, send, can_sse, principal)
 
     async def _modern(
         self,
         request: jsonrpc.Request,
-        params: dict[str, Any],
         hdrs: Mapping[str, str],
         receive: Receive,
         send: Send,
@@ -384,60 +380,38 @@ class McpAsgiApp:
             send, extra_headers={}, log_factory=None, prime=False, can_sse=can_sse
         )
         try:
-            call = self._modern_call(request, params, hdrs, stream, principal)
+            call = self._modern_call(request, hdrs, stream, principal)
         except errors.McpError as exc:
             status = 404 if exc.code == errors.METHOD_NOT_FOUND else 400
             await self._error(send, status, exc, request.id)
             return
-        refused = self.server.admission.admit(call.connection, request.footprint)
+        refused = self.engine.admission.admit(call.connection, request.footprint)
         if refused is not None:  # admission.py: the caller is at its limit
             await self._busy(send, refused, request.id)
             return
         try:
             body, code = await self._answer(call, stream, receive, cancel_on_disconnect=True)
         finally:
-            self.server.admission.release(call.connection, request.footprint)
+            self.engine.admission.release(call.connection, request.footprint)
         await stream.finish(body, _modern_status(code))
 
     def _modern_call(
         self,
         request: jsonrpc.Request,
-        params: dict[str, Any],
         hdrs: Mapping[str, str],
         stream: ResponseStream,
         principal: str,
     ) -> Call:
-        """A modern request's call (on a throwaway connection), once it passed every check
-        of the spec's order; `McpError` names the first it fails."""
-        request_meta = meta.parse_request_meta(params.get("_meta"))
-        header_version = hdrs.get("mcp-protocol-version")
-        if header_version != request_meta.protocol_version:
-            raise errors.header_mismatch(
-                f"MCP-Protocol-Version header {header_version!r} does not match _meta "
-                f"protocolVersion {request_meta.protocol_version!r}"
-            )
+        """A modern request's call, on a throwaway connection, once the engine made every
+        check of the spec's order; `McpError` names the first it fails."""
         client = hdrs.get(CLIENT_HEADER)  # only there without a principal
         caller = principal if client is None else f"peer:{host_key(client)}"
         connection = Connection(principal=principal, caller=caller)
-        call = self.engine.make_call(request, params, connection, stream, principal)
-        headers.check_standard_headers(hdrs, request.method, params)
-        self._check_param_headers(request.method, params, hdrs)
-        return call
-
-    def _check_param_headers(
-        self, method: str, params: dict[str, Any], hdrs: Mapping[str, str]
-    ) -> None:
-        if method != "tools/call":
-            return
-        name = params.get("name")
-        tool = self.server.tools.get(name) if isinstance(name, str) else None
-        if tool is not None and tool.header_params:
-            headers.check_param_headers(hdrs, tool.header_params, params.get("arguments"))
+        return self.engine.admit(request, hdrs, connection, stream, principal)
 
     async def _legacy(
         self,
         request: jsonrpc.Request,
-        params: dict[str, Any],
         hdrs: Mapping[str, str],
         receive: Receive,
         send: Send,
@@ -455,7 +429,7 @@ class McpAsgiApp:
         version = (
             session.connection.legacy.protocol_version
             if session.connection.legacy
-            else params.get("protocolVersion", "")
+            else decode_params(request).get("protocolVersion", "")
         )
         stream = ResponseStream(
             send,
@@ -465,11 +439,11 @@ class McpAsgiApp:
             can_sse=can_sse,
         )
         try:
-            call = self.engine.make_call(request, params, session.connection, stream, principal)
+            call = self.engine.admit(request, hdrs, session.connection, stream, principal)
         except errors.McpError as exc:
             await stream.finish(jsonrpc.encode_error(request.id, exc))
             return
-        refused = self.server.admission.admit(session.connection, request.footprint)
+        refused = self.engine.admission.admit(session.connection, request.footprint)
         if refused is not None:  # admission.py: the session, or its caller, is at its limit
             await self._busy(send, refused, request.id)
             return
@@ -477,12 +451,12 @@ class McpAsgiApp:
         try:
             body, code = await self._answer(call, stream, receive, cancel_on_disconnect=False)
         finally:
-            self.server.admission.release(session.connection, request.footprint)
+            self.engine.admission.release(session.connection, request.footprint)
             session.open_streams -= 1
             session.touch()
         if request.method == "initialize":
             if code is None:
-                self.server.notifier.connections.add(session.connection)
+                self.engine.open_session(session.connection)
             else:
                 self.sessions.close(session.id)
         await stream.finish(body)
@@ -510,31 +484,20 @@ class McpAsgiApp:
         session = self.sessions.get(session_id, principal)
         if session is None:
             return None, (404, errors.invalid_request("Session not found"))
-        header_version = hdrs.get("mcp-protocol-version")
-        if header_version is not None and header_version not in self.server.legacy_versions:
-            return None, (
-                400,
-                errors.invalid_request(f"unsupported MCP-Protocol-Version {header_version!r}"),
-            )
+        try:
+            self.engine.check_legacy_headers(hdrs)
+        except errors.McpError as exc:
+            return None, (400, exc)
         return session, None
 
     def _negotiated(self, request: jsonrpc.Request) -> LegacySession | None:
-        """What `initialize` will negotiate (a sealed session id carries it), when the params
-        are usable; the handler itself refuses them otherwise."""
+        """What `initialize` will negotiate, for a sealed session id to carry."""
         if self.sessions.codec is None:
             return None
-        params = decode_params(request)
-        requested, caps = params.get("protocolVersion"), params.get("capabilities", {})
-        info = params.get("clientInfo", {})
-        if not isinstance(requested, str) or not isinstance(caps, dict) or not isinstance(
-            info, dict
-        ):
-            return None
-        version = versions.negotiate_legacy_version(requested, self.server.legacy_versions)
-        return LegacySession(version, caps, info)
+        return self.engine.negotiate_session(request)
 
     def _session_restored(self, session: HttpSession) -> None:
-        self.server.notifier.connections.add(session.connection)
+        self.engine.open_session(session.connection)
 
     async def _answer(
         self, call: Any, stream: ResponseStream, receive: Receive, *, cancel_on_disconnect: bool

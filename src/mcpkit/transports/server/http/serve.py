@@ -26,20 +26,20 @@ import socket
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from mcpkit.transports.http.connections import (
+from mcpkit.transports.server.http.connections import (
     DEFAULT_BODY_TIMEOUT_S,
     DEFAULT_HEADER_TIMEOUT_S,
     DEFAULT_MAX_CONNECTIONS,
     ConnectionLimits,
 )
-from mcpkit.transports.http.head_limits import (
+from mcpkit.transports.server.http.head_limits import (
     DEFAULT_MAX_HEAD_BYTES,
     DEFAULT_MAX_HEADERS,
     DEFAULT_MAX_URL_BYTES,
     HeadLimits,
 )
-from mcpkit.transports.http.listen import listen, listening_url
-from mcpkit.transports.http.websocket_limits import (
+from mcpkit.transports.server.http.listen import listen, listening_url
+from mcpkit.transports.server.http.websocket_limits import (
     DEFAULT_MAX_IN_FLIGHT_BYTES,
     DEFAULT_MAX_MESSAGE_BYTES,
     WebSocketLimits,
@@ -48,7 +48,7 @@ from mcpkit.transports.http.websocket_limits import (
 if TYPE_CHECKING:
     import uvicorn
 
-    from mcpkit.server.server import Server
+    from mcpkit.server.engine import HasEngine
 
 log = logging.getLogger("uvicorn.error")  # where uvicorn says it is running
 
@@ -66,10 +66,10 @@ def uvicorn_config(
     `options` are `uvicorn.Config`'s (host, port, log_level, timeout_graceful_shutdown...)."""
     import uvicorn
 
-    from mcpkit.transports.http.coalesce import coalescing_protocol
-    from mcpkit.transports.http.connections import guarded_protocol
-    from mcpkit.transports.http.head_limits import head_limited_protocol
-    from mcpkit.transports.http.websocket_limits import budgeted_ws_protocol
+    from mcpkit.transports.server.http.coalesce import coalescing_protocol
+    from mcpkit.transports.server.http.connections import guarded_protocol
+    from mcpkit.transports.server.http.head_limits import head_limited_protocol
+    from mcpkit.transports.server.http.websocket_limits import budgeted_ws_protocol
 
     head = head_limits or HeadLimits()
     ws = ws_limits or WebSocketLimits()
@@ -85,7 +85,7 @@ def uvicorn_config(
 
 
 def run_http(
-    server: Server, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
+    server: HasEngine, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info",
     graceful_s: float = 5.0, wrap: Callable[[Any], Any] | None = None,
     on_ready: Callable[[str], None] | None = None,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
@@ -103,8 +103,10 @@ def run_http(
     `max_ws_bytes_in_flight`: `websocket_limits.py` (one WebSocket message may be as big as
     an HTTP body, `max_body_bytes`); `app_options` are `McpAsgiApp`'s (max_sessions,
     max_sessions_per_principal...)."""
+    from mcpkit.transports.server.http.app import McpAsgiApp
+
     sockets = listen(host, port)
-    app = server.asgi_app(**app_options)
+    app: Any = McpAsgiApp(server, **app_options)
     if wrap is not None:
         app = wrap(app)
     limits = ConnectionLimits(max_connections, header_timeout_s, body_timeout_s)
@@ -180,7 +182,7 @@ def stopping_server_class() -> Any:
 
 def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
     """The HTTP limits as command-line options (`mcpkit serve`, `mcpkit example`)."""
-    from mcpkit.transports.http.sessions import (
+    from mcpkit.transports.server.http.sessions import (
         DEFAULT_MAX_SESSIONS,
         DEFAULT_MAX_SESSIONS_PER_PRINCIPAL,
     )

@@ -27,15 +27,13 @@ import signal
 import stat
 import sys
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from mcpkit.protocol import errors, jsonrpc
 from mcpkit.protocol.framing import DEFAULT_MAX_LINE_BYTES, LineFramer
 from mcpkit.server.connection import Connection
-from mcpkit.transports.routing import error_reply, route
-
-if TYPE_CHECKING:
-    from mcpkit.server.server import Server
+from mcpkit.server.engine import HasEngine
+from mcpkit.transports.server.routing import error_reply, route
 
 log = logging.getLogger(__name__)
 
@@ -126,17 +124,16 @@ class _OutProtocol(asyncio.Protocol):
 
 
 class StdioServerConnection:
-    """Reads messages from a byte stream and answers them through a `Server`."""
+    """Reads messages from a byte stream and answers them through a server's engine."""
 
-    def __init__(self, server: Server, writer: _Writer, max_line_bytes: int) -> None:
-        self.server = server
+    def __init__(self, server: HasEngine, writer: _Writer, max_line_bytes: int) -> None:
         self.engine = server.engine
         self.writer = writer
         self.connection = Connection(writer)
         self.framer = LineFramer(max_line_bytes)
         self.tasks: set[asyncio.Task[None]] = set()
         self.eof = asyncio.Event()
-        server.notifier.connections.add(self.connection)
+        self.engine.open_session(self.connection)
 
     def feed(self, data: bytes) -> None:
         for line in self.framer.feed(data):
@@ -171,7 +168,7 @@ class StdioServerConnection:
     async def finish(self, grace_s: float) -> None:
         """After EOF: let requests in flight finish for `grace_s`, then cancel them
         (listen streams end at once: they never finish by themselves)."""
-        self.server.notifier.end_on(self.writer)
+        self.engine.end_listens_on(self.writer)
         if self.tasks:
             await asyncio.wait(set(self.tasks), timeout=grace_s)
         self.connection.close()
@@ -179,7 +176,7 @@ class StdioServerConnection:
             task.cancel()
         if self.tasks:
             await asyncio.wait(set(self.tasks), timeout=1.0)
-        self.server.notifier.connections.discard(self.connection)
+        self.engine.close_session(self.connection)
 
 
 class _InProtocol(asyncio.Protocol):
@@ -217,7 +214,7 @@ class _InProtocol(asyncio.Protocol):
 
 
 async def serve_stdio(
-    server: Server,
+    server: HasEngine,
     *,
     stdin_fd: int | None = None,
     stdout_fd: int | None = None,
@@ -293,7 +290,7 @@ STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SI
 
 
 def run_stdio_server(
-    server: Server, *, on_ready: Callable[[], None] | None = None,
+    server: HasEngine, *, on_ready: Callable[[], None] | None = None,
     on_stop: Callable[[], None] | None = None, **options: Any
 ) -> None:
     """Run `serve_stdio` in a fresh event loop (uvloop when installed) until stdin closes or
@@ -328,7 +325,7 @@ def run_stdio_server(
         finally:
             for sig in handled:
                 loop.remove_signal_handler(sig)
-            await server.tasks.aclose()
+            await server.engine.aclose()
 
     # KeyboardInterrupt: a Ctrl-C before the handlers are in place
     with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcpkit.protocol import errors
-from mcpkit.transports.http.asgi import BodyBudget
+from mcpkit.transports.server.http.asgi import BodyBudget
 
 DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 """Bytes of one WebSocket message (= the app's `DEFAULT_MAX_BODY_BYTES`)."""

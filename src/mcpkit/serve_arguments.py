@@ -22,7 +22,7 @@ def add_transport_arguments(
                         "0.0.0.0 for every address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=default_port, help="the port to listen "
                         f"on; 0 picks a free one (default {default_port})")
-    from mcpkit.transports.http.serve import add_limit_arguments
+    from mcpkit.transports.server.http.serve import add_limit_arguments
 
     add_limit_arguments(parser)
     add_admission_arguments(parser)
@@ -31,7 +31,7 @@ def add_transport_arguments(
 def add_admission_arguments(parser: argparse.ArgumentParser) -> None:
     """The limits on concurrent requests (server/admission.py), for every transport."""
     from mcpkit.server import admission
-    from mcpkit.transports.http.serve import positive_int
+    from mcpkit.transports.server.http.serve import positive_int
 
     group = parser.add_argument_group("concurrency limits")
     group.add_argument("--max-requests-per-connection", type=positive_int, metavar="N",
@@ -65,12 +65,12 @@ def serve(server: Server, args: argparse.Namespace,
     """Run `server` on the transport the parsed arguments name (HTTP serves /mcp) until
     stdin ends (stdio) or a stop signal comes. `on_ready(where)` is called once it serves:
     `where` is "stdio" or the endpoint's URL (the real port when `--port 0`). Raises
-    `mcpkit.transports.http.listen.ListenError` when the port cannot be bound."""
+    `mcpkit.transports.server.http.listen.ListenError` when the port cannot be bound."""
     apply_admission_arguments(server, args)
     if args.transport == "stdio":
         server.run_stdio(on_ready=None if on_ready is None else lambda: on_ready("stdio"))
     else:
-        from mcpkit.transports.http.serve import limit_options
+        from mcpkit.transports.server.http.serve import limit_options
 
         server.run_http(host=args.host, port=args.port, log_level="warning",
                         on_ready=None if on_ready is None else lambda url: on_ready(url + "/mcp"),

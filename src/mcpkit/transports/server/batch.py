@@ -19,10 +19,11 @@ from typing import Any
 from mcpkit.protocol import errors, jsonrpc, versions
 from mcpkit.server import admission
 from mcpkit.server.connection import Channel, Connection
+from mcpkit.server.engine import Engine
 
 
 async def answer_batch(
-    engine: Any, data: bytes, connection: Connection, channel: Channel, *, principal: str = ""
+    engine: Engine, data: bytes, connection: Connection, channel: Channel, *, principal: str = ""
 ) -> bytes | None:
     """The encoded batch response, or None when the batch held no requests."""
     legacy = connection.legacy
@@ -34,7 +35,7 @@ async def answer_batch(
         return jsonrpc.encode_error(
             None, errors.invalid_request("JSON-RPC batches are only allowed in 2025-03-26 sessions")
         )
-    limits = engine.server.admission
+    limits = engine.admission
     if len(members) > limits.max_batch_members:
         return jsonrpc.encode_error(
             None, admission.batch_too_large(len(members), limits.max_batch_members))

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 from mcpkit.protocol import errors
 from mcpkit.server.connection import Connection, LegacySession
-from mcpkit.transports.http.replay import EventLog, ReplayBudget, SessionReplay
+from mcpkit.transports.server.http.replay import EventLog, ReplayBudget, SessionReplay
 
 MAX_LOGS_PER_SESSION = 256
 DEFAULT_MAX_SESSIONS = 1000
