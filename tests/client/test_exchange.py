@@ -199,3 +199,25 @@ async def test_a_client_gone_at_once_still_cancels_its_modern_call() -> None:
         await anyio.sleep(0.01)  # the call has started; the watcher has not
         await stream.aclose()
         await eventually(lambda: cancelled == ["slow"])
+
+
+def test_the_exchange_ability_is_declared_by_the_transports_that_have_it() -> None:
+    """`ExchangeTransport` is named among the bases of the transport that has the ability
+    (Streamable HTTP); the others neither declare it nor have an `exchange`, so the session
+    (which checks once, when built) offers it only over Streamable HTTP."""
+    from mcpkit.transports.client.base import ExchangeTransport
+    from mcpkit.transports.client.http import StreamableHttpTransport
+    from mcpkit.transports.client.memory import MemoryTransport
+    from mcpkit.transports.client.sse import LegacySseTransport
+    from mcpkit.transports.client.stdio import StdioTransport
+    from mcpkit.transports.client.websocket import WebSocketTransport
+
+    assert ExchangeTransport in StreamableHttpTransport.__mro__
+    for cls in (StdioTransport, LegacySseTransport, WebSocketTransport, MemoryTransport):
+        assert ExchangeTransport not in cls.__mro__
+        assert not hasattr(cls, "exchange")
+
+
+async def test_a_memory_client_cannot_exchange() -> None:
+    async with Client(exchange_server([]), era="modern") as client:
+        assert not client.can_exchange

@@ -40,6 +40,7 @@ from mcpkit.protocol.jsonrpc import RequestId
 from mcpkit.transports.client.base import (
     ClientTransport,
     ConnectionClosed,
+    ExchangeTransport,
     Outgoing,
     TransportError,
 )
@@ -224,6 +225,8 @@ class ClientSession:
         self._watchdog_running = False
         self.cancel_by_notification = not transport.per_request_streams
         """Whether cancelling sends `notifications/cancelled` (set by the client per era)."""
+        self._exchanger = transport if isinstance(transport, ExchangeTransport) else None
+        """The transport, when it declares the `exchange` ability (checked once, here)."""
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -297,7 +300,7 @@ class ClientSession:
     def can_exchange(self) -> bool:
         """Whether `exchange` works here (the transport answers a request in the caller's
         task: Streamable HTTP)."""
-        return hasattr(self.transport, "exchange")
+        return self._exchanger is not None
 
     async def exchange(
         self,
@@ -316,8 +319,8 @@ class ClientSession:
         where `can_exchange`."""
         if self._closed is not None:
             raise self._closed
-        exchange = getattr(self.transport, "exchange", None)
-        if exchange is None:
+        exchanger = self._exchanger
+        if exchanger is None:
             raise TransportError(
                 f"{self.transport.describe()} cannot exchange in the caller's task")
         request_id = next(self._ids)
@@ -332,7 +335,7 @@ class ClientSession:
             exchanging.deadline = anyio.current_time() + seconds
             self._watch_until(exchanging.deadline)
         try:
-            answer = await exchange(Outgoing(data, method, request_id, headers or {}))
+            answer = await exchanger.exchange(Outgoing(data, method, request_id, headers or {}))
             # The notifications its stream carried are handled before it ends (as
             # `request`'s are, their tasks having started before its waiter resumes).
             await exchanging.settled()

@@ -15,7 +15,7 @@ import os
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from mcpkit.transports.client.base import ClientTransport
 
@@ -60,7 +60,7 @@ def kind_of(target: object, options: ConnectOptions) -> str:
     if _is_server(target):
         return "memory"
     if _is_transport(target):
-        return str(target.kind)  # type: ignore[attr-defined]
+        return str(target.kind)
     raise TypeError(
         f"cannot connect to {target!r}: pass a URL, a command list, a Server or a transport"
     )
@@ -68,7 +68,7 @@ def kind_of(target: object, options: ConnectOptions) -> str:
 
 def make_transport(target: object, kind: str, options: ConnectOptions) -> ClientTransport:
     if _is_transport(target) and not isinstance(target, str | Sequence):
-        return target  # type: ignore[return-value]
+        return target
     if kind == "stdio":
         from mcpkit.transports.client.stdio import StdioTransport
 
@@ -137,5 +137,5 @@ def _is_server(obj: object) -> bool:
     return all(hasattr(obj, name) for name in ("engine", "notifier", "add_tool"))
 
 
-def _is_transport(obj: object) -> bool:
-    return all(hasattr(obj, name) for name in ("open", "send", "abandon", "close", "kind"))
+def _is_transport(obj: object) -> TypeGuard[ClientTransport]:
+    return isinstance(obj, ClientTransport)
