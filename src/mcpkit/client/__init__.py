@@ -1,4 +1,6 @@
-"""The MCP client: `Client` for one server, in either era, over any transport."""
+"""The MCP client: `Client` for one server, in either era, over any transport, and the
+value objects its settings are grouped in (`ConnectOptions`, `Timeouts`, `Responders`,
+`Notifications`, `Limits`, `Behaviour`)."""
 
 from mcpkit.client.client import Client
 from mcpkit.client.errors import (
@@ -8,8 +10,11 @@ from mcpkit.client.errors import (
     TooManyInputRounds,
 )
 from mcpkit.client.listing import ListLimits, ListTooLarge
-from mcpkit.client.responders import form_defaults
+from mcpkit.client.notifications import Notifications
+from mcpkit.client.options import Behaviour, Limits
+from mcpkit.client.responders import Responders, form_defaults
 from mcpkit.client.session import InboundLimits, RequestTimeout, ServerError, Timeouts
+from mcpkit.client.targets import ConnectOptions
 from mcpkit.transports.client.base import (
     ConnectionClosed,
     HttpStatusError,
@@ -19,17 +24,22 @@ from mcpkit.transports.client.base import (
 )
 
 __all__ = [
+    "Behaviour",
     "Client",
     "ClientError",
+    "ConnectOptions",
     "ConnectionClosed",
     "HttpStatusError",
     "InboundLimits",
     "IncompatibleServer",
     "InvalidToolOutput",
+    "Limits",
     "ListLimits",
     "ListTooLarge",
+    "Notifications",
     "RedirectRefused",
     "RequestTimeout",
+    "Responders",
     "ServerError",
     "SessionExpired",
     "Timeouts",

@@ -52,6 +52,7 @@ ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None] |
 RequestHandler = Callable[[str, dict[str, Any]], Awaitable[Any]]
 """Answers a server→client request: `(method, params) -> result`; raises McpError to refuse."""
 NotificationHandler = Callable[[str, dict[str, Any]], Awaitable[None]]
+"""Handles a notification from the server: `(method, params)`."""
 
 MAX_LOGGED_GARBAGE = 200
 """Bytes of an undecodable message quoted in the log."""
@@ -90,6 +91,14 @@ class Timeouts:
     timeout: float | None = 60.0
     maximum: float | None = 600.0
     reset_on_progress: bool = True
+
+    def overridden(self, timeout: Any = "default", maximum: Any = "default") -> Timeouts:
+        """These limits with `timeout` and/or `maximum` replaced ("default": kept)."""
+        if timeout == "default" and maximum == "default":
+            return self  # the common case: no new object per request
+        return Timeouts(self.timeout if timeout == "default" else timeout,
+                        self.maximum if maximum == "default" else maximum,
+                        self.reset_on_progress)
 
 
 DEFAULT_TIMEOUTS = Timeouts()

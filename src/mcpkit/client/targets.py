@@ -25,6 +25,11 @@ KINDS = ("stdio", "http", "sse", "websocket", "memory")
 
 @dataclass(slots=True)
 class ConnectOptions:
+    """How a `Client` reaches its server. `kind` ("stdio", "http", "sse", "websocket",
+    "memory") overrides the guess from the target; `headers` and `bearer_token` go with
+    every HTTP/WebSocket request; a stdio child gets `env` over a minimal environment
+    (`SAFE_ENV_NAMES`, never this process's secrets) unless `inherit_env`, in `cwd`."""
+
     kind: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     bearer_token: str | None = None
@@ -32,8 +37,13 @@ class ConnectOptions:
     inherit_env: bool = False
     cwd: str | None = None
     connect_timeout: float = 30.0
+    """Seconds for `connect()`: opening the transport and settling the era."""
     resolver: Any = None
-    """An aiohttp resolver for HTTP and WebSocket connections (None: aiohttp's own)."""
+    """An aiohttp resolver for HTTP and WebSocket connections (None: aiohttp's own;
+    `mcpkit.netguard.GuardedResolver` refuses private addresses at connect time)."""
+    probe_timeout: float = 3.0
+    """Seconds the era probe (`server/discover`) waits when the era is not pinned:
+    silence means a legacy server."""
 
 
 def is_url(target: object) -> bool:
