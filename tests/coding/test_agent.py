@@ -248,8 +248,8 @@ async def test_refused_without_sampling_tools(workspace: Path, sampling_tools: b
     eras: tuple[EraName, ...] = ("legacy", "modern")
     for era in eras:
         sampling = model if sampling_tools else FakeModel(lambda r: final("never"))
-        options: dict[str, Any] = {"sampling": sampling} if not sampling_tools else {}
-        async with Client(server_for(workspace), era=era, **options) as c:
+        responders = Responders(sampling=sampling) if not sampling_tools else Responders()
+        async with Client(server_for(workspace), era=era, responders=responders) as c:
             text, is_error, _ = await run_agent(c)
         assert is_error
         assert "needs a client that supports sampling with tools" in text
