@@ -20,14 +20,13 @@ of its own: `options` (the grouped settings), `negotiation` (the era), `sending`
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any, Literal
 
 import anyio
 
-from mcpkit.client import legacy_tasks, listing, rounds, task_calls
+from mcpkit.client import legacy_tasks, listing, task_calls
 from mcpkit.client.catalog import ToolCatalog
 from mcpkit.client.errors import ClientError
 from mcpkit.client.hosting import HostedTaskGroup
@@ -85,8 +84,7 @@ class Client:
                         "behaviour": behaviour}, bearer_token, deprecated)
         self.target = target
         # A copy, with the transport kind settled (an HTTP+SSE fallback changes it).
-        self._connect = dataclasses.replace(given.connect,
-                                            kind=kind_of(target, given.connect))
+        self._connect = dataclasses.replace(given.connect, kind=kind_of(target, given.connect))
         self.default_timeouts = given.timeouts
         self.responders = given.responders
         self.notifications = given.notifications
@@ -136,7 +134,7 @@ class Client:
         await self.close()
 
     async def connect(self) -> None:
-        """Open the transport and settle the era (bounded by `connect_timeout`).
+        """Open the transport and settle the era (within `ConnectOptions.connect_timeout`).
 
         The client's background work (readers, answering the server) runs in a task
         group hosted by a task of its own, so a connected client may be used from any task
@@ -187,9 +185,7 @@ class Client:
         return reason
 
     def describe(self) -> str:
-        if self._session is not None:
-            return self._session.transport.describe()
-        return repr(self.target)
+        return repr(self.target) if self._session is None else self._session.transport.describe()
 
     @property
     def session(self) -> ClientSession:
@@ -249,8 +245,7 @@ class Client:
         return self._negotiated.as_discover_result()
 
     async def ping(self) -> None:
-        """Check the server answers. Modern servers have no `ping`: `server/discover` is
-        used instead."""
+        """Check the server answers (modern servers have no `ping`: `server/discover`)."""
         await self.request("ping" if self.era is Era.LEGACY else "server/discover")
 
     async def list_tools(self) -> list[types.Tool]:
@@ -288,9 +283,10 @@ class Client:
             params["arguments"] = dict(arguments)
         if meta:
             params["_meta"] = dict(meta)
+        server = self._negotiated
         how = task_calls.plan(tool, self.behaviour.tasks if task is None else task,
-                              self.behaviour.tasks, self.era, self.protocol_version,
-                              self.server_capabilities)
+                              self.behaviour.tasks, server.era, server.protocol_version,
+                              server.server_capabilities)
         if how.legacy_task:
             params["task"] = {}
         send = self._sender.declaring_tasks if how.declare_extension else self.request
@@ -298,9 +294,8 @@ class Client:
         result = await send("tools/call", params, on_progress=on_progress,
                             timeout=timeout, max_timeout=max_timeout)
         result = await task_calls.follow(
-            result, era=self.era, request=self.request, send=send,
-            answer_inputs=functools.partial(rounds.answer_inputs, self.responders),
-            capabilities=self.server_capabilities, started=started,
+            result, era=server.era, request=self.request, send=send,
+            responders=self.responders, capabilities=server.server_capabilities, started=started,
             maximum=self.default_timeouts.overridden(timeout, max_timeout).maximum,
             max_polls=self.limits.task_polls)
         typed_result = typed(result, types.CallToolResult, "tools/call")
@@ -308,14 +303,18 @@ class Client:
             self._catalog.check_output(name, tool, typed_result)
         return typed_result
 
+    def _needs_catalog(self) -> bool:
+        """Whether calls need the catalog: which tools need task execution, their output
+        schemas, their x-mcp-header arguments."""
+        server = self._negotiated
+        capabilities = server.server_capabilities
+        return "tools" in capabilities and (self.behaviour.validate_output or (
+            legacy_tasks.server_runs_tool_tasks(server.protocol_version, capabilities)
+            if server.era is Era.LEGACY else self.session.transport.per_request_streams
+            or "extensions" in capabilities))
+
     async def _known_tool(self, name: str) -> dict[str, Any] | None:
-        # The catalog says which tools need task execution (and their output schemas, and
-        # their x-mcp-header arguments).
-        needs_catalog = self.behaviour.validate_output or (
-            legacy_tasks.server_runs_tool_tasks(self.protocol_version, self.server_capabilities)
-            if self.era is Era.LEGACY else self.session.transport.per_request_streams
-            or "extensions" in self.server_capabilities)
-        if self._catalog.tools is None and needs_catalog and "tools" in self.server_capabilities:
+        if self._catalog.tools is None and self._needs_catalog():
             try:
                 await self.list_tools()
             except (ServerError, errors.ProtocolError) as exc:

@@ -86,7 +86,7 @@ class Sender:
                   declare_tasks: bool = False) -> dict[str, Any]:
         """`params` (copied) with the modern `_meta` (and a progress token if wanted)."""
         client = self._client
-        version = client.protocol_version
+        version = client._negotiated.protocol_version
         assert version is not None
         body = dict(params)
         capabilities = (self.declared.with_tasks(version) if declare_tasks

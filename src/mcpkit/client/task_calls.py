@@ -16,19 +16,19 @@ Both followers share the call's maximum time (what is left of it) and the poll b
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 
-from mcpkit.client import legacy_tasks
+from mcpkit.client import legacy_tasks, rounds
 from mcpkit.client import tasks as modern_tasks
+from mcpkit.client.responders import Responders
 from mcpkit.protocol.versions import Era
 
 
-@dataclass(frozen=True, slots=True)
-class TaskPlan:
+class TaskPlan(NamedTuple):
     """How one call is sent: `legacy_task` puts `task: {}` in its params;
     `declare_extension` declares the modern Tasks extension on its requests."""
 
@@ -47,18 +47,23 @@ def plan(tool: Mapping[str, Any] | None, prefer: bool, declared_always: bool, er
 
 
 async def follow(result: Any, *, era: Era | None, request: legacy_tasks.Request,
-                 send: modern_tasks.Request, answer_inputs: modern_tasks.AnswerInputs,
+                 send: modern_tasks.Request, responders: Responders,
                  capabilities: Mapping[str, Any], started: float, maximum: float | None,
                  max_polls: int) -> Any:
     """The call's result, or the result of the task it started, within what is left of
-    the call's `maximum` (counted from `started`) and `max_polls` polls."""
-    left = None if maximum is None else max(0.0, maximum - (anyio.current_time() - started))
+    the call's `maximum` (counted from `started`) and `max_polls` polls; the questions a
+    modern task asks are answered by `responders`."""
     created = legacy_tasks.created_task(result) if era is Era.LEGACY else None
     if created is not None:
         return await legacy_tasks.follow(
-            created, request, max_seconds=left, max_polls=max_polls,
+            created, request, max_seconds=_left(started, maximum), max_polls=max_polls,
             can_cancel=legacy_tasks.can_cancel(capabilities))
     if modern_tasks.is_task(result):
-        return await modern_tasks.follow(result, send, answer_inputs, max_seconds=left,
-                                         max_polls=max_polls)
+        return await modern_tasks.follow(
+            result, send, functools.partial(rounds.answer_inputs, responders),
+            max_seconds=_left(started, maximum), max_polls=max_polls)
     return result
+
+
+def _left(started: float, maximum: float | None) -> float | None:
+    return None if maximum is None else max(0.0, maximum - (anyio.current_time() - started))
