@@ -131,6 +131,16 @@ def stdio_server_pid() -> int | None:
     return None
 
 
+def _connect_in(cwd: Path) -> dict[str, Any]:
+    """`Client` keywords for a stdio child in `cwd`: the grouped form, or the flat one of a
+    tree from before issue 22 (the benchmark compares trees: `PYTHONPATH=old/src`)."""
+    try:
+        from mcpkit.client import ConnectOptions
+    except ImportError:
+        return {"cwd": str(cwd)}
+    return {"connect": ConnectOptions(cwd=str(cwd))}
+
+
 @contextlib.asynccontextmanager
 async def open_client(variant: str, transport: str, url: str | None) -> AsyncIterator[Call]:
     """Connect with `variant`; yield a function making one echo call (True: a good answer)."""
@@ -145,7 +155,7 @@ async def open_client(variant: str, transport: str, url: str | None) -> AsyncIte
         if cache is not None:
             cache.clear()
         era: Literal["auto", "legacy"] = "legacy" if variant == "mcpkit-legacy" else "auto"
-        async with Client(target, era=era, cwd=str(ROOT)) as client:
+        async with Client(target, era=era, **_connect_in(ROOT)) as client:
 
             async def call() -> bool:
                 result = await client.call_tool("echo", {"text": TEXT})

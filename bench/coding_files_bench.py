@@ -41,7 +41,7 @@ from typing import Any
 
 import anyio
 
-from mcpkit.client import Client
+from mcpkit.client import Client, ConnectOptions, Timeouts
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "tests/js/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
@@ -108,7 +108,11 @@ async def time_calls(call: Callable[[], Awaitable[str]], calls: int, limit_s: fl
 async def run_server(command: list[str], ops: list[tuple[str, Op | None]], calls: int,
                      limit_s: float) -> dict[str, tuple[float, str] | None]:
     out: dict[str, tuple[float, str] | None] = {}
-    async with Client(command, cwd=str(ROOT), timeout=limit_s) as client:
+    async with Client(
+        command,
+        connect=ConnectOptions(cwd=str(ROOT)),
+        timeouts=Timeouts(timeout=limit_s),
+    ) as client:
         for name, op in ops:
             if op is None:
                 out[name] = None

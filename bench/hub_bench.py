@@ -70,6 +70,8 @@ from typing import Any
 
 from client_bench import children_of, stop_process  # shared: stop by PID, children too
 
+from mcpkit.client import Timeouts
+
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 TEXT = "hello, world"
@@ -386,8 +388,12 @@ async def measure(target: str, running: Running, in_flight: int, calls: int, war
     latencies: list[float] = []
     limit = STEP_TIMEOUT + (calls + warmup) * 0.05  # bounded even for a very slow target
     with anyio.fail_after(limit):
-        async with Client(running.url, era="legacy", bearer_token=running.token,
-                          timeout=STEP_TIMEOUT) as client:
+        async with Client(
+            running.url,
+            era="legacy",
+            bearer_token=running.token,
+            timeouts=Timeouts(timeout=STEP_TIMEOUT),
+        ) as client:
 
             async def call() -> bool:
                 result = await client.call_tool(running.tool, {"text": TEXT})

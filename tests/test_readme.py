@@ -61,6 +61,7 @@ import pytest
 from tests import readme_snippets as rs
 
 from mcpkit import Client
+from mcpkit.client import ConnectOptions
 
 README = rs.ROOT / "README.md"
 SNIPPETS = rs.extract(README.read_text("utf-8"))
@@ -152,7 +153,10 @@ async def test_mcpkit_example_serves_the_readme_code() -> None:
     code = marked[0].code
     command = [sys.executable, "-m", "mcpkit", "example", "--transport", "stdio"]
     with anyio.fail_after(30):
-        async with Client(command, env=dict(os.environ)) as client:  # PYTHONPATH: this tree
+        async with Client(
+            command,
+            connect=ConnectOptions(env=dict(os.environ)),
+        ) as client:  # PYTHONPATH: this tree
             assert client.server_info is not None
             assert f'Server("{client.server_info.name}", "{client.server_info.version}"' in code
             tools = {tool.name for tool in await client.list_tools()}

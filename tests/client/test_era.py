@@ -10,9 +10,16 @@ from typing import Any
 
 import pytest
 
-from mcpkit.client import Client, IncompatibleServer, RequestTimeout, ServerError
-from mcpkit.client import client as client_module
+from mcpkit.client import (
+    Client,
+    ConnectOptions,
+    IncompatibleServer,
+    RequestTimeout,
+    ServerError,
+    Timeouts,
+)
 from mcpkit.client import era as eras
+from mcpkit.client import negotiation as client_module
 from mcpkit.protocol import errors
 from mcpkit.protocol.versions import Era
 from mcpkit.transports.client.base import HttpStatusError
@@ -242,7 +249,11 @@ async def test_silence_until_probe_timeout_means_legacy() -> None:
 
     server = ScriptedTransport(script)
     started = time.monotonic()
-    async with Client(server, probe_timeout=0.3, timeout=5) as client:
+    async with Client(
+        server,
+        connect=ConnectOptions(probe_timeout=0.3),
+        timeouts=Timeouts(timeout=5),
+    ) as client:
         elapsed = time.monotonic() - started
         assert client.era is Era.LEGACY
     assert 0.3 <= elapsed < 1.5
@@ -268,7 +279,7 @@ async def test_a_late_probe_answer_is_dropped() -> None:
         return legacy_server(message)
 
     transport = ScriptedTransport(script)
-    async with Client(transport, probe_timeout=0.1) as client:
+    async with Client(transport, connect=ConnectOptions(probe_timeout=0.1)) as client:
         assert client.era is Era.LEGACY
         await client.ping()
 
@@ -287,7 +298,12 @@ async def test_pinned_modern_against_a_silent_server_times_out() -> None:
     server = ScriptedTransport(lambda m: None)
     started = time.monotonic()
     with pytest.raises(TimeoutError):
-        async with Client(server, version=MODERN, probe_timeout=0.05, timeout=0.3):
+        async with Client(
+            server,
+            era=MODERN,
+            connect=ConnectOptions(probe_timeout=0.05),
+            timeouts=Timeouts(timeout=0.3),
+        ):
             pass
     assert 0.3 <= time.monotonic() - started < 1.5
     assert server.methods() == ["server/discover"]
@@ -297,7 +313,12 @@ async def test_pinned_modern_against_a_silent_server_times_out() -> None:
 async def test_a_handshake_request_timeout_is_reported_as_such(era: str) -> None:
     server = ScriptedTransport(lambda m: None)
     with pytest.raises(RequestTimeout, match=r"timeout of 0\.3 s"):
-        async with Client(server, era=era, timeout=0.3, connect_timeout=30):  # type: ignore[arg-type]
+        async with Client(
+            server,
+            era=era,
+            timeouts=Timeouts(timeout=0.3),
+            connect=ConnectOptions(connect_timeout=30),
+        ):
             pass
 
 
@@ -310,7 +331,7 @@ async def test_pinned_legacy_does_not_probe() -> None:
 
 async def test_pinned_legacy_version_is_requested() -> None:
     server = ScriptedTransport(legacy_server)
-    async with Client(server, version="2025-03-26") as client:
+    async with Client(server, era="2025-03-26") as client:
         assert client.era is Era.LEGACY
         assert client.protocol_version == "2025-03-26"
     assert server.requests("initialize")[0]["params"]["protocolVersion"] == "2025-03-26"
@@ -343,9 +364,9 @@ async def test_initialize_answered_with_an_older_version_is_adopted() -> None:
 
 def test_bad_pins_are_refused() -> None:
     with pytest.raises(ValueError, match="unknown protocol version"):
-        Client(ScriptedTransport(legacy_server), version="1999-01-01")
-    with pytest.raises(ValueError, match="not of the modern era"):
-        Client(ScriptedTransport(legacy_server), era="modern", version=LEGACY)
+        Client(ScriptedTransport(legacy_server), era="1999-01-01")
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="not of the modern"):
+        Client(ScriptedTransport(legacy_server), era="modern", version=LEGACY)  # the old form
 
 
 async def test_legacy_era_is_cached_per_server() -> None:

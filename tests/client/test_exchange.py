@@ -15,9 +15,9 @@ import pytest
 from tests.procs import eventually, serve_in_thread
 
 from mcpkit import Client, Server
-from mcpkit.client import ServerError
+from mcpkit.client import Behaviour, Notifications, Responders, ServerError, Timeouts
 from mcpkit.client.origin import current_origin, request_origin
-from mcpkit.client.session import RequestTimeout, Timeouts
+from mcpkit.client.session import RequestTimeout
 from mcpkit.server.context import Context
 
 pytestmark = pytest.mark.anyio
@@ -92,8 +92,12 @@ async def test_log_messages_reach_on_log_in_the_callers_origin() -> None:
         seen.append((params.level, params.data, current_origin()))
 
     with serve_in_thread(exchange_server([]).asgi_app()) as base:
-        async with Client(f"{base}/mcp", era="modern", log_level="info",
-                          on_log=on_log) as client:
+        async with Client(
+            f"{base}/mcp",
+            era="modern",
+            behaviour=Behaviour(log_level="info"),
+            notifications=Notifications(on_log=on_log),
+        ) as client:
             with request_origin("caller-a"):
                 result = await client.exchange(
                     "tools/call", {"name": "chatty", "arguments": {"text": "x"}})
@@ -109,7 +113,11 @@ async def never_asked(params: Any) -> dict[str, Any]:
 
 async def test_input_required_is_returned_as_it_is() -> None:
     with serve_in_thread(exchange_server([]).asgi_app()) as base:
-        async with Client(f"{base}/mcp", era="modern", elicitation=never_asked) as client:
+        async with Client(
+            f"{base}/mcp",
+            era="modern",
+            responders=Responders(elicitation=never_asked),
+        ) as client:
             result = await client.exchange("tools/call", {"name": "ask", "arguments": {}})
             assert result["resultType"] == "input_required"
             assert result["inputRequests"]["who"]["method"] == "elicitation/create"
@@ -118,7 +126,7 @@ async def test_input_required_is_returned_as_it_is() -> None:
 async def test_the_time_limit_closes_the_post_and_the_server_cancels() -> None:
     cancelled: list[str] = []
     with serve_in_thread(exchange_server(cancelled).asgi_app()) as base:
-        async with Client(f"{base}/mcp", era="modern", timeout=0.5) as client:
+        async with Client(f"{base}/mcp", era="modern", timeouts=Timeouts(timeout=0.5)) as client:
             started = anyio.current_time()
             with pytest.raises(RequestTimeout):
                 await client.exchange("tools/call", {"name": "slow",
@@ -136,7 +144,7 @@ async def test_a_shorter_deadline_is_kept_while_a_longer_one_waits() -> None:
     watchdog sleeps towards wakes it; the caller's task is left with no cancellation."""
     cancelled: list[str] = []
     with serve_in_thread(exchange_server(cancelled).asgi_app()) as base:
-        async with Client(f"{base}/mcp", era="modern", timeout=30) as client:
+        async with Client(f"{base}/mcp", era="modern", timeouts=Timeouts(timeout=30)) as client:
             async with anyio.create_task_group() as tg:
                 long_one = {"name": "slow", "arguments": {"seconds": 1.5}}
                 tg.start_soon(client.exchange, "tools/call", long_one)
@@ -154,7 +162,7 @@ async def test_a_shorter_deadline_is_kept_while_a_longer_one_waits() -> None:
 async def test_the_caller_s_cancellation_is_not_a_timeout() -> None:
     cancelled: list[str] = []
     with serve_in_thread(exchange_server(cancelled).asgi_app()) as base:
-        async with Client(f"{base}/mcp", era="modern", timeout=30) as client:
+        async with Client(f"{base}/mcp", era="modern", timeouts=Timeouts(timeout=30)) as client:
             with anyio.move_on_after(0.3) as scope:
                 await client.exchange("tools/call", {"name": "slow",
                                                      "arguments": {"seconds": 30}})
@@ -199,3 +207,25 @@ async def test_a_client_gone_at_once_still_cancels_its_modern_call() -> None:
         await anyio.sleep(0.01)  # the call has started; the watcher has not
         await stream.aclose()
         await eventually(lambda: cancelled == ["slow"])
+
+
+def test_the_exchange_ability_is_declared_by_the_transports_that_have_it() -> None:
+    """`ExchangeTransport` is named among the bases of the transport that has the ability
+    (Streamable HTTP); the others neither declare it nor have an `exchange`, so the session
+    (which checks once, when built) offers it only over Streamable HTTP."""
+    from mcpkit.transports.client.base import ExchangeTransport
+    from mcpkit.transports.client.http import StreamableHttpTransport
+    from mcpkit.transports.client.memory import MemoryTransport
+    from mcpkit.transports.client.sse import LegacySseTransport
+    from mcpkit.transports.client.stdio import StdioTransport
+    from mcpkit.transports.client.websocket import WebSocketTransport
+
+    assert ExchangeTransport in StreamableHttpTransport.__mro__
+    for cls in (StdioTransport, LegacySseTransport, WebSocketTransport, MemoryTransport):
+        assert ExchangeTransport not in cls.__mro__
+        assert not hasattr(cls, "exchange")
+
+
+async def test_a_memory_client_cannot_exchange() -> None:
+    async with Client(exchange_server([]), era="modern") as client:
+        assert not client.can_exchange

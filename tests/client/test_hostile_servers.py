@@ -32,12 +32,17 @@ from tests.procs import free_port, stop_process
 from mcpkit.client import (
     Client,
     ClientError,
+    ConnectOptions,
     HttpStatusError,
     InboundLimits,
+    Limits,
     ListLimits,
     ListTooLarge,
+    Notifications,
     RedirectRefused,
     RequestTimeout,
+    Responders,
+    Timeouts,
 )
 from mcpkit.client.listing import ListBudget
 from mcpkit.client.session import BUSY, MAX_NOTIFICATION_HANDLERS, MAX_SERVER_REQUESTS
@@ -88,7 +93,12 @@ async def test_a_flood_of_notifications_and_requests_costs_bounded_tasks_and_mem
     finish. Unbounded, that was a task each: 44,000 tasks and ~300 MiB (100,000 + 20,000:
     120,000 tasks, +775 MiB). Bounded: at most 64 + 1024 handler tasks, a few MiB."""
     server = RawServer(tmp_path, FLOOD.format(notes=40_000, requests=4_000))
-    async with Client(server.command, on_log=forever, sampling=forever, timeout=30) as client:
+    async with Client(
+        server.command,
+        notifications=Notifications(on_log=forever),
+        responders=Responders(sampling=forever),
+        timeouts=Timeouts(timeout=30),
+    ) as client:
         session = client.session
         tasks_before, rss_before = len(asyncio.all_tasks()), own_rss()
         with anyio.fail_after(20):
@@ -120,8 +130,12 @@ async def test_refusals_and_drops_follow_the_set_limits(tmp_path: Path) -> None:
         await anyio.sleep_forever()
 
     limits = InboundLimits(requests=3, notifications=5)
-    async with Client(server.command, on_log=forever, sampling=slow_sampling,
-                      inbound_limits=limits) as client:
+    async with Client(
+        server.command,
+        notifications=Notifications(on_log=forever),
+        responders=Responders(sampling=slow_sampling),
+        limits=Limits(inbound=limits),
+    ) as client:
         await client.call_tool("work", {})
         refusals = await server.wait_for(
             lambda got: (r := [m for m in got if "error" in m]) and len(r) >= 7 and r)
@@ -185,14 +199,20 @@ async def test_pages_without_end_stop_at_the_item_and_byte_bounds(tmp_path: Path
     lower, at the byte bound), with the client's memory held near what the bound allows."""
     server = RawServer(tmp_path, PAGES.format(cursor_size=10, per_page=2000))
     rss_before = own_rss()
-    async with Client(server.command, era="legacy",
-                      list_limits=ListLimits(items=20_000)) as client:
+    async with Client(
+        server.command,
+        era="legacy",
+        limits=Limits(lists=ListLimits(items=20_000)),
+    ) as client:
         with pytest.raises(ListTooLarge, match=r"more than 20000 items \(ListLimits.items\)"):
             await client.list_tools()
         assert own_rss() - rss_before < 100 * MIB
     server = RawServer(tmp_path, PAGES.format(cursor_size=10, per_page=2000), name="bytes")
-    async with Client(server.command, era="legacy",
-                      list_limits=ListLimits(bytes=MIB)) as client:
+    async with Client(
+        server.command,
+        era="legacy",
+        limits=Limits(lists=ListLimits(bytes=MIB)),
+    ) as client:
         with pytest.raises(ListTooLarge, match=r"more than 1048576 bytes of items"):
             await client.list_prompts()
         assert len(server.received_method("prompts/list")) <= 5  # ~250 KB a page
@@ -266,7 +286,11 @@ async def test_retry_zero_cannot_make_the_client_reconnect_in_a_loop(
 ) -> None:
     """Each resumption brings a new event id and `retry: 0`. Obeyed, that was ~26,000 GETs
     in 5 s for one request; paced at 0.25 s, at most ~4 a second."""
-    async with Client(hostile_http.url, era="legacy", timeout=2, max_timeout=2) as client:
+    async with Client(
+        hostile_http.url,
+        era="legacy",
+        timeouts=Timeouts(timeout=2, maximum=2),
+    ) as client:
         with pytest.raises(RequestTimeout):
             await client.call_tool("work", {})
     resumes = [e for e in hostile_http.requests("main")
@@ -278,8 +302,13 @@ async def test_retry_zero_cannot_make_the_client_reconnect_in_a_loop(
 async def test_a_flood_on_a_response_stream_is_bounded_too(hostile_http: HostileHttp) -> None:
     """The same flood on a Streamable HTTP response stream: the bounds are the session's,
     so they hold on every transport; the call still gets its result."""
-    async with Client(hostile_http.url, era="legacy", on_log=forever, sampling=forever,
-                      timeout=30) as client:
+    async with Client(
+        hostile_http.url,
+        era="legacy",
+        notifications=Notifications(on_log=forever),
+        responders=Responders(sampling=forever),
+        timeouts=Timeouts(timeout=30),
+    ) as client:
         tasks_before, rss_before = len(asyncio.all_tasks()), own_rss()
         with anyio.fail_after(20):
             outcome = await client.call_tool("work", {})
@@ -304,8 +333,12 @@ async def test_a_redirect_to_another_origin_is_not_followed(
     to follow it, taking the user's `X-Api-Key` along; now no transport follows it."""
     url = {"http": hostile_http.url, "sse": hostile_http.url,
            "websocket": hostile_http.url.replace("http://", "ws://")}[kind]
-    client = Client(url, transport=kind, era="legacy", headers={"X-Api-Key": "sekrit"},
-                    bearer_token="token", connect_timeout=5)
+    client = Client(
+        url,
+        era="legacy",
+        bearer_token="token",
+        connect=ConnectOptions(kind=kind, headers={"X-Api-Key": "sekrit"}, connect_timeout=5),
+    )
     with pytest.raises((HttpStatusError, ClientError)) as info:
         await client.connect()
     await client.close()
@@ -341,7 +374,7 @@ async def test_an_answer_over_the_line_limit_fails_its_request_at_once(
     request waited out its whole timeout; now that request fails at once with
     `MessageTooLarge`, and the next request on the same pipe is answered."""
     server = RawServer(tmp_path, OVERSIZED)
-    async with Client(server.command, era="legacy", timeout=60) as client:
+    async with Client(server.command, era="legacy", timeouts=Timeouts(timeout=60)) as client:
         with anyio.fail_after(10), pytest.raises(MessageTooLarge,
                                                  match="exceeds the 16777216-byte line limit"):
             await client.call_tool("work", {"size": 17 * MIB, "id_last": id_last})
@@ -359,7 +392,7 @@ async def test_a_large_sse_event_does_not_stall_the_client(hostile_http: Hostile
     byte in Python, at every chunk: 8 MiB took 21 s of CPU with the event loop blocked
     (pings waited 8 s). Now it is linear: the client answers pings meanwhile, and a line
     that never ends fails its request at the 16 MiB limit."""
-    async with Client(hostile_http.url, era="legacy", timeout=60) as client:
+    async with Client(hostile_http.url, era="legacy", timeouts=Timeouts(timeout=60)) as client:
         worst = 0.0
 
         async def ping_meanwhile(done: anyio.Event) -> None:

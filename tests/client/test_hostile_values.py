@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from mcpkit import McpError
-from mcpkit.client import Client
+from mcpkit.client import Client, Timeouts
 
 from .support import RawServer
 
@@ -55,7 +55,7 @@ def on_call(message):
 @pytest.mark.parametrize("era", ["legacy", "modern"])
 async def test_undecodable_answers_fail_their_call_only(tmp_path: Path, era: str) -> None:
     server = RawServer(tmp_path, HOSTILE, era)
-    async with Client(server.command, era=era, timeout=10) as client:
+    async with Client(server.command, era=era, timeouts=Timeouts(timeout=10)) as client:
         with anyio.fail_after(20):
             for bad in ("range", "utf8", "digits"):
                 with pytest.raises(McpError) as failed:

@@ -19,10 +19,15 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from mcpkit.client import (
+    Behaviour,
     Client,
+    ConnectOptions,
     HttpStatusError,
+    Notifications,
     RequestTimeout,
+    Responders,
     SessionExpired,
+    Timeouts,
     TransportError,
 )
 from mcpkit.protocol.versions import Era
@@ -163,7 +168,7 @@ async def test_stream_closed_mid_response_is_resumed_after_retry() -> None:
     fault = DroppingServer()
     progress: list[float] = []
     with serve_in_thread(fault.app) as base:
-        async with Client(f"{base}/mcp", timeout=5) as client:
+        async with Client(f"{base}/mcp", timeouts=Timeouts(timeout=5)) as client:
             assert client.era is Era.LEGACY
             result = await client.call_tool("work", on_progress=lambda p, t, m: progress.append(p))
             assert result.content[0].text == "resumed"  # type: ignore[union-attr]
@@ -183,7 +188,7 @@ async def test_stream_closed_mid_response_is_resumed_after_retry() -> None:
 async def test_forgotten_session_is_reinitialized_and_the_request_retried() -> None:
     fault = FaultServer()
     with serve_in_thread(fault.app) as base:
-        async with Client(f"{base}/mcp", timeout=5) as client:
+        async with Client(f"{base}/mcp", timeouts=Timeouts(timeout=5)) as client:
             assert [t.name for t in await client.list_tools()] == ["work"]
             await client.subscribe("mem://watched")
             fault.sessions.clear()  # the server restarted
@@ -206,7 +211,7 @@ async def test_forgotten_session_is_reinitialized_and_the_request_retried() -> N
 async def test_concurrent_requests_share_one_reinitialization() -> None:
     fault = FaultServer()
     with serve_in_thread(fault.app) as base:
-        async with Client(f"{base}/mcp", timeout=5) as client:
+        async with Client(f"{base}/mcp", timeouts=Timeouts(timeout=5)) as client:
             await client.list_tools()
             fault.sessions.clear()
             outcomes: list[Any] = [None] * 3
@@ -241,7 +246,7 @@ class AmnesiacServer(FaultServer):
 async def test_a_second_404_is_reported() -> None:
     fault = AmnesiacServer()
     with serve_in_thread(fault.app) as base:
-        async with Client(f"{base}/mcp", timeout=5) as client:
+        async with Client(f"{base}/mcp", timeouts=Timeouts(timeout=5)) as client:
             with pytest.raises(SessionExpired) as info:
                 await client.call_tool("work")
             assert info.value.status == 404
@@ -283,7 +288,7 @@ class SlowModernServer(FaultServer):
 async def test_slow_answer_times_out_and_the_server_sees_the_connection_close() -> None:
     fault = SlowModernServer()
     with serve_in_thread(fault.app) as base:
-        async with Client(f"{base}/mcp", timeout=0.5) as client:
+        async with Client(f"{base}/mcp", timeouts=Timeouts(timeout=0.5)) as client:
             assert client.era is Era.MODERN
             started = time.monotonic()
             with pytest.raises(RequestTimeout):
@@ -346,7 +351,10 @@ async def test_header_annotated_arguments_are_mirrored_in_headers(validate_outpu
         "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}})
     assert server.tools["where"].header_params == {"Region": ("region",)}
     with serve_in_thread(server.asgi_app()) as base:
-        async with Client(f"{base}/mcp", validate_output=validate_output) as client:
+        async with Client(
+            f"{base}/mcp",
+            behaviour=Behaviour(validate_output=validate_output),
+        ) as client:
             assert client.era is Era.MODERN
             result = await client.call_tool("where", {"region": "eu-west"})
             assert result.content[0].text == "in eu-west"  # type: ignore[union-attr]
@@ -355,7 +363,11 @@ async def test_header_annotated_arguments_are_mirrored_in_headers(validate_outpu
 @pytest.mark.parametrize("era", ["auto", "legacy"])
 async def test_mcpkit_streamable_http(era: str) -> None:
     with serve_in_thread(make_server().asgi_app()) as base:
-        async with Client(f"{base}/mcp", era=era, elicitation=answer) as client:  # type: ignore[arg-type]
+        async with Client(
+            f"{base}/mcp",
+            era=era,
+            responders=Responders(elicitation=answer),
+        ) as client:
             assert client.era is (Era.MODERN if era == "auto" else Era.LEGACY)
             assert client.session.transport.kind == "http"
             added = await client.call_tool("add", {"a": 2, "b": 40})
@@ -368,7 +380,11 @@ async def test_falls_back_to_http_sse_for_an_old_server() -> None:
     """POST to the URL is refused (405) and GET gives an `endpoint` event: the 2024-11-05
     HTTP+SSE transport (mcpkit's app serves it at /sse and /messages)."""
     with serve_in_thread(make_server().asgi_app()) as base:
-        async with Client(f"{base}/sse", timeout=5, elicitation=answer) as client:
+        async with Client(
+            f"{base}/sse",
+            timeouts=Timeouts(timeout=5),
+            responders=Responders(elicitation=answer),
+        ) as client:
             assert client.era is Era.LEGACY
             assert client.session.transport.kind == "sse"
             assert client.session.transport.endpoint.startswith(  # type: ignore[attr-defined]
@@ -387,8 +403,8 @@ async def test_unsupported_version_over_http_is_retried(monkeypatch: pytest.Monk
                                                         ) -> None:
     """The app answers a version it does not know with 400 and -32022: the client (here
     preferring a newer version) retries with one from `supported`, staying modern."""
-    from mcpkit.client import client as client_module
     from mcpkit.client import era as eras
+    from mcpkit.client import negotiation as client_module
 
     monkeypatch.setattr(client_module, "MODERN_VERSIONS", ("2027-01-01", MODERN))
     monkeypatch.setattr(eras, "MODERN_VERSIONS", ("2027-01-01", MODERN))
@@ -425,8 +441,11 @@ async def test_http_failures_end_the_call_at_once() -> None:
     fault = BrokenServer()
     logs: list[str] = []
     with serve_in_thread(fault.app) as base:
-        async with Client(f"{base}/mcp", timeout=30,
-                          on_log=lambda m: logs.append(str(m.data))) as client:
+        async with Client(
+            f"{base}/mcp",
+            timeouts=Timeouts(timeout=30),
+            notifications=Notifications(on_log=lambda m: logs.append(str(m.data))),
+        ) as client:
             started = time.monotonic()
             with pytest.raises(HttpStatusError) as info:
                 await client.call_tool("crash")
@@ -446,9 +465,16 @@ async def test_notifications_over_streamable_http(era: str) -> None:
     updated: list[str] = []
     logs: list[str] = []
     with serve_in_thread(make_server().asgi_app()) as base:
-        async with Client(f"{base}/mcp", era=era, log_level="info",  # type: ignore[arg-type]
-                          on_list_changed=changed.append, on_resource_updated=updated.append,
-                          on_log=lambda m: logs.append(str(m.data))) as client:
+        async with Client(
+            f"{base}/mcp",
+            era=era,
+            behaviour=Behaviour(log_level="info"),
+            notifications=Notifications(
+                on_list_changed=changed.append,
+                on_resource_updated=updated.append,
+                on_log=lambda m: logs.append(str(m.data)),
+            ),
+        ) as client:
             await client.listen()
             await client.subscribe("mem://doc")
             result = await client.call_tool("touch")
@@ -477,7 +503,7 @@ async def test_legacy_timeout_is_a_cancellation_notification() -> None:
     notifications/cancelled (and stops reading the request's stream)."""
     fault = SlowLegacyServer()
     with serve_in_thread(fault.app) as base:
-        async with Client(f"{base}/mcp", timeout=0.4) as client:
+        async with Client(f"{base}/mcp", timeouts=Timeouts(timeout=0.4)) as client:
             assert client.era is Era.LEGACY
             with pytest.raises(RequestTimeout):
                 await client.call_tool("work")
@@ -491,7 +517,10 @@ async def test_legacy_timeout_is_a_cancellation_notification() -> None:
 async def test_nothing_listening_fails_fast() -> None:
     started = time.monotonic()
     with pytest.raises(TransportError, match=r"127\.0\.0\.1"):
-        async with Client(f"http://127.0.0.1:{free_port()}/mcp", connect_timeout=5):
+        async with Client(
+            f"http://127.0.0.1:{free_port()}/mcp",
+            connect=ConnectOptions(connect_timeout=5),
+        ):
             pass
     assert time.monotonic() - started < 1.0
 
@@ -500,7 +529,7 @@ async def test_wrong_path_is_reported() -> None:
     with serve_in_thread(make_server().asgi_app()) as base:
         started = time.monotonic()
         with pytest.raises(HttpStatusError) as info:
-            async with Client(f"{base}/nope", connect_timeout=5):
+            async with Client(f"{base}/nope", connect=ConnectOptions(connect_timeout=5)):
                 pass
         assert time.monotonic() - started < 1.0
     assert info.value.status == 404

@@ -12,11 +12,16 @@ import msgspec
 import pytest
 
 from mcpkit.client import (
+    Behaviour,
     Client,
     ClientError,
     ConnectionClosed,
     InvalidToolOutput,
+    Limits,
+    Notifications,
+    Responders,
     ServerError,
+    Timeouts,
     TooManyInputRounds,
 )
 from mcpkit.protocol import errors, types
@@ -259,7 +264,11 @@ async def test_prompts_and_completion(era: str) -> None:
 
 async def test_set_logging_level(era: str) -> None:
     seen: list[types.LoggingMessageNotificationParams] = []
-    async with Client(make_server(), era=era, on_log=seen.append) as client:  # type: ignore[arg-type]
+    async with Client(
+        make_server(),
+        era=era,
+        notifications=Notifications(on_log=seen.append),
+    ) as client:
         await client.call_tool("chatty")
         await client.set_logging_level("warning")
         await client.call_tool("chatty")
@@ -279,8 +288,12 @@ async def test_log_level_given_at_construction(era: str) -> None:
     async def on_log(message: types.LoggingMessageNotificationParams) -> None:
         seen.append(str(message.data))
 
-    async with Client(make_server(), era=era, log_level="debug",  # type: ignore[arg-type]
-                      on_log=on_log) as client:
+    async with Client(
+        make_server(),
+        era=era,
+        behaviour=Behaviour(log_level="debug"),
+        notifications=Notifications(on_log=on_log),
+    ) as client:
         await client.call_tool("chatty")
     assert seen == ["at debug", "at info", "at warning", "at error"]
 
@@ -389,8 +402,11 @@ async def test_endless_cursor_chain_stops() -> None:
             return result(message, {"prompts": [], "nextCursor": str(int(cursor) + 1)})
         return error(message, -32601) if "id" in message else None
 
-    async with Client(ScriptedTransport(script), era="legacy",
-                      list_limits=ListLimits(pages=5)) as client:
+    async with Client(
+        ScriptedTransport(script),
+        era="legacy",
+        limits=Limits(lists=ListLimits(pages=5)),
+    ) as client:
         with pytest.raises(ClientError, match="more than 5 pages"):
             await client.list_prompts()
 
@@ -435,7 +451,7 @@ async def test_structured_output_is_validated(era: str) -> None:
 
 async def test_output_validation_can_be_switched_off() -> None:
     transport = RecordingMemoryTransport(lying_server())
-    async with Client(transport, validate_output=False) as client:
+    async with Client(transport, behaviour=Behaviour(validate_output=False)) as client:
         result = await client.call_tool("wrong_type")
         assert result.structured_content == {"n": "x"}
     assert transport.requests("tools/list") == []  # no catalog needed
@@ -459,7 +475,7 @@ async def test_tool_catalog_is_refreshed_after_list_changed() -> None:
 def inputs_client(target: Any, era: str = "auto", **overrides: Any) -> Client:
     options: dict[str, Any] = {"elicitation": accept_name, "sampling": sample, "roots": ROOTS}
     options.update(overrides)
-    return Client(target, era=era, **options)  # type: ignore[arg-type]
+    return Client(target, era=era, responders=Responders(**options))
 
 
 async def test_each_kind_of_input_is_answered(era: str) -> None:
@@ -492,8 +508,11 @@ async def test_handlers_receive_typed_params(era: str) -> None:
     async def roots() -> list[str]:
         return ["file:///dynamic"]
 
-    async with Client(make_server(), era=era, elicitation=elicit,  # type: ignore[arg-type]
-                      sampling=sampler, roots=roots) as client:
+    async with Client(
+        make_server(),
+        era=era,
+        responders=Responders(elicitation=elicit, sampling=sampler, roots=roots),
+    ) as client:
         declined = await client.call_tool("ask_name")
         assert declined.content[0].text == "Hello None (decline)"  # type: ignore[union-attr]
         sampled = await client.call_tool("sample_it")
@@ -562,7 +581,7 @@ async def test_request_state_is_echoed_byte_for_byte() -> None:
         return error(message, -32601) if "id" in message else None
 
     transport = ScriptedTransport(script)
-    async with Client(transport, elicitation=accept_name) as client:
+    async with Client(transport, responders=Responders(elicitation=accept_name)) as client:
         assert (await client.call_tool("t")).content[0].text == "ok"  # type: ignore[union-attr]
     calls = transport.requests("tools/call")
     assert len(calls) == 3
@@ -581,7 +600,11 @@ async def test_input_rounds_are_bounded() -> None:
         asked += 1
         return {"action": "accept", "content": {"name": "x"}}
 
-    async with Client(transport, elicitation=elicit, max_input_rounds=3) as client:
+    async with Client(
+        transport,
+        responders=Responders(elicitation=elicit),
+        limits=Limits(input_rounds=3),
+    ) as client:
         with pytest.raises(TooManyInputRounds, match="3 rounds"):
             await client.call_tool("insatiable")
     assert len(transport.requests("tools/call")) == 4  # the call and 3 retries
@@ -617,7 +640,11 @@ async def test_a_failing_handler_fails_the_call_in_legacy() -> None:
     async def broken(params: types.ElicitRequestParams) -> dict[str, Any]:
         raise RuntimeError("the UI crashed")
 
-    async with Client(make_server(), era="legacy", elicitation=broken) as client:
+    async with Client(
+        make_server(),
+        era="legacy",
+        responders=Responders(elicitation=broken),
+    ) as client:
         with anyio.fail_after(LIMIT_S), pytest.raises(ServerError) as info:
             await client.call_tool("ask_name")  # the server got -32603 for its request
         assert info.value.code == errors.INTERNAL_ERROR
@@ -632,7 +659,11 @@ async def test_a_failing_handler_fails_the_call_in_modern(failure: Exception) ->
     async def broken(params: types.ElicitRequestParams) -> dict[str, Any]:
         raise failure
 
-    async with Client(make_server(), era="modern", elicitation=broken) as client:
+    async with Client(
+        make_server(),
+        era="modern",
+        responders=Responders(elicitation=broken),
+    ) as client:
         with anyio.fail_after(LIMIT_S), pytest.raises((RuntimeError, ClientError)):
             await client.call_tool("ask_name")
 
@@ -656,15 +687,17 @@ async def test_legacy_input_is_server_to_client_requests() -> None:
     ("options", "modern", "legacy"),
     [
         ({}, {}, {}),
-        ({"elicitation": accept_name}, {"elicitation": {"form": {}}},
+        ({"responders": Responders(elicitation=accept_name)}, {"elicitation": {"form": {}}},
          {"elicitation": {"form": {}}}),
-        ({"elicitation": accept_name, "elicitation_modes": ("form", "url")},
+        ({"responders": Responders(elicitation=accept_name, elicitation_modes=("form", "url"))},
          {"elicitation": {"form": {}, "url": {}}}, {"elicitation": {"form": {}, "url": {}}}),
-        ({"sampling": sample}, {"sampling": {}}, {"sampling": {}}),
-        ({"sampling": sample, "sampling_tools": True}, {"sampling": {"tools": {}}},
-         {"sampling": {"tools": {}}}),
-        ({"roots": ROOTS}, {"roots": {"listChanged": True}}, {"roots": {"listChanged": True}}),
-        ({"tasks": True}, {"extensions": {"io.modelcontextprotocol/tasks": {}}}, {}),
+        ({"responders": Responders(sampling=sample)}, {"sampling": {}}, {"sampling": {}}),
+        ({"responders": Responders(sampling=sample, sampling_tools=True)},
+         {"sampling": {"tools": {}}}, {"sampling": {"tools": {}}}),
+        ({"responders": Responders(roots=ROOTS)}, {"roots": {"listChanged": True}},
+         {"roots": {"listChanged": True}}),
+        ({"behaviour": Behaviour(tasks=True)},
+         {"extensions": {"io.modelcontextprotocol/tasks": {}}}, {}),
     ],
 )
 async def test_declared_capabilities(options: dict[str, Any], modern: dict[str, Any],
@@ -683,8 +716,11 @@ async def test_declared_capabilities(options: dict[str, Any], modern: dict[str, 
 @pytest.mark.parametrize("version", ["2025-03-26", "2024-11-05"])
 async def test_old_versions_declare_no_elicitation(version: str) -> None:
     transport = RecordingMemoryTransport(make_server())
-    async with Client(transport, version=version, elicitation=accept_name,
-                      sampling=sample, sampling_tools=True):
+    async with Client(
+        transport,
+        era=version,
+        responders=Responders(elicitation=accept_name, sampling=sample, sampling_tools=True),
+    ):
         pass
     assert transport.requests("initialize")[0]["params"]["capabilities"] == {"sampling": {}}
 
@@ -730,12 +766,12 @@ class Seen:
         async def on_updated(uri: str) -> None:
             self.updated.append(uri)
 
-        return {
-            "on_log": lambda m: self.logs.append(str(m.data)),
-            "on_list_changed": self.changed.append,
-            "on_resource_updated": on_updated,
-            "on_notification": lambda method, params: self.all.append(method),
-        }
+        return {"notifications": Notifications(
+            on_log=lambda m: self.logs.append(str(m.data)),
+            on_list_changed=self.changed.append,
+            on_resource_updated=on_updated,
+            on_notification=lambda method, params: self.all.append(method),
+        )}
 
     async def until(self, check: Any) -> None:
         await eventually(check)
@@ -744,7 +780,12 @@ class Seen:
 async def test_legacy_notifications_reach_the_callbacks() -> None:
     server = make_server()
     seen = Seen()
-    async with Client(server, era="legacy", log_level="info", **seen.options()) as client:
+    async with Client(
+        server,
+        era="legacy",
+        behaviour=Behaviour(log_level="info"),
+        **seen.options(),
+    ) as client:
         await client.ping()  # the server has handled notifications/initialized by now
         await client.listen()  # nothing to do in a session; must not fail
         await client.call_tool("chatty")
@@ -800,7 +841,11 @@ async def test_callback_failures_do_not_break_the_client(caplog: pytest.LogCaptu
     def broken(kind: str) -> None:
         raise RuntimeError("callback bug")
 
-    async with Client(server, era="legacy", on_list_changed=broken) as client:
+    async with Client(
+        server,
+        era="legacy",
+        notifications=Notifications(on_list_changed=broken),
+    ) as client:
         await client.ping()
         await server.notify_list_changed("tools")
         await anyio.sleep(0.05)
@@ -812,7 +857,11 @@ async def test_callback_failures_do_not_break_the_client(caplog: pytest.LogCaptu
 async def test_roots_changed_is_notified_in_legacy_only() -> None:
     for era in ("legacy", "modern"):
         transport = RecordingMemoryTransport(make_server())
-        async with Client(transport, era=era, roots=ROOTS) as client:  # type: ignore[arg-type]
+        async with Client(
+            transport,
+            era=era,
+            responders=Responders(roots=ROOTS),
+        ) as client:
             await client.notify_roots_changed()
         sent = [m.get("method") for m in transport.sent]
         assert ("notifications/roots/list_changed" in sent) is (era == "legacy")
@@ -843,7 +892,11 @@ async def test_timeout_cancels_the_request_on_the_server(era: str) -> None:
 
     server, events = slow_server()
     transport = RecordingMemoryTransport(server)
-    async with Client(transport, era=era, timeout=0.2) as client:  # type: ignore[arg-type]
+    async with Client(
+        transport,
+        era=era,
+        timeouts=Timeouts(timeout=0.2),
+    ) as client:
         with pytest.raises(RequestTimeout, match=r"timeout of 0\.2 s") as info:
             await client.call_tool("slow")
         assert info.value.method == "tools/call"
@@ -906,7 +959,11 @@ def tasks_server() -> Server:
 
 async def test_call_tool_follows_a_task_to_its_end() -> None:
     transport = RecordingMemoryTransport(tasks_server())
-    async with Client(transport, tasks=True, elicitation=accept_name) as client:
+    async with Client(
+        transport,
+        behaviour=Behaviour(tasks=True),
+        responders=Responders(elicitation=accept_name),
+    ) as client:
         done = await client.call_tool("slow", {"seconds": 0.1})
         assert done.content[0].text == "slept 0.1"  # type: ignore[union-attr]
         confirmed = await client.call_tool("confirm")
@@ -925,7 +982,11 @@ async def test_call_tool_follows_a_task_to_its_end() -> None:
 async def test_a_task_given_up_is_cancelled_on_the_server() -> None:
     server = tasks_server()
     transport = RecordingMemoryTransport(server)
-    async with Client(transport, tasks=True, max_timeout=0.3) as client:
+    async with Client(
+        transport,
+        behaviour=Behaviour(tasks=True),
+        timeouts=Timeouts(maximum=0.3),
+    ) as client:
         with pytest.raises(TimeoutError):
             await client.call_tool("slow", {"seconds": 30})
         cancels = transport.requests("tasks/cancel")

@@ -12,6 +12,7 @@ import pytest
 from tests.procs import serve_in_thread
 
 from mcpkit import Client, Server
+from mcpkit.client import ConnectOptions, Responders
 from mcpkit.client.origin import current_origin, request_origin
 from mcpkit.server.context import Context
 
@@ -43,7 +44,11 @@ def text_of(result: Any) -> str:
 
 async def test_each_server_request_answers_in_its_own_requests_origin_over_http() -> None:
     with serve_in_thread(sampling_server().asgi_app()) as base:
-        async with Client(f"{base}/mcp", era="legacy", sampling=answer_with_origin) as client:
+        async with Client(
+            f"{base}/mcp",
+            era="legacy",
+            responders=Responders(sampling=answer_with_origin),
+        ) as client:
             results: dict[str, str] = {}
 
             async def call(name: str, delay: float) -> None:
@@ -64,7 +69,12 @@ async def test_the_only_request_in_flight_owns_a_server_request_over_stdio(tmp_p
         "sampling_server().run_stdio()\n")
     command = [sys.executable, str(script)]
     env = {"PYTHONPATH": ":".join(sys.path)}
-    async with Client(command, env=env, era="legacy", sampling=answer_with_origin) as client:
+    async with Client(
+        command,
+        era="legacy",
+        connect=ConnectOptions(env=env),
+        responders=Responders(sampling=answer_with_origin),
+    ) as client:
         with request_origin("solo"):
             result = await client.call_tool("ask_model", {})
         assert text_of(result) == "origin=solo"
@@ -74,7 +84,11 @@ async def test_the_only_request_in_flight_owns_a_server_request_over_stdio(tmp_p
 
 async def test_answer_inputs_false_returns_the_input_required_result_as_is() -> None:
     with serve_in_thread(sampling_server().asgi_app()) as base:
-        async with Client(f"{base}/mcp", era="modern", sampling=answer_with_origin) as client:
+        async with Client(
+            f"{base}/mcp",
+            era="modern",
+            responders=Responders(sampling=answer_with_origin),
+        ) as client:
             raw = await client.request("tools/call", {"name": "ask_model", "arguments": {}},
                                        answer_inputs=False)
             assert raw["resultType"] == "input_required"

@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpkit.client import Client, ServerError
+from mcpkit.client import Behaviour, Client, Responders, ServerError
 from mcpkit.protocol import errors, types
 
 from .support import ScriptedTransport, error, eventually, legacy_server, result
@@ -68,7 +68,11 @@ async def test_server_requests_are_answered_in_a_session() -> None:
         return {"action": "accept", "content": {"name": "Ann"}}
 
     transport = ScriptedTransport(legacy_server)
-    async with Client(transport, era="legacy", elicitation=elicit, roots=["file:///r"]):
+    async with Client(
+        transport,
+        era="legacy",
+        responders=Responders(elicitation=elicit, roots=["file:///r"]),
+    ):
         transport.deliver({"jsonrpc": "2.0", "id": "s-1", "method": "ping"})
         transport.deliver({"jsonrpc": "2.0", "id": 7, "method": "roots/list"})
         transport.deliver({"jsonrpc": "2.0", "id": "s-2", "method": "elicitation/create",
@@ -102,7 +106,11 @@ async def test_a_server_request_cancelled_by_the_server_is_not_answered() -> Non
         return {"action": "cancel"}
 
     transport = ScriptedTransport(legacy_server)
-    async with Client(transport, era="legacy", elicitation=slow_elicit) as client:
+    async with Client(
+        transport,
+        era="legacy",
+        responders=Responders(elicitation=slow_elicit),
+    ) as client:
         transport.deliver({"jsonrpc": "2.0", "id": "s-9", "method": "elicitation/create",
                            "params": {"message": "?", "requestedSchema": {"type": "object"}}})
         await eventually(lambda: events == ["asked"])
@@ -120,7 +128,11 @@ async def test_server_errors_carry_code_message_and_data() -> None:
             return error(message, -32002, "Resource not found", {"uri": "x://y"})
         return legacy_server(message)
 
-    async with Client(ScriptedTransport(script), era="legacy", validate_output=False) as client:
+    async with Client(
+        ScriptedTransport(script),
+        era="legacy",
+        behaviour=Behaviour(validate_output=False),
+    ) as client:
         with pytest.raises(ServerError) as info:
             await client.call_tool("t")
     assert (info.value.code, info.value.message, info.value.data) == (
@@ -136,7 +148,11 @@ async def test_invalid_results_are_protocol_errors() -> None:
             return result(message, {"tools": "nope"})
         return legacy_server(message)
 
-    async with Client(ScriptedTransport(script), era="legacy", validate_output=False) as client:
+    async with Client(
+        ScriptedTransport(script),
+        era="legacy",
+        behaviour=Behaviour(validate_output=False),
+    ) as client:
         with pytest.raises(errors.ProtocolError, match="invalid tools/call result"):
             await client.call_tool("t")
         with pytest.raises(errors.ProtocolError, match="no 'tools' list"):

@@ -15,7 +15,14 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpkit.client import Client, ConnectionClosed, RequestTimeout
+from mcpkit.client import (
+    Behaviour,
+    Client,
+    ConnectionClosed,
+    ConnectOptions,
+    RequestTimeout,
+    Timeouts,
+)
 from mcpkit.protocol.versions import Era
 
 from .support import RawServer, eventually, pid_gone
@@ -58,7 +65,7 @@ def on_call(message):
 @pytest.mark.parametrize("era", ERAS)
 async def test_crash_fails_every_pending_request_at_once(tmp_path: Path, era: str) -> None:
     server = RawServer(tmp_path, CRASHING, era)
-    async with Client(server.command, timeout=30) as client:
+    async with Client(server.command, timeouts=Timeouts(timeout=30)) as client:
         assert client.era is Era(era)
         started = time.monotonic()
         with anyio.fail_after(5):
@@ -83,8 +90,10 @@ async def test_server_dying_at_startup_is_reported_with_its_stderr(tmp_path: Pat
     script.write_text("import sys\nsys.stderr.write('fatal: no config file\\n')\nsys.exit(3)\n")
     started = time.monotonic()
     with pytest.raises(ConnectionClosed) as info:
-        async with Client([sys.executable, "-I", str(script)], probe_timeout=5,
-                          connect_timeout=10):
+        async with Client(
+            [sys.executable, "-I", str(script)],
+            connect=ConnectOptions(probe_timeout=5, connect_timeout=10),
+        ):
             pass
     assert time.monotonic() - started < 3.0
     # 3, or None when the child died before the first write (see the xfail below)
@@ -137,7 +146,7 @@ def on_call(message):
 @pytest.mark.parametrize("era", ERAS)
 async def test_hang_times_out_and_the_server_is_told(tmp_path: Path, era: str) -> None:
     server = RawServer(tmp_path, HANGING, era)
-    async with Client(server.command, timeout=0.5) as client:
+    async with Client(server.command, timeouts=Timeouts(timeout=0.5)) as client:
         started = time.monotonic()
         with pytest.raises(RequestTimeout) as info:
             await client.call_tool("work")
@@ -187,7 +196,7 @@ async def test_garbage_lines_are_skipped_and_logged(tmp_path: Path, era: str,
                                                     caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="mcpkit.client.session")
     server = RawServer(tmp_path, NOISY, era)
-    async with Client(server.command, timeout=5) as client:
+    async with Client(server.command, timeouts=Timeouts(timeout=5)) as client:
         assert client.era is Era(era)
         result = await client.call_tool("work")
         assert result.content[0].text == "fine"  # type: ignore[union-attr]
@@ -224,7 +233,7 @@ def on_call(message):
 async def test_progress_keeps_a_long_call_alive(tmp_path: Path) -> None:
     server = RawServer(tmp_path, PROGRESSING)
     seen: list[float] = []
-    async with Client(server.command, timeout=0.5, max_timeout=10) as client:
+    async with Client(server.command, timeouts=Timeouts(timeout=0.5, maximum=10)) as client:
         started = time.monotonic()
         result = await client.call_tool("work", {"steps": 6},
                                         on_progress=lambda p, t, m: seen.append(p))
@@ -236,7 +245,7 @@ async def test_progress_keeps_a_long_call_alive(tmp_path: Path) -> None:
 
 async def test_max_timeout_bounds_a_call_despite_progress(tmp_path: Path) -> None:
     server = RawServer(tmp_path, PROGRESSING)
-    async with Client(server.command, timeout=0.5, max_timeout=0.8) as client:
+    async with Client(server.command, timeouts=Timeouts(timeout=0.5, maximum=0.8)) as client:
         started = time.monotonic()
         with pytest.raises(RequestTimeout, match=r"maximum time of 0\.8 s") as info:
             await client.call_tool("work", {"steps": 8}, on_progress=lambda p, t, m: None)
@@ -252,7 +261,7 @@ async def test_max_timeout_bounds_a_call_despite_progress(tmp_path: Path) -> Non
 async def test_progress_without_a_callback_does_not_reset_the_timeout(tmp_path: Path) -> None:
     """No `on_progress`, no progress token: the server sends none, the timeout holds."""
     server = RawServer(tmp_path, PROGRESSING)
-    async with Client(server.command, timeout=0.5) as client:
+    async with Client(server.command, timeouts=Timeouts(timeout=0.5)) as client:
         with pytest.raises(RequestTimeout, match=r"timeout of 0\.5 s"):
             await client.call_tool("work", {"steps": 6})
 
@@ -260,7 +269,10 @@ async def test_progress_without_a_callback_does_not_reset_the_timeout(tmp_path: 
 async def test_progress_does_not_reset_when_told_not_to(tmp_path: Path) -> None:
     server = RawServer(tmp_path, PROGRESSING)
     seen: list[float] = []
-    async with Client(server.command, timeout=0.5, reset_timeout_on_progress=False) as client:
+    async with Client(
+        server.command,
+        timeouts=Timeouts(timeout=0.5, reset_on_progress=False),
+    ) as client:
         started = time.monotonic()
         with pytest.raises(RequestTimeout, match=r"timeout of 0\.5 s"):
             await client.call_tool("work", {"steps": 6},
@@ -285,8 +297,12 @@ async def test_connect_fails_within_connect_timeout(tmp_path: Path, pinned: str)
     server = RawServer(tmp_path, MUTE)
     started = time.monotonic()
     with pytest.raises(TimeoutError, match=r"longer than 1 s"):
-        async with Client(server.command, era=pinned, connect_timeout=1.0,  # type: ignore[arg-type]
-                          probe_timeout=0.3, timeout=30):
+        async with Client(
+            server.command,
+            era=pinned,
+            connect=ConnectOptions(connect_timeout=1.0, probe_timeout=0.3),
+            timeouts=Timeouts(timeout=30),
+        ):
             pass
     elapsed = time.monotonic() - started
     assert 1.0 <= elapsed < 2.0
@@ -349,7 +365,11 @@ def on_call(message):
 
 async def test_many_concurrent_requests_over_one_pipe(tmp_path: Path) -> None:
     server = RawServer(tmp_path, ECHOING)
-    async with Client(server.command, era="legacy", validate_output=False) as client:
+    async with Client(
+        server.command,
+        era="legacy",
+        behaviour=Behaviour(validate_output=False),
+    ) as client:
         with anyio.fail_after(5):
             outcomes = await gather_errors(
                 *[lambda i=i: client.call_tool("work", {"n": i}) for i in range(200)])
@@ -360,7 +380,11 @@ async def test_many_concurrent_requests_over_one_pipe(tmp_path: Path) -> None:
 
 async def test_a_large_message(tmp_path: Path) -> None:
     server = RawServer(tmp_path, ECHOING)
-    async with Client(server.command, era="legacy", validate_output=False) as client:
+    async with Client(
+        server.command,
+        era="legacy",
+        behaviour=Behaviour(validate_output=False),
+    ) as client:
         big = "y" * (4 * 1024 * 1024)
         with anyio.fail_after(5):
             result = await client.call_tool("work", {"n": 1, "size": 3 * 1024 * 1024,

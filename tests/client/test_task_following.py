@@ -16,7 +16,7 @@ import pytest
 from tests.interop.client_peers import EVERYTHING, needs_node_package, node_peer
 from tests.procs import free_port, mcp_http_server
 
-from mcpkit.client import Client, ServerError
+from mcpkit.client import Client, Limits, Responders, ServerError
 from mcpkit.client import era as era_cache
 from mcpkit.client.legacy_tasks import TaskPollLimit
 from mcpkit.protocol import types
@@ -52,7 +52,7 @@ async def test_a_required_task_is_followed_in_the_modern_era(
         with pytest.raises(ServerError) as refused:
             await client.request("tools/call", {"name": "report", "arguments": {"topic": "x"}})
         assert refused.value.code == -32021
-    async with Client(target, max_task_polls=1) as client:
+    async with Client(target, limits=Limits(task_polls=1)) as client:
         with pytest.raises(TaskPollLimit, match="still working after 1 polls"):
             await client.call_tool("report", {"topic": "moths", "seconds": 30})
 
@@ -65,7 +65,10 @@ async def test_a_2025_11_25_task_is_followed_its_question_answered_and_cancelled
         asked.append(params)
         return {"action": "accept", "content": {"interpretation": "snake"}}
 
-    async with Client(node_peer(EVERYTHING, "stdio"), elicitation=elicit) as client:
+    async with Client(
+        node_peer(EVERYTHING, "stdio"),
+        responders=Responders(elicitation=elicit),
+    ) as client:
         assert (client.era, client.protocol_version) == (Era.LEGACY, "2025-11-25")
         # The habit the issue hit: a plain call is refused (as a tool error, -32601 inside).
         refused = await client.request("tools/call", {"name": RESEARCH,
@@ -85,7 +88,7 @@ async def test_a_2025_11_25_task_is_followed_its_question_answered_and_cancelled
         statuses = {t["status"] for t in await client.list_tasks()}
         assert "cancelled" in statuses
 
-    async with Client(node_peer(EVERYTHING, "stdio"), max_task_polls=1) as client:
+    async with Client(node_peer(EVERYTHING, "stdio"), limits=Limits(task_polls=1)) as client:
         with pytest.raises(TaskPollLimit, match="after 1 polls of tasks/get"):
             await client.call_tool(RESEARCH, {"topic": "moths"})
         assert [t["status"] for t in await client.list_tasks()] == ["cancelled"]
@@ -101,7 +104,7 @@ async def test_a_slow_answer_does_not_time_the_call_out(legacy: bool) -> None:
         return {"action": "decline"}
 
     argv = [sys.executable, ASKING, *(["--legacy"] if legacy else [])]
-    async with Client(argv, elicitation=slow_person) as client:
+    async with Client(argv, responders=Responders(elicitation=slow_person)) as client:
         result = await client.call_tool("profile", timeout=0.4)
         assert result.content[0].text == '{"action": "decline"}'  # type: ignore[union-attr]
         if legacy:  # the question arrives while tools/call is in flight: its bound holds

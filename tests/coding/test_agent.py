@@ -15,7 +15,7 @@ import anyio
 import msgspec
 import pytest
 
-from mcpkit.client import Client
+from mcpkit.client import Client, Responders
 from mcpkit.coding import agent
 from mcpkit.coding.env import CodingEnv
 from mcpkit.coding.server import build_server
@@ -132,7 +132,11 @@ async def test_grep_view_answer(workspace: Path, era: EraName) -> None:
         return seal(method, params, **kw)
 
     server.state_codec.seal = spy  # type: ignore[method-assign]
-    async with Client(server, era=era, sampling=model, sampling_tools=True) as c:
+    async with Client(
+        server,
+        era=era,
+        responders=Responders(sampling=model, sampling_tools=True),
+    ) as c:
         text, is_error, meta = await run_agent(c)
         assert not is_error
         assert text == "Payments are handled in src/pay.py:4 (handle_payment)."
@@ -188,8 +192,11 @@ async def test_only_read_only_tools_run(workspace: Path, era: EraName) -> None:
         return final("done")
 
     model = FakeModel(round1, round2)
-    async with Client(server_for(workspace), era=era, sampling=model,
-                      sampling_tools=True) as c:
+    async with Client(
+        server_for(workspace),
+        era=era,
+        responders=Responders(sampling=model, sampling_tools=True),
+    ) as c:
         text, is_error, _ = await run_agent(c)
     assert (text, is_error) == ("done", False)
     assert not (workspace / "pwned").exists() and not (workspace / "written.txt").exists()
@@ -200,7 +207,11 @@ async def test_step_budget(workspace: Path, era: EraName) -> None:
     model = FakeModel(lambda r: tool_use("grep", {"pattern": "x"}, f"g{len(r['messages'])}",
                                          text=f"note {len(r['messages'])}"))
     server = server_for(workspace, max_steps=3)
-    async with Client(server, era=era, sampling=model, sampling_tools=True) as c:
+    async with Client(
+        server,
+        era=era,
+        responders=Responders(sampling=model, sampling_tools=True),
+    ) as c:
         text, is_error, meta = await run_agent(c)
     assert not is_error
     assert len(model.requests) == 3
@@ -219,7 +230,11 @@ async def test_step_budget(workspace: Path, era: EraName) -> None:
 async def test_time_budget(workspace: Path, era: EraName) -> None:
     model = FakeModel(lambda r: tool_use("ls", {}, "l", text="looking"), delay=0.3)
     server = server_for(workspace, time_budget_s=0.5)
-    async with Client(server, era=era, sampling=model, sampling_tools=True) as c:
+    async with Client(
+        server,
+        era=era,
+        responders=Responders(sampling=model, sampling_tools=True),
+    ) as c:
         text, is_error, _ = await run_agent(c)
     assert not is_error
     assert "the time budget (0.5 s) is used up" in text
@@ -233,8 +248,8 @@ async def test_refused_without_sampling_tools(workspace: Path, sampling_tools: b
     eras: tuple[EraName, ...] = ("legacy", "modern")
     for era in eras:
         sampling = model if sampling_tools else FakeModel(lambda r: final("never"))
-        options: dict[str, Any] = {"sampling": sampling} if not sampling_tools else {}
-        async with Client(server_for(workspace), era=era, **options) as c:
+        responders = Responders(sampling=sampling) if not sampling_tools else Responders()
+        async with Client(server_for(workspace), era=era, responders=responders) as c:
             text, is_error, _ = await run_agent(c)
         assert is_error
         assert "needs a client that supports sampling with tools" in text
@@ -245,8 +260,11 @@ async def test_refused_without_sampling_tools(workspace: Path, sampling_tools: b
 async def test_sub_agent_reads_are_not_the_tasks(workspace: Path, era: EraName) -> None:
     model = FakeModel(lambda r: tool_use("view", {"file_path": "src/pay.py"}),
                       lambda r: final("seen"))
-    async with Client(server_for(workspace), era=era, sampling=model,
-                      sampling_tools=True) as c:
+    async with Client(
+        server_for(workspace),
+        era=era,
+        responders=Responders(sampling=model, sampling_tools=True),
+    ) as c:
         assert (await run_agent(c))[0] == "seen"
         result = await c.call_tool("edit", {"file_path": "src/pay.py",
                                             "old_string": "* 2", "new_string": "* 3"})
@@ -271,8 +289,11 @@ async def test_big_outputs_are_cut_and_old_ones_elided(workspace: Path, era: Era
         return final("big")
 
     model = FakeModel(lambda r: {"role": "assistant", "model": "f", "content": uses}, round2)
-    async with Client(server_for(workspace), era=era, sampling=model,
-                      sampling_tools=True) as c:
+    async with Client(
+        server_for(workspace),
+        era=era,
+        responders=Responders(sampling=model, sampling_tools=True),
+    ) as c:
         assert (await run_agent(c))[:2] == ("big", False)
 
 
@@ -280,7 +301,7 @@ async def test_agent_over_stdio(workspace: Path) -> None:
     model = grep_then_view_then_answer()
     command = [sys.executable, "-m", "mcpkit", "serve", "--transport", "stdio",
                "--workspace", str(workspace)]
-    async with Client(command, sampling=model, sampling_tools=True) as c:
+    async with Client(command, responders=Responders(sampling=model, sampling_tools=True)) as c:
         tools = {t.name: t for t in await c.list_tools()}
         annotations = tools["agent"].annotations
         assert isinstance(annotations, types.ToolAnnotations)

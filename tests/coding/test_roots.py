@@ -14,6 +14,7 @@ import pytest
 from tests.procs import free_port, stop_process, wait_for_port
 
 from mcpkit import Client
+from mcpkit.client import Responders
 from mcpkit.coding.roots import narrowed, path_of_uri, paths_of, widened
 from mcpkit.coding.workspace import Workspace, WorkspaceError
 
@@ -86,7 +87,11 @@ async def test_narrow_confines_tools_to_the_clients_root(tree: Path, era: str) -
         return offered
 
     with anyio.fail_after(30):
-        async with Client(serve_stdio(tree / "ws", "narrow"), roots=roots, era=era) as c:
+        async with Client(
+            serve_stdio(tree / "ws", "narrow"),
+            era=era,
+            responders=Responders(roots=roots),
+        ) as c:
             assert await view(c, "a.txt") == (False, "1\talpha")  # relative to the root
             failed, text = await view(c, str(tree / "ws" / "other" / "b.txt"))
             assert failed and "outside the workspace" in text
@@ -109,8 +114,11 @@ async def test_narrow_confines_tools_to_the_clients_root(tree: Path, era: str) -
 
 async def test_narrow_without_overlap_refuses_every_call(tree: Path) -> None:
     with anyio.fail_after(30):
-        async with Client(serve_stdio(tree / "ws", "narrow"),
-                          roots=[(tree / "outside").as_uri()], era="legacy") as c:
+        async with Client(
+            serve_stdio(tree / "ws", "narrow"),
+            era="legacy",
+            responders=Responders(roots=[(tree / "outside").as_uri()]),
+        ) as c:
             failed, text = await view(c, "sub/a.txt")
             assert failed and "do not overlap the workspace" in text
 
@@ -119,7 +127,11 @@ async def test_a_client_without_roots_keeps_the_workspace(tree: Path) -> None:
     with anyio.fail_after(30):
         async with Client(serve_stdio(tree / "ws", "narrow")) as c:
             assert await view(c, "other/b.txt") == (False, "1\tbeta")
-        async with Client(serve_stdio(tree / "ws", "narrow"), roots=[], era="legacy") as c:
+        async with Client(
+            serve_stdio(tree / "ws", "narrow"),
+            era="legacy",
+            responders=Responders(roots=[]),
+        ) as c:
             assert await view(c, "other/b.txt") == (False, "1\tbeta")
 
 
@@ -132,7 +144,11 @@ async def test_ignore_never_asks(tree: Path) -> None:
         return [(tree / "outside").as_uri()]
 
     with anyio.fail_after(30):
-        async with Client(serve_stdio(tree / "ws", "ignore"), roots=roots, era="legacy") as c:
+        async with Client(
+            serve_stdio(tree / "ws", "ignore"),
+            era="legacy",
+            responders=Responders(roots=roots),
+        ) as c:
             assert await view(c, "other/b.txt") == (False, "1\tbeta")
             failed, _ = await view(c, str(tree / "outside" / "c.txt"))
             assert failed
@@ -162,7 +178,11 @@ async def test_widen_over_http_adds_the_clients_roots(
 ) -> None:
     outside = str(tree / "outside" / "c.txt")
     with anyio.fail_after(30):
-        async with Client(widening_server, roots=[(tree / "outside").as_uri()], era=era) as c:
+        async with Client(
+            widening_server,
+            era=era,
+            responders=Responders(roots=[(tree / "outside").as_uri()]),
+        ) as c:
             assert await view(c, outside) == (False, "1\tgamma")
             assert await view(c, "sub/a.txt") == (False, "1\talpha")  # the workspace stays
             written = await c.call_tool("write", {"file_path": str(tree / "outside" / "n.txt"),

@@ -31,7 +31,7 @@ import anyio
 import pytest
 from tests.procs import free_port, pid_gone, stop_process, wait_for_port
 
-from mcpkit.client import Client
+from mcpkit.client import Client, ConnectOptions
 from mcpkit.coding.env import CodingEnv
 from mcpkit.coding.search import braces
 from mcpkit.coding.search import grep_engines as grep
@@ -351,7 +351,10 @@ async def test_over_stdio_the_same_connection_keeps_answering(tmp_path: Path) ->
     before = worker_pids()
     command = [sys.executable, "-m", "mcpkit", "serve", "--transport", "stdio",
                "--workspace", str(ws)]
-    async with Client(command, env=env) as c, anyio.create_task_group() as tg:
+    async with Client(
+        command,
+        connect=ConnectOptions(env=env),
+    ) as c, anyio.create_task_group() as tg:
         tg.start_soon(c.call_tool, "grep", {"pattern": "(a+)+$", "path": "evil.txt"})
         with anyio.fail_after(LIVENESS_S):
             while not (started := worker_pids() - before):  # noqa: ASYNC110 (a process)

@@ -15,6 +15,7 @@ import pytest
 from tests.coding.processes import alive, coding_client, tree_env
 
 from mcpkit import Client
+from mcpkit.client import ConnectOptions
 from mcpkit.coding import shell
 from mcpkit.coding.env import CodingEnv
 from mcpkit.coding.scope import Scopes, current_task
@@ -359,8 +360,10 @@ def serve_command(root: Path) -> list[str]:
 
 async def test_stdio_bash_and_exit_kills_background_jobs(tmp_path: Path) -> None:
     with anyio.fail_after(20):
-        async with Client(serve_command(tmp_path),
-                          env=tree_env(MCPKIT_TEST_API_TOKEN="x1")) as c:
+        async with Client(
+            serve_command(tmp_path),
+            connect=ConnectOptions(env=tree_env(MCPKIT_TEST_API_TOKEN="x1")),
+        ) as c:
             result = await c.call_tool("bash", {"command": "echo hi; env"})
             assert result.structured_content["exit_code"] == 0
             assert "hi" in text_of(result) and "MCPKIT_TEST_API_TOKEN" not in text_of(result)
@@ -373,7 +376,7 @@ async def test_stdio_bash_and_exit_kills_background_jobs(tmp_path: Path) -> None
 
 async def test_stdio_timeout(tmp_path: Path) -> None:
     with anyio.fail_after(20):
-        async with Client(serve_command(tmp_path), env=tree_env()) as c:
+        async with Client(serve_command(tmp_path), connect=ConnectOptions(env=tree_env())) as c:
             result = await c.call_tool("bash", {"command": "sleep 100 & wait", "timeout": 300})
             assert result.structured_content == {
                 "output": "", "exit_code": 124, "timed_out": True, "truncated": False,

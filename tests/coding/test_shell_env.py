@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from tests.coding.processes import tree_env
 
 from mcpkit import Client
+from mcpkit.client import ConnectOptions
 from mcpkit.coding import shell
 from mcpkit.coding.env import CodingEnv
 from mcpkit.coding.scope import Scopes
@@ -60,7 +61,10 @@ def serve(root: Path, *flags: str) -> list[str]:
 
 
 async def test_named_secrets_never_reach_bash(tmp_path: Path) -> None:
-    async with Client(serve(tmp_path), env=tree_env(**SECRETS, TZ="UTC", LC_TIME="C")) as c:
+    async with Client(
+        serve(tmp_path),
+        connect=ConnectOptions(env=tree_env(**SECRETS, TZ="UTC", LC_TIME="C")),
+    ) as c:
         seen = await command_environment(c)
     assert not set(SECRETS) & set(seen)
     assert not any(value in "\0".join(seen.values()) for value in SECRETS.values())
@@ -72,7 +76,7 @@ async def test_operator_passes_variables_explicitly(tmp_path: Path) -> None:
     flags = ("--pass-env", "GH_PAT", "--pass-env", "MYAPP_*", "--pass-env", "MCPKIT_SERVE_*",
              "--env", "DATABASE_URL=sqlite:///dev.db", "--env", "EMPTY=")
     environment = tree_env(**SECRETS, MYAPP_MODE="dev", MYAPP_LEVEL="3")
-    async with Client(serve(tmp_path, *flags), env=environment) as c:
+    async with Client(serve(tmp_path, *flags), connect=ConnectOptions(env=environment)) as c:
         seen = await command_environment(c)
     assert seen["GH_PAT"] == SECRETS["GH_PAT"]
     assert seen["MYAPP_MODE"] == "dev" and seen["MYAPP_LEVEL"] == "3"

@@ -21,6 +21,7 @@ from tests.coding.processes import coding_client, tree_env
 from tests.procs import free_port, stop_process, wait_for_port
 
 from mcpkit import Client
+from mcpkit.client import ConnectOptions
 from mcpkit.coding import tracking
 from mcpkit.coding.env import CodingEnv
 from mcpkit.coding.scope import Scopes
@@ -215,7 +216,7 @@ async def test_server_exit_stops_everything(tmp_path: Path, mode: Tracking, how:
     pids: list[int] = []
     try:
         with anyio.fail_after(30):
-            async with Client(serve(tmp_path, mode), env=tree_env()) as c:
+            async with Client(serve(tmp_path, mode), connect=ConnectOptions(env=tree_env())) as c:
                 server_pid = int((await c.call_tool("bash", {"command": "echo $PPID"})
                                   ).structured_content["output"])
                 job = await c.call_tool("bash", {"command": command + "exec sleep 100",
@@ -277,7 +278,10 @@ async def test_server_attributes_adopted_orphans_without_a_cgroup(tmp_path: Path
     pids: list[int] = []
     try:
         with anyio.fail_after(30):
-            async with Client(serve(tmp_path, Tracking.PROCESS_TABLE), env=tree_env()) as c:
+            async with Client(
+                serve(tmp_path, Tracking.PROCESS_TABLE),
+                connect=ConnectOptions(env=tree_env()),
+            ) as c:
                 async with anyio.create_task_group() as tg:
                     async def timing_out() -> None:
                         result = await c.call_tool("bash", {"command": command,

@@ -18,6 +18,7 @@ import pytest
 from tests.procs import free_port, stop_process, wait_for_port
 
 from mcpkit import Client
+from mcpkit.client import ConnectOptions
 
 
 def litter(tmp: Path) -> list[str]:
@@ -38,7 +39,7 @@ async def test_stdio_server_removes_its_temp_dir_at_end_of_input(tmp_path: Path)
                "--workspace", str(work)]
     assert litter(temp) == []
     with anyio.fail_after(30):
-        async with Client(command, env=env_with_tmpdir(temp)) as client:
+        async with Client(command, connect=ConnectOptions(env=env_with_tmpdir(temp))) as client:
             # a background job's output lives in the task's output directory
             result = await client.call_tool(
                 "bash", {"command": "echo hi", "run_in_background": True})

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpkit.client import Client
+from mcpkit.client import Client, Notifications, Responders
 from mcpkit.protocol import types
 
 from .conftest import JS_NODE_MODULES, ROOT, free_port
@@ -155,14 +155,15 @@ class Answers:
             return {"action": "accept"}
         return {"action": "accept", "content": dict(self.form)}
 
-    def handlers(self) -> dict[str, Any]:
-        """Keyword arguments for `Client(...)`."""
+    def handlers(self, **responders: Any) -> dict[str, Any]:
+        """Keyword arguments for `Client(...)`: these answers and notification handlers
+        (`responders`: more `Responders` fields, e.g. `roots=`)."""
         return {
-            "sampling": self.sampling,
-            "elicitation": self.elicitation,
-            "on_log": self.logs.append,
-            "on_list_changed": self.changed.append,
-            "on_resource_updated": self.updated.append,
+            "responders": Responders(sampling=self.sampling, elicitation=self.elicitation,
+                                     **responders),
+            "notifications": Notifications(on_log=self.logs.append,
+                                           on_list_changed=self.changed.append,
+                                           on_resource_updated=self.updated.append),
         }
 
 

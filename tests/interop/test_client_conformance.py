@@ -14,7 +14,14 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpkit.client import Client, ServerError
+from mcpkit.client import (
+    Behaviour,
+    Client,
+    ConnectOptions,
+    Notifications,
+    Responders,
+    ServerError,
+)
 from mcpkit.client import era as era_cache
 from mcpkit.protocol import types
 from mcpkit.protocol.versions import Era
@@ -57,9 +64,10 @@ class Answers:
         return {"action": "accept", "content": content}
 
     def handlers(self) -> dict[str, Any]:
-        return {"sampling": self.sampling, "elicitation": self.elicitation,
-                "on_log": self.logs.append, "on_list_changed": self.changed.append,
-                "roots": [ROOT_URI]}
+        return {"responders": Responders(sampling=self.sampling, elicitation=self.elicitation,
+                                         roots=[ROOT_URI]),
+                "notifications": Notifications(on_log=self.logs.append,
+                                               on_list_changed=self.changed.append)}
 
 
 def _expected_era(era: str) -> Era:
@@ -214,7 +222,8 @@ async def test_streamable_http(http_server: Any, era: str) -> None:
 
 @pytest.mark.parametrize("era", ERAS)
 async def test_http_sse(http_server: Any, era: str) -> None:
-    await _run(f"http://127.0.0.1:{http_server.port}/sse", era, transport="sse")
+    await _run(f"http://127.0.0.1:{http_server.port}/sse", era,
+               connect=ConnectOptions(kind="sse"))
 
 
 @pytest.mark.parametrize("path", ["/ws", "/mcp"])
@@ -234,7 +243,11 @@ async def test_only_declared_capabilities_are_used(http_server: Any, era: str) -
         return {"role": "assistant", "model": "m", "content": {"type": "text", "text": "hi"}}
 
     with anyio.fail_after(LIMIT_S):
-        async with Client(http_server.url, era=era, sampling=sampling) as client:
+        async with Client(
+            http_server.url,
+            era=era,
+            responders=Responders(sampling=sampling),
+        ) as client:
             result = await client.call_tool(f"{MRTR}_capabilities")
             assert text_of(result) == "Capabilities respected"
     assert [getattr(p.messages[0].content, "text", "") for p in sampled] == ["Say hello"]
@@ -247,7 +260,7 @@ async def test_modern_tasks_extension(request: pytest.FixtureRequest, transport:
     answers = Answers()
     target = STDIO if transport == "stdio" else request.getfixturevalue("http_server").url
     with anyio.fail_after(LIMIT_S):
-        async with Client(target, tasks=True, **answers.handlers()) as client:
+        async with Client(target, behaviour=Behaviour(tasks=True), **answers.handlers()) as client:
             assert client.era is Era.MODERN
             assert text_of(await client.call_tool("greet", {"name": "Ada"})) == "Hello, Ada!"
             computed = await client.call_tool("slow_compute", {"seconds": 0.2, "label": "L"})

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpkit.client import Client, RequestTimeout, ServerError
+from mcpkit.client import Client, ConnectOptions, RequestTimeout, Responders, ServerError
 from mcpkit.client import era as era_cache
 from mcpkit.protocol import types
 from mcpkit.protocol.versions import Era
@@ -85,12 +85,16 @@ def everything_target(request: pytest.FixtureRequest) -> Where:
     if request.param == "http":
         return Where({"target": request.getfixturevalue("everything_http")}, "http")
     url = request.getfixturevalue("everything_sse")
-    return Where({"target": url, "transport": "sse" if request.param == "sse" else None}, "sse")
+    kind = "sse" if request.param == "sse" else None
+    return Where({"target": url, "connect": ConnectOptions(kind=kind)}, "sse")
 
 
 def _everything(where: Where, answers: Answers, **options: Any) -> Client:
-    return Client(**where.options, roots=[ROOT_URI], elicitation_modes=("form", "url"),
-                  **answers.handlers(), **options)
+    return Client(
+        **where.options,
+        **answers.handlers(roots=[ROOT_URI], elicitation_modes=("form", "url")),
+        **options,
+    )
 
 
 # --- server-everything ----------------------------------------------------------------------
@@ -308,9 +312,15 @@ async def test_stdio_env_adds_to_a_minimal_environment(monkeypatch: pytest.Monke
     secrets live) is not passed on unless `inherit_env=True`."""
     monkeypatch.setenv("MCPKIT_FAKE_API_TOKEN", "s3cret")
     with anyio.fail_after(LIMIT_S):
-        async with Client(node_peer(EVERYTHING, "stdio"), env={"MCPKIT_INTEROP": "yes"}) as client:
+        async with Client(
+            node_peer(EVERYTHING, "stdio"),
+            connect=ConnectOptions(env={"MCPKIT_INTEROP": "yes"}),
+        ) as client:
             env = json.loads(text_of(await client.call_tool("get-env", {})))
-        async with Client(node_peer(EVERYTHING, "stdio"), inherit_env=True) as client:
+        async with Client(
+            node_peer(EVERYTHING, "stdio"),
+            connect=ConnectOptions(inherit_env=True),
+        ) as client:
             inherited = json.loads(text_of(await client.call_tool("get-env", {})))
     assert env["MCPKIT_INTEROP"] == "yes"
     assert "PATH" in env and "HOME" in env
@@ -374,7 +384,10 @@ async def test_filesystem_started_in_a_working_directory(root: Path) -> None:
     """`cwd=`: the server resolves its relative directory argument against it."""
     (root / "here.txt").write_text("found")
     with anyio.fail_after(LIMIT_S):
-        async with Client(node_peer(FILESYSTEM, "."), cwd=str(root)) as client:
+        async with Client(
+            node_peer(FILESYSTEM, "."),
+            connect=ConnectOptions(cwd=str(root)),
+        ) as client:
             read = await client.call_tool("read_text_file", {"path": str(root / "here.txt")})
             assert _text(read) == "found"
             allowed = _text(await client.call_tool("list_allowed_directories", {}))
@@ -400,7 +413,10 @@ async def test_filesystem_takes_its_directories_from_the_client_roots(root: Path
         return _text(await client.call_tool("list_allowed_directories", {}))
 
     with anyio.fail_after(LIMIT_S):
-        async with Client(node_peer(FILESYSTEM), roots=current_roots) as client:
+        async with Client(
+            node_peer(FILESYSTEM),
+            responders=Responders(roots=current_roots),
+        ) as client:
             await until(lambda: asked >= 1, "the server's roots/list")
             for _ in range(100):
                 if str(first) in await allowed(client):

@@ -16,7 +16,15 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpkit.client import Client, IncompatibleServer, RequestTimeout, ServerError
+from mcpkit.client import (
+    Behaviour,
+    Client,
+    ConnectOptions,
+    IncompatibleServer,
+    RequestTimeout,
+    Responders,
+    ServerError,
+)
 from mcpkit.client import era as era_cache
 from mcpkit.protocol.errors import MISSING_REQUIRED_CLIENT_CAPABILITY
 from mcpkit.protocol.versions import Era
@@ -72,7 +80,12 @@ def sdk_sse_legacy_only() -> Iterator[str]:
 
 
 def _client(target: Any, answers: Answers, **options: Any) -> Client:
-    return Client(target, roots=[ROOT_URI], log_level="info", **answers.handlers(), **options)
+    return Client(
+        target,
+        behaviour=Behaviour(log_level="info"),
+        **answers.handlers(roots=[ROOT_URI]),
+        **options,
+    )
 
 
 async def _exercise(client: Client, answers: Answers) -> None:
@@ -186,7 +199,8 @@ async def test_http_falls_back_to_sse_for_a_legacy_only_server(sdk_sse_legacy_on
 @pytest.mark.parametrize("era", ["auto", "legacy"])
 async def test_sse_transport(sdk_sse: str, era: str) -> None:
     version = MODERN_VERSION if era == "auto" else LEGACY_VERSION
-    assert await _run(sdk_sse, era=era, version=version, transport="sse") == "sse"
+    assert await _run(sdk_sse, era=era, version=version,
+                      connect=ConnectOptions(kind="sse")) == "sse"
 
 
 @pytest.mark.parametrize("peer", ["stdio", "http"])
@@ -212,7 +226,7 @@ async def test_pinned_legacy_versions(request: pytest.FixtureRequest, peer: str,
     declared where it exists, and the SDK refuses the tool that needs it elsewhere."""
     answers = Answers()
     with anyio.fail_after(LIMIT_S):
-        async with _client(_target(request, peer), answers, version=version) as client:
+        async with _client(_target(request, peer), answers, era=version) as client:
             assert client.era is Era.LEGACY
             assert client.protocol_version == version
             assert text_of(await client.call_tool("add", {"a": 1, "b": 2})) == "3"
@@ -237,7 +251,7 @@ async def test_declined_elicitation_and_missing_sampling(era: str) -> None:
         return {"action": "decline"}
 
     with anyio.fail_after(LIMIT_S):
-        async with Client(STDIO, era=era, elicitation=decline) as client:
+        async with Client(STDIO, era=era, responders=Responders(elicitation=decline)) as client:
             declined = await client.call_tool("ask_user", {})
             assert declined.is_error is True
             assert "elicitation was decline" in getattr(declined.content[0], "text", "")
@@ -332,7 +346,11 @@ async def test_giving_up_on_a_call_cancels_its_sampling(request: pytest.FixtureR
         return {"role": "assistant", "model": "m", "content": {"type": "text", "text": "late"}}
 
     with anyio.fail_after(LIMIT_S):
-        async with Client(_target(request, peer), era=era, sampling=slow_sampling) as client:
+        async with Client(
+            _target(request, peer),
+            era=era,
+            responders=Responders(sampling=slow_sampling),
+        ) as client:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(client.call_tool, "ask_model", {"question": "q"})
                 await started.wait()
@@ -351,7 +369,7 @@ async def test_concurrent_sampling_over_http(sdk_http: str, era: str) -> None:
 
     results: dict[int, str] = {}
     with anyio.fail_after(LIMIT_S):
-        async with Client(sdk_http, era=era, sampling=sampling) as client:
+        async with Client(sdk_http, era=era, responders=Responders(sampling=sampling)) as client:
 
             async def one(i: int) -> None:
                 results[i] = text_of(await client.call_tool("ask_model", {"question": f"q{i}"}))
@@ -370,8 +388,12 @@ async def test_custom_headers_and_bearer_token_reach_the_server(
     url = request.getfixturevalue("sdk_http" if transport == "http" else "sdk_sse")
     headers = {"X-Interop": "yes", "User-Agent": "interop-agent/1"}
     with anyio.fail_after(LIMIT_S):
-        async with Client(url, transport=transport, era=era, headers=headers,
-                          bearer_token="s3cret") as client:
+        async with Client(
+            url,
+            era=era,
+            bearer_token="s3cret",
+            connect=ConnectOptions(kind=transport, headers=headers),
+        ) as client:
 
             async def seen(name: str) -> str:
                 return text_of(await client.call_tool("request_header", {"name": name}))

@@ -32,7 +32,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.procs import free_port, stop_process, wait_for_port
 
-from mcpkit.client import Client
+from mcpkit.client import Client, Timeouts
 from mcpkit.server.server import Server
 from mcpkit.validation import SchemaValidator
 
@@ -149,7 +149,7 @@ def http_server(tmp_path: Path) -> Iterator[str]:
 async def test_over_http_a_redos_argument_and_a_normal_call_are_both_answered(http_server: str
                                                                              ) -> None:
     answers: dict[str, Any] = {}
-    async with Client(http_server, timeout=10) as client:
+    async with Client(http_server, timeouts=Timeouts(timeout=10)) as client:
 
         async def ask(name: str, arguments: dict[str, Any]) -> None:
             answers[name] = await client.call_tool(name, arguments)

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from mcpkit.transports.stdio_client import StdioProcess, StdioProcessError
+from mcpkit.transports.client.process import StdioProcess, StdioProcessError
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,6 @@
-"""The MCP client: `Client` for one server, in either era, over any transport."""
+"""The MCP client: `Client` for one server, in either era, over any transport, and the
+value objects its settings are grouped in (`ConnectOptions`, `Timeouts`, `Responders`,
+`Notifications`, `Limits`, `Behaviour`)."""
 
 from mcpkit.client.client import Client
 from mcpkit.client.errors import (
@@ -9,8 +11,11 @@ from mcpkit.client.errors import (
     TooManyInputRounds,
 )
 from mcpkit.client.listing import ListLimits, ListTooLarge
-from mcpkit.client.responders import form_defaults
+from mcpkit.client.notifications import Notifications
+from mcpkit.client.options import Behaviour, Limits
+from mcpkit.client.responders import Responders, form_defaults
 from mcpkit.client.session import InboundLimits, RequestTimeout, ServerError, Timeouts
+from mcpkit.client.targets import ConnectOptions
 from mcpkit.transports.client.base import (
     ConnectionClosed,
     HttpStatusError,
@@ -20,18 +25,23 @@ from mcpkit.transports.client.base import (
 )
 
 __all__ = [
+    "Behaviour",
     "Client",
     "ClientError",
     "ClientMisuse",
+    "ConnectOptions",
     "ConnectionClosed",
     "HttpStatusError",
     "InboundLimits",
     "IncompatibleServer",
     "InvalidToolOutput",
+    "Limits",
     "ListLimits",
     "ListTooLarge",
+    "Notifications",
     "RedirectRefused",
     "RequestTimeout",
+    "Responders",
     "ServerError",
     "SessionExpired",
     "Timeouts",

@@ -8,14 +8,16 @@ bounded memory and time.
     budget.cursor(next_cursor)  # each cursor before it is followed
 
 Going past a bound raises `ListTooLarge`, which names the list, the bound and its setting
-(`Client(list_limits=ListLimits(...))`). The hub applies its own, tighter catalog bounds on
+(`Client(limits=Limits(lists=ListLimits(...)))`). The hub applies its own, tighter catalog bounds on
 top (hub/catalog_limits.py).
 """
 
 from __future__ import annotations
 
 import builtins
+import contextlib
 import hashlib
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,3 +97,34 @@ class ListBudget:
     def _fail(self, what: str, setting: str) -> None:
         raise ListTooLarge(f"{self.method}: the server's list has {what} "
                            f"(ListLimits.{setting}); stopped")
+
+
+async def pages(request: Callable[[str, dict[str, Any]], Awaitable[Any]], limits: ListLimits,
+                method: str, key: str) -> AsyncGenerator[list[Any], None]:
+    """The `key` items of each page of the paginated `method`, as they arrive, following
+    `nextCursor` within `limits` (ListTooLarge past them; a repeated cursor is a
+    ProtocolError). `request(method, params)` sends one page's request."""
+    cursor: str | None = None
+    budget = ListBudget(limits, method)
+    while True:
+        params = {"cursor": cursor} if cursor is not None else {}
+        page = await request(method, params)
+        batch = page.get(key) if isinstance(page, dict) else None
+        if not isinstance(batch, list):
+            raise errors.ProtocolError(
+                errors.INVALID_REQUEST, f"{method}: the result has no {key!r} list")
+        budget.page(batch)
+        yield batch
+        cursor = page.get("nextCursor")
+        if not isinstance(cursor, str) or not cursor:
+            return
+        budget.cursor(cursor)
+
+
+async def every_item(pages: AsyncGenerator[list[Any], None]) -> list[Any]:
+    """All the items of `pages` (closed however it ends)."""
+    items: list[Any] = []
+    async with contextlib.aclosing(pages):
+        async for batch in pages:
+            items.extend(batch)
+    return items

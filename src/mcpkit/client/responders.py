@@ -16,6 +16,7 @@ from typing import Any, TypeAlias
 
 import msgspec
 
+from mcpkit.client.tasks import EXTENSION as TASKS_EXTENSION
 from mcpkit.protocol import errors, types
 from mcpkit.protocol.versions import Era, era_of
 
@@ -106,6 +107,34 @@ class Responders:
             if inspect.isawaitable(listed):
                 listed = await listed
         return [_root(item) for item in listed]
+
+
+class DeclaredCapabilities:
+    """The capabilities a client declares at each version, computed once per version
+    (they follow from its `Responders`, fixed once the client is built): as they are,
+    and with the modern Tasks extension added (declared on the requests of a call to a
+    tool that requires task execution)."""
+
+    def __init__(self, responders: Responders) -> None:
+        self._responders = responders
+        self._plain: dict[str, dict[str, Any]] = {}
+        self._with_tasks: dict[str, dict[str, Any]] = {}
+
+    def at(self, version: str) -> dict[str, Any]:
+        caps = self._plain.get(version)
+        if caps is None:
+            caps = self._plain[version] = self._responders.capabilities(version)
+        return caps
+
+    def with_tasks(self, version: str) -> dict[str, Any]:
+        caps = self._with_tasks.get(version)
+        if caps is None:
+            base = self.at(version)
+            extensions = base.get("extensions")
+            caps = self._with_tasks[version] = {
+                **base, "extensions": {**(extensions if isinstance(extensions, dict) else {}),
+                                       TASKS_EXTENSION: {}}}
+        return caps
 
 
 def _convert(params: dict[str, Any], type_: Any, method: str) -> Any:

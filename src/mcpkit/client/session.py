@@ -41,6 +41,7 @@ from mcpkit.protocol.jsonrpc import RequestId
 from mcpkit.transports.client.base import (
     ClientTransport,
     ConnectionClosed,
+    ExchangeTransport,
     Outgoing,
     TransportError,
 )
@@ -52,6 +53,7 @@ ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None] |
 RequestHandler = Callable[[str, dict[str, Any]], Awaitable[Any]]
 """Answers a server→client request: `(method, params) -> result`; raises McpError to refuse."""
 NotificationHandler = Callable[[str, dict[str, Any]], Awaitable[None]]
+"""Handles a notification from the server: `(method, params)`."""
 
 MAX_LOGGED_GARBAGE = 200
 """Bytes of an undecodable message quoted in the log."""
@@ -90,6 +92,14 @@ class Timeouts:
     timeout: float | None = 60.0
     maximum: float | None = 600.0
     reset_on_progress: bool = True
+
+    def overridden(self, timeout: Any = "default", maximum: Any = "default") -> Timeouts:
+        """These limits with `timeout` and/or `maximum` replaced ("default": kept)."""
+        if timeout == "default" and maximum == "default":
+            return self  # the common case: no new object per request
+        return Timeouts(self.timeout if timeout == "default" else timeout,
+                        self.maximum if maximum == "default" else maximum,
+                        self.reset_on_progress)
 
 
 DEFAULT_TIMEOUTS = Timeouts()
@@ -225,6 +235,8 @@ class ClientSession:
         self._watchdog_running = False
         self.cancel_by_notification = not transport.per_request_streams
         """Whether cancelling sends `notifications/cancelled` (set by the client per era)."""
+        self._exchanger = transport if isinstance(transport, ExchangeTransport) else None
+        """The transport, when it declares the `exchange` ability (checked once, here)."""
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -298,7 +310,7 @@ class ClientSession:
     def can_exchange(self) -> bool:
         """Whether `exchange` works here (the transport answers a request in the caller's
         task: Streamable HTTP)."""
-        return hasattr(self.transport, "exchange")
+        return self._exchanger is not None
 
     async def exchange(
         self,
@@ -317,8 +329,8 @@ class ClientSession:
         where `can_exchange`."""
         if self._closed is not None:
             raise self._closed
-        exchange = getattr(self.transport, "exchange", None)
-        if exchange is None:
+        exchanger = self._exchanger
+        if exchanger is None:
             raise TransportError(
                 f"{self.transport.describe()} cannot exchange in the caller's task")
         request_id = next(self._ids)
@@ -333,7 +345,7 @@ class ClientSession:
             exchanging.deadline = anyio.current_time() + seconds
             self._watch_until(exchanging.deadline)
         try:
-            answer = await exchange(Outgoing(data, method, request_id, headers or {}))
+            answer = await exchanger.exchange(Outgoing(data, method, request_id, headers or {}))
             # The notifications its stream carried are handled before it ends (as
             # `request`'s are, their tasks having started before its waiter resumes).
             await exchanging.settled()

@@ -15,7 +15,7 @@ import os
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from mcpkit.transports.client.base import ClientTransport
 
@@ -25,6 +25,11 @@ KINDS = ("stdio", "http", "sse", "websocket", "memory")
 
 @dataclass(slots=True)
 class ConnectOptions:
+    """How a `Client` reaches its server. `kind` ("stdio", "http", "sse", "websocket",
+    "memory") overrides the guess from the target; `headers` and `bearer_token` go with
+    every HTTP/WebSocket request; a stdio child gets `env` over a minimal environment
+    (`SAFE_ENV_NAMES`, never this process's secrets) unless `inherit_env`, in `cwd`."""
+
     kind: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     bearer_token: str | None = None
@@ -32,8 +37,13 @@ class ConnectOptions:
     inherit_env: bool = False
     cwd: str | None = None
     connect_timeout: float = 30.0
+    """Seconds for `connect()`: opening the transport and settling the era."""
     resolver: Any = None
-    """An aiohttp resolver for HTTP and WebSocket connections (None: aiohttp's own)."""
+    """An aiohttp resolver for HTTP and WebSocket connections (None: aiohttp's own;
+    `mcpkit.netguard.GuardedResolver` refuses private addresses at connect time)."""
+    probe_timeout: float = 3.0
+    """Seconds the era probe (`server/discover`) waits when the era is not pinned:
+    silence means a legacy server."""
 
 
 def is_url(target: object) -> bool:
@@ -60,7 +70,7 @@ def kind_of(target: object, options: ConnectOptions) -> str:
     if _is_server(target):
         return "memory"
     if _is_transport(target):
-        return str(target.kind)  # type: ignore[attr-defined]
+        return str(target.kind)
     raise TypeError(
         f"cannot connect to {target!r}: pass a URL, a command list, a Server or a transport"
     )
@@ -68,7 +78,7 @@ def kind_of(target: object, options: ConnectOptions) -> str:
 
 def make_transport(target: object, kind: str, options: ConnectOptions) -> ClientTransport:
     if _is_transport(target) and not isinstance(target, str | Sequence):
-        return target  # type: ignore[return-value]
+        return target
     if kind == "stdio":
         from mcpkit.transports.client.stdio import StdioTransport
 
@@ -137,5 +147,5 @@ def _is_server(obj: object) -> bool:
     return all(hasattr(obj, name) for name in ("engine", "notifier", "add_tool"))
 
 
-def _is_transport(obj: object) -> bool:
-    return all(hasattr(obj, name) for name in ("open", "send", "abandon", "close", "kind"))
+def _is_transport(obj: object) -> TypeGuard[ClientTransport]:
+    return isinstance(obj, ClientTransport)

@@ -120,4 +120,4 @@ def _failure(view: dict[str, Any], task_id: str) -> Exception:
 def poll_limit(task_id: str, status: object, max_polls: int) -> TaskPollLimit:
     """The error of a task still not done after `max_polls` polls (both eras' followers)."""
     return TaskPollLimit(f"task {task_id} was still {status} after {max_polls} polls of "
-                         "tasks/get (Client(max_task_polls=...) raises the bound)")
+                         "tasks/get (Client(limits=Limits(task_polls=...)) raises the bound)")

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from mcpkit import __version__
-from mcpkit.client import Client
+from mcpkit.client import Behaviour, Client, ConnectOptions, Notifications, Responders, Timeouts
 from mcpkit.errors import PeerError
 from mcpkit.hub.store.records import Credentials, UpstreamRecord
 from mcpkit.netguard import GuardedResolver, host_problem
@@ -92,24 +92,31 @@ def upstream_client(
     events = events or UpstreamEvents()
     return Client(
         _target(upstream, settings),
-        transport=CLIENT_KINDS[upstream.transport],
-        headers=dict(credentials.headers),
         bearer_token=credentials.bearer,
-        resolver=GuardedResolver(allow_private=settings.allow_private_upstreams),
-        client_info=HUB_CLIENT_INFO,
-        sampling=relay.relay_sampling,
-        sampling_tools=True,
-        elicitation=relay.relay_elicitation,
-        elicitation_modes=ELICITATION_MODES,
-        on_log=relay.relay_log,
-        log_level=FORWARDED_LOG_LEVEL,
-        on_list_changed=events.on_list_changed,
-        on_resource_updated=events.on_resource_updated,
-        connect_timeout=upstream.connect_timeout_s,
-        probe_timeout=min(PROBE_TIMEOUT_S, upstream.connect_timeout_s),
-        timeout=upstream.call_timeout_s,
-        max_timeout=upstream.call_timeout_s,
-        validate_output=False,
+        connect=ConnectOptions(
+            kind=CLIENT_KINDS[upstream.transport],
+            headers=dict(credentials.headers),
+            resolver=GuardedResolver(allow_private=settings.allow_private_upstreams),
+            connect_timeout=upstream.connect_timeout_s,
+            probe_timeout=min(PROBE_TIMEOUT_S, upstream.connect_timeout_s),
+        ),
+        behaviour=Behaviour(
+            client_info=HUB_CLIENT_INFO,
+            log_level=FORWARDED_LOG_LEVEL,
+            validate_output=False,
+        ),
+        responders=Responders(
+            sampling=relay.relay_sampling,
+            sampling_tools=True,
+            elicitation=relay.relay_elicitation,
+            elicitation_modes=ELICITATION_MODES,
+        ),
+        notifications=Notifications(
+            on_log=relay.relay_log,
+            on_list_changed=events.on_list_changed,
+            on_resource_updated=events.on_resource_updated,
+        ),
+        timeouts=Timeouts(timeout=upstream.call_timeout_s, maximum=upstream.call_timeout_s),
     )
 
 

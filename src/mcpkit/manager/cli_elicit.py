@@ -29,6 +29,7 @@ import anyio
 import anyio.to_thread
 import msgspec
 
+from mcpkit.client import Responders
 from mcpkit.manager.cli_config import EXIT_FAILED, CliError
 from mcpkit.manager.elicit_form import (
     Field,
@@ -155,7 +156,7 @@ class CliAnswers:
 
     def client_options(self) -> dict[str, Any]:
         """The `Client` options that declare and answer elicitation (both modes)."""
-        return {"elicitation": self, "elicitation_modes": ("form", "url")}
+        return {"responders": Responders(elicitation=self, elicitation_modes=("form", "url"))}
 
     async def __call__(self, request: types.ElicitRequestParams) -> dict[str, Any]:
         if self.pre.decline:

@@ -29,13 +29,13 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import anyio
 
-from mcpkit.client import Client
+from mcpkit.client import Client, ConnectOptions, Notifications, Timeouts
 from mcpkit.client.hosting import HostedTaskGroup
 from mcpkit.client.session import ProgressCallback
 from mcpkit.manager import budget, permissions
@@ -86,8 +86,9 @@ class ServerManager:
         client_options: Mapping[str, Any] | None = None,
         refresh_interval_s: float = REFRESH_INTERVAL_S,
     ) -> None:
-        """`client_options` are passed to every `mcpkit.Client` (e.g. `sampling=`,
-        `elicitation=`, `roots=`, `on_log=`); `environ` is where `env_vars` and
+        """`client_options` are passed to every `mcpkit.Client` (e.g. `era=`,
+        `responders=Responders(…)`, `notifications=Notifications(on_log=…)`; the
+        connection itself comes from the server's config); `environ` is where `env_vars` and
         `bearer_token_env_var` are read (default: this process's environment).
         `refresh_interval_s`: the least time between two catalog refreshes of one server
         for its list changes (they are coalesced)."""
@@ -164,20 +165,20 @@ class ServerManager:
 
     def _make_client(self, server: ManagedServer) -> Client:
         config = server.config
-        options: dict[str, Any] = {
-            "transport": config.client_kind,
-            "connect_timeout": config.startup_timeout_sec,
-            "timeout": config.tool_timeout_sec,
-            "on_list_changed": server.list_changed,
-            **self._client_options,
-        }
+        options: dict[str, Any] = {"timeouts": Timeouts(timeout=config.tool_timeout_sec),
+                                   **self._client_options}
+        # The server's own list changes keep its catalog fresh unless the caller listens.
+        notifications = options.pop("notifications", None) or Notifications()
+        if notifications.on_list_changed is None:
+            notifications = replace(notifications, on_list_changed=server.list_changed)
         if config.type == "stdio":
-            options["env"] = config.child_env(self._environ)
-            options["cwd"] = config.cwd
+            connect = ConnectOptions(env=config.child_env(self._environ), cwd=config.cwd)
         else:
-            options["headers"] = config.headers
-            options["bearer_token"] = config.bearer_token(self._environ)
-        return Client(config.target(), **options)
+            connect = ConnectOptions(headers=config.headers,
+                                     bearer_token=config.bearer_token(self._environ))
+        connect = replace(connect, kind=config.client_kind,
+                          connect_timeout=config.startup_timeout_sec)
+        return Client(config.target(), connect=connect, notifications=notifications, **options)
 
     # --- the catalog ---------------------------------------------------------------------
 

@@ -38,7 +38,7 @@ import anyio
 import msgspec
 
 from mcpkit import __version__
-from mcpkit.client import Client, RequestTimeout, form_defaults
+from mcpkit.client import Behaviour, Client, RequestTimeout, Responders, Timeouts, form_defaults
 from mcpkit.errors import PeerError
 from mcpkit.protocol import types
 from mcpkit.protocol.errors import McpError
@@ -176,13 +176,10 @@ def make_client(
     """A client pinned to the harness's protocol version, offering all three handlers."""
     return Client(
         url,
-        version=version,
-        client_info=CLIENT_INFO,
-        sampling=answer_sampling,
-        elicitation=elicitation,
-        roots=roots(),
-        timeout=REQUEST_TIMEOUT_S,
-        max_timeout=REQUEST_TIMEOUT_S * 2,
+        era=version or "auto",
+        behaviour=Behaviour(client_info=CLIENT_INFO),
+        responders=Responders(sampling=answer_sampling, elicitation=elicitation, roots=roots()),
+        timeouts=Timeouts(timeout=REQUEST_TIMEOUT_S, maximum=REQUEST_TIMEOUT_S * 2),
         **options,
     )
 

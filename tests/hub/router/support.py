@@ -19,6 +19,7 @@ from tests.hub.hub_helpers import (
 )
 
 from mcpkit import Client
+from mcpkit.client import Timeouts
 from mcpkit.hub.api import create_app
 from mcpkit.hub.crypto import SecretBox, generate_key
 from mcpkit.hub.router import McpEndpoint
@@ -59,7 +60,7 @@ def upstream(name: str, *, legacy_only: bool = False) -> contextlib.AbstractCont
 
 def hub_client(hub: Hub, api: Api, **options: Any) -> Client:
     """An MCP client of the hub's /mcp with the user's token."""
-    options.setdefault("timeout", 30.0)
+    options.setdefault("timeouts", Timeouts(timeout=30.0))
     return Client(f"{hub.url}/mcp", bearer_token=api.token, **options)
 
 

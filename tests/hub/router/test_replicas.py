@@ -22,6 +22,7 @@ from tests.hub.router.support import register, text, upstream
 from tests.procs import free_port, stop_process, wait_for_port
 
 from mcpkit import Client
+from mcpkit.client import Responders, Timeouts
 from mcpkit.hub.crypto import SecretBox, generate_key
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store import Store
@@ -79,8 +80,13 @@ async def test_one_session_alternates_between_replicas_and_outlives_one(
         hub = Hub(front, admin, database_url, HubSettings(), SecretBox([key]))
         _user, api = await fresh_user(hub)
         await register(api, "shared", up.url)
-        async with Client(f"{front}/mcp", bearer_token=api.token, era=era, timeout=20,
-                          sampling=model) as client:
+        async with Client(
+            f"{front}/mcp",
+            bearer_token=api.token,
+            era=era,
+            timeouts=Timeouts(timeout=20),
+            responders=Responders(sampling=model),
+        ) as client:
             before = dict(balancer.hits)
             for index in range(6):
                 result = await client.call_tool("shared__echo", {"text": str(index)})

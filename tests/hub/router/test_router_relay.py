@@ -13,6 +13,8 @@ from tests.hub.hub_helpers import Hub, fresh_user
 from tests.hub.router.support import hub_client, register, router_hub, text, upstream
 from tests.procs import eventually
 
+from mcpkit.client import Notifications, Responders
+
 pytestmark = pytest.mark.anyio
 
 ERAS = ["legacy", "modern"]
@@ -53,7 +55,12 @@ async def person(params: Any) -> dict[str, Any]:
 @pytest.mark.parametrize("up", ["new", "old"])
 async def test_sampling_and_elicitation_reach_the_caller(
         hub: Hub, api: Any, caller: str, up: str) -> None:
-    async with hub_client(hub, api, era=caller, sampling=model, elicitation=person) as client:
+    async with hub_client(
+        hub,
+        api,
+        era=caller,
+        responders=Responders(sampling=model, elicitation=person),
+    ) as client:
         sampled = await client.call_tool(f"{up}__ask_model", {"question": "life"})
         assert text(sampled) == "model said: an answer to life", sampled
         elicited = await client.call_tool(f"{up}__ask_user", {})
@@ -75,7 +82,12 @@ async def test_concurrent_callers_each_get_their_own_questions(
         return answer
 
     async def run(who: str) -> None:
-        async with hub_client(hub, api, era=caller, sampling=named_model(who)) as client:
+        async with hub_client(
+            hub,
+            api,
+            era=caller,
+            responders=Responders(sampling=named_model(who)),
+        ) as client:
             for _ in range(3):
                 result = await client.call_tool("old__ask_model", {"question": who})
                 answers[who] = text(result)
@@ -128,7 +140,12 @@ async def test_log_messages_reach_the_legacy_caller(hub: Hub, api: Any) -> None:
     async def on_log(params: Any) -> None:
         logs.append(params)
 
-    async with hub_client(hub, api, era="legacy", on_log=on_log) as client:
+    async with hub_client(
+        hub,
+        api,
+        era="legacy",
+        notifications=Notifications(on_log=on_log),
+    ) as client:
         await client.call_tool("old__chatty", {})
         await client.call_tool("new__chatty", {})
 
@@ -148,7 +165,12 @@ async def test_an_upstreams_list_changed_reaches_the_caller(
         async def on_list_changed(kind: str) -> None:
             changed.append(kind)
 
-        async with hub_client(hub, api, era=caller, on_list_changed=on_list_changed) as client:
+        async with hub_client(
+            hub,
+            api,
+            era=caller,
+            notifications=Notifications(on_list_changed=on_list_changed),
+        ) as client:
             if caller == "modern":
                 await client.listen()
             assert "grow__extra" not in {t.name for t in await client.list_tools()}
@@ -168,7 +190,12 @@ async def test_registering_an_upstream_tells_the_users_sessions(
     async def on_list_changed(kind: str) -> None:
         changed.append(kind)
 
-    async with hub_client(hub, api, era=caller, on_list_changed=on_list_changed) as client:
+    async with hub_client(
+        hub,
+        api,
+        era=caller,
+        notifications=Notifications(on_list_changed=on_list_changed),
+    ) as client:
         if caller == "modern":
             await client.listen()
         assert await client.list_tools() == []

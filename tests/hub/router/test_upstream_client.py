@@ -38,7 +38,7 @@ from tests.hub.hub_helpers import (
 from tests.hub.router.support import hub_client, router_hub, text
 
 import mcpkit.hub
-from mcpkit.client import ServerError
+from mcpkit.client import Responders, ServerError
 from mcpkit.hub.catalog import fetch_catalog
 from mcpkit.hub.health import HealthChecker
 from mcpkit.hub.metrics import HubMetrics
@@ -136,8 +136,12 @@ async def test_tools_gated_on_capabilities_are_cataloged_listed_and_callable(
     upstream_id = await register_gated(api, gated[up])
     with anyio.fail_after(LIMIT_S):
         assert GATED_TOOLS | {"seen"} <= await catalog_names(api, upstream_id)
-        async with hub_client(hub, api, era=caller, sampling=model,
-                              elicitation=person) as client:
+        async with hub_client(
+            hub,
+            api,
+            era=caller,
+            responders=Responders(sampling=model, elicitation=person),
+        ) as client:
             listed = {tool.name for tool in await client.list_tools()}
             assert {f"gated__{name}" for name in GATED_TOOLS} <= listed, listed
             sampled = await client.call_tool("gated__needs_sampling", {"question": "life"})
@@ -244,8 +248,16 @@ async def test_everything_servers_conditional_tools_through_the_hub(
         # registered by server-everything only for a client that declared them
         assert {"trigger-sampling-request", "trigger-elicitation-request",
                 "trigger-url-elicitation"} <= cataloged, cataloged
-        async with hub_client(hub, api, era=caller, sampling=model, elicitation=person,
-                              elicitation_modes=("form", "url")) as client:
+        async with hub_client(
+            hub,
+            api,
+            era=caller,
+            responders=Responders(
+                sampling=model,
+                elicitation=person,
+                elicitation_modes=("form", "url"),
+            ),
+        ) as client:
             listed = {tool.name for tool in await client.list_tools()}
             assert {"everything__trigger-sampling-request",
                     "everything__trigger-elicitation-request"} <= listed, listed
@@ -321,7 +333,12 @@ async def test_an_upstream_asks_at_most_so_many_questions_at_once(
         return {"action": "accept", "content": {"n": "x"}}
 
     with anyio.fail_after(LIMIT_S):
-        async with hub_client(hub, api, era=caller, elicitation=answer) as client:
+        async with hub_client(
+            hub,
+            api,
+            era=caller,
+            responders=Responders(elicitation=answer),
+        ) as client:
             most = await client.call_tool("gated__ask_many", {"count": MAX_INPUT_REQUESTS})
             assert text(most) == f"{MAX_INPUT_REQUESTS} answers"
             assert len(asked) == MAX_INPUT_REQUESTS

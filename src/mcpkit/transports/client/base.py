@@ -60,8 +60,10 @@ class Inbound(Protocol):
     def closed(self, error: Exception | None) -> None: ...
 
 
+@runtime_checkable
 class ClientTransport(Protocol):
-    """A connection to one MCP server, as the client session drives it."""
+    """A connection to one MCP server, as the client session drives it (a `Client` given
+    an object with all of these members uses it as its transport)."""
 
     kind: str
     """"stdio", "http", "sse", "websocket" or "memory" (for messages and era rules)."""
@@ -85,6 +87,23 @@ class ClientTransport(Protocol):
 
     def describe(self) -> str:
         """A short human description of the peer, for error messages."""
+        ...
+
+
+@runtime_checkable
+class ExchangeTransport(Protocol):
+    """An optional ability: a request sent and answered in the calling task (Streamable
+    HTTP). The session's `exchange` uses it for a caller that waits for one answer anyway
+    (the hub forwarding a call): no task, no pending entry.
+
+    A transport that has it names this Protocol among its bases, so membership is declared
+    where the ability is written; the session checks it once, when it is built.
+    """
+
+    async def exchange(self, message: Outgoing) -> bytes:
+        """POST `message` (a request) and return the encoded response to it. Other messages
+        on the request's stream still go to `Inbound`; failures raise what `send` would
+        report; cancelling the caller closes the request's stream."""
         ...
 
 

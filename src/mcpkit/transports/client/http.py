@@ -49,6 +49,7 @@ from mcpkit.transports.client._aiohttp import (
     response_headers,
 )
 from mcpkit.transports.client.base import (
+    ExchangeTransport,
     HttpStatusError,
     Inbound,
     Outgoing,
@@ -123,7 +124,7 @@ class _StreamState:
     answer: bytes | None = None
 
 
-class StreamableHttpTransport:
+class StreamableHttpTransport(ExchangeTransport):
     """A client's connection to one Streamable HTTP endpoint."""
 
     kind = "http"

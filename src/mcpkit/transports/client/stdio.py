@@ -22,7 +22,7 @@ from anyio.abc import TaskGroup
 from mcpkit.protocol.framing import DEFAULT_MAX_LINE_BYTES
 from mcpkit.protocol.jsonrpc import RequestId
 from mcpkit.transports.client.base import ConnectionClosed, Inbound, MessageTooLarge, Outgoing
-from mcpkit.transports.stdio_client import StdioProcess, StdioProcessError
+from mcpkit.transports.client.process import StdioProcess, StdioProcessError
 
 EXIT_WAIT_S = 2.0
 """How long to wait for the exit code after the child closed its stdout."""

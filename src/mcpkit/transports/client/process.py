@@ -1,4 +1,4 @@
-"""The stdio transport, client side: run a server as a child process, one message a line.
+"""A stdio server as a child process (the client side of stdio): one message a line.
 
     async with StdioProcess(["python", "-m", "my_server"]) as proc:
         await proc.send(b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}')
