@@ -53,7 +53,7 @@ class MemoryTransport:
         self._channel = _ToClient(inbound)
         self._connection = Connection(self._channel)
         self._tg = task_group
-        self.server.notifier.connections.add(self._connection)
+        self.server.engine.open_session(self._connection)
 
     async def send(self, message: Outgoing) -> None:
         if self._connection is None or self._channel is None or self._connection.closed:
@@ -75,4 +75,4 @@ class MemoryTransport:
     async def close(self) -> None:
         if self._connection is not None and not self._connection.closed:
             self._connection.close()
-            self.server.notifier.connections.discard(self._connection)
+            self.server.engine.close_session(self._connection)
