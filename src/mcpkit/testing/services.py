@@ -37,7 +37,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO, Self
 
-from mcpkit.errors import InvalidArgument, PeerError, TransportError, UsageError
+from mcpkit.errors import InvalidArgument, PeerError, Timeout, TransportError, UsageError
 
 __all__ = [
     "HOST",
@@ -74,7 +74,7 @@ class ServiceUnavailable(UsageError, RuntimeError):
     which test fixtures turn into a skip locally and a failure in CI."""
 
 
-class _PastDeadline(TimeoutError):
+class _PastDeadline(Timeout):
     """A readiness poll ran past its deadline (caught, as any TimeoutError of the poll, by
     the launcher, which says what)."""
 
