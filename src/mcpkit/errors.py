@@ -37,6 +37,7 @@
     │   │   ├── SessionLimitReached   a server refusing a session (SessionPoolFull, …)
     │   │   └── HubRequestError  the hub's REST API refused (its command-line client)
     │   ├── DecodeFailure        a message that does not decode (what to answer is in it)
+    │   ├── EventTooLarge        an SSE event over the parser's limit (also ValueError)
     │   ├── UpstreamUnavailable, UpstreamDown, CatalogTooLarge    a hub's upstream server
     │   ├── ApiError             a hub REST API error answer (also Starlette's HTTPException)
     │   ├── AdapterError         a model's tool call that is not a valid call (also ValueError)
