@@ -5,6 +5,7 @@ processes and sockets are caught as `McpkitError` with the foreign cause kept.""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import socket
@@ -186,3 +187,173 @@ async def test_timeout_is_an_mcpkit_error() -> None:
     assert isinstance(caught.value, mcpkit.RequestTimeout)
     assert isinstance(caught.value, mcpkit.Timeout) and isinstance(caught.value, TimeoutError)
     assert "tools/call" in str(caught.value)
+
+
+# --- no bare builtin raise: each one left states why --------------------------------------
+
+BUILTIN_RAISES = frozenset({
+    "ValueError", "TypeError", "RuntimeError", "KeyError", "LookupError", "Exception",
+    "OSError", "ConnectionError", "TimeoutError",
+})
+"""The builtins mcpkit raises its own subclass of instead (`InvalidArgument` for ValueError,
+`InvalidArgumentType` for TypeError, `InvalidState` for RuntimeError, …)."""
+ALLOW_MARKER = "# builtin:"
+"""On the raise's line or the line above, followed by the reason: a library's contract wants
+the builtin, or it is caught at once in the same module, or it is an assert-like invariant."""
+
+
+def unexplained_builtin_raises(source: str) -> list[tuple[int, str]]:
+    """(line, exception name) of every `raise <builtin>` / `raise <builtin>(…)` in `source`
+    without `ALLOW_MARKER` on its line or the line above."""
+    lines = source.splitlines()
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Raise) or node.exc is None:
+            continue
+        raised = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+        if not isinstance(raised, ast.Name) or raised.id not in BUILTIN_RAISES:
+            continue
+        nearby = lines[max(0, node.lineno - 2) : node.lineno]
+        if not any(ALLOW_MARKER in line for line in nearby):
+            found.append((node.lineno, raised.id))
+    return sorted(found)
+
+
+def test_the_scan_finds_a_builtin_raise_and_honours_the_marker() -> None:
+    source = (
+        "def f(x):\n"
+        "    if x:\n"
+        "        raise ValueError('bad')\n"
+        "    # builtin: caught just below\n"
+        "    raise TypeError\n"
+        "def g():\n"
+        "    raise RuntimeError('x')  # builtin: a library wants it\n"
+        "def h():\n"
+        "    raise KeyError(\n"
+        "        'multi-line')\n"
+        "def i():\n"
+        "    raise InvalidArgument('ours')\n"
+    )
+    assert unexplained_builtin_raises(source) == [(3, "ValueError"), (9, "KeyError")]
+
+
+def test_every_builtin_raise_in_mcpkit_states_its_reason() -> None:
+    """mcpkit raises the tree's classes (which keep the builtin as a base where callers catch
+    it); a builtin raise needs `# builtin: <reason>` so a new one is a decision, not a slip."""
+    unexplained = []
+    allowed = 0
+    for path in sorted(SRC.rglob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        found = unexplained_builtin_raises(source)
+        unexplained += [f"{path.relative_to(SRC.parent)}:{line}: raise {name}"
+                        for line, name in found]
+        allowed += source.count(ALLOW_MARKER)
+    assert not unexplained, (
+        "raise mcpkit's own exception (mcpkit.errors: InvalidArgument, InvalidArgumentType, "
+        "InvalidState, …) or say why the builtin is needed with "
+        f"'{ALLOW_MARKER} <reason>':\n" + "\n".join(unexplained))
+    assert allowed > 0  # the scan reads the real sources (the few kept ones are marked)
+
+
+def test_usage_branches_keep_their_builtin_bases() -> None:
+    assert issubclass(mcpkit.InvalidArgument, mcpkit.UsageError)
+    assert issubclass(mcpkit.InvalidArgument, ValueError)
+    assert issubclass(mcpkit.InvalidArgumentType, mcpkit.UsageError)
+    assert issubclass(mcpkit.InvalidArgumentType, TypeError)
+    assert issubclass(mcpkit.InvalidState, mcpkit.UsageError)
+    assert issubclass(mcpkit.InvalidState, RuntimeError)
+
+
+# --- behaviour: a bad argument at each public boundary is a UsageError -----------------------
+
+
+def test_client_with_a_url_urlsplit_cannot_split_keeps_the_cause() -> None:
+    with pytest.raises(mcpkit.UsageError) as caught:
+        mcpkit.Client("http://[::1/mcp")
+    assert isinstance(caught.value, mcpkit.InvalidArgument)
+    assert isinstance(caught.value, ValueError)  # what callers caught before the tree
+    assert "http://[::1/mcp" in str(caught.value) and "IPv6" in str(caught.value)
+    cause = caught.value.__cause__
+    assert isinstance(cause, ValueError) and not isinstance(cause, mcpkit.McpkitError)
+
+
+@pytest.mark.parametrize(("target", "kwargs", "kind", "builtin"), [
+    ("server.py", {}, mcpkit.InvalidArgument, ValueError),            # a command as a string
+    ("ftp://127.0.0.1/mcp", {}, mcpkit.InvalidArgument, ValueError),  # a scheme it cannot speak
+    (42, {}, mcpkit.InvalidArgumentType, TypeError),                   # neither URL nor command
+    ("http://127.0.0.1:1/mcp", {"era": "1999-01-01"}, mcpkit.InvalidArgument, ValueError),
+    ("http://127.0.0.1:1/mcp", {"no_such_option": 1}, mcpkit.InvalidArgumentType, TypeError),
+])
+def test_client_arguments_are_usage_errors(target: object, kwargs: dict[str, object],
+                                           kind: type[Exception],
+                                           builtin: type[Exception]) -> None:
+    with pytest.raises(kind) as caught:
+        mcpkit.Client(target, **kwargs)  # type: ignore[arg-type]
+    assert isinstance(caught.value, mcpkit.UsageError) and isinstance(caught.value, builtin)
+
+
+@pytest.mark.anyio
+async def test_client_url_with_a_port_out_of_range_fails_as_a_usage_error() -> None:
+    """The port is read when the transport opens (as before); no connection is attempted."""
+    with anyio.fail_after(LIMIT_S), pytest.raises(mcpkit.InvalidArgument) as caught:
+        async with mcpkit.Client("http://127.0.0.1:99999/mcp"):
+            pass
+    assert "99999" in str(caught.value)
+    assert isinstance(caught.value.__cause__, ValueError)
+
+
+class Opaque:
+    """A parameter type msgspec has no JSON Schema for (module level: the hints of a tool are
+    resolved in its module)."""
+
+
+def test_server_decorators_refuse_what_they_cannot_describe() -> None:
+    server = mcpkit.Server("exception-tree")
+
+    def variadic(*names: str) -> str:
+        return ""
+
+    def opaque(value: Opaque) -> str:
+        return ""
+
+    with pytest.raises(mcpkit.InvalidArgumentType, match=r"\*args/\*\*kwargs"):
+        server.tool()(variadic)
+    with pytest.raises(mcpkit.InvalidArgumentType, match="opaque") as caught:
+        server.tool()(opaque)
+    assert isinstance(caught.value, TypeError)
+    assert isinstance(caught.value.__cause__, TypeError)  # msgspec's
+    assert not isinstance(caught.value.__cause__, mcpkit.McpkitError)
+    with pytest.raises(mcpkit.InvalidArgumentType, match="no parameter for city"):
+        server.resource("weather://{city}")(lambda: "sunny")
+    with pytest.raises(mcpkit.InvalidArgument, match="invalid JSON Schema") as bad_schema:
+        server.add_tool(lambda: "", name="bad", input_schema={"type": 5})
+    assert bad_schema.value.__cause__ is not None
+    assert not server.tools  # nothing half-registered
+
+
+def test_manager_config_errors_are_usage_errors(tmp_path: Path) -> None:
+    from mcpkit.manager.config import ConfigError, ServerConfig
+    from mcpkit.manager.configfile import read_servers
+
+    config = tmp_path / "mcp.json"
+    config.write_text('{"mcpServers": {"bad": {"type": "http", "url": "http://[::1/mcp"}}}')
+    with pytest.raises(mcpkit.UsageError) as caught:
+        read_servers(config, {}, "project")
+    assert isinstance(caught.value, ConfigError) and isinstance(caught.value, ValueError)
+    assert "bad" in str(caught.value) and "http://[::1/mcp" in str(caught.value)
+    assert isinstance(caught.value.__cause__, ValueError)
+    twice = [ServerConfig("same", "stdio", command="true")] * 2
+    with pytest.raises(mcpkit.UsageError, match="duplicate server name"):
+        mcpkit.ServerManager(twice)
+
+
+def test_limits_out_of_range_are_invalid_arguments() -> None:
+    from mcpkit.client.listing import ListLimits
+    from mcpkit.client.session import InboundLimits
+    from mcpkit.manager.budget import cut_text
+    from mcpkit.transports.server.http.replay import ReplayLimits
+
+    for build in (lambda: ListLimits(pages=0), lambda: InboundLimits(requests=0),
+                  lambda: ReplayLimits(total=0), lambda: cut_text("text", 1)):
+        with pytest.raises(mcpkit.InvalidArgument):
+            build()

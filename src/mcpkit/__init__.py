@@ -27,6 +27,9 @@ _EXPORTS = {
     # Client user catches.
     "McpkitError": "mcpkit.errors",
     "UsageError": "mcpkit.errors",
+    "InvalidArgument": "mcpkit.errors",
+    "InvalidArgumentType": "mcpkit.errors",
+    "InvalidState": "mcpkit.errors",
     "PeerError": "mcpkit.errors",
     "TransportError": "mcpkit.errors",
     "Timeout": "mcpkit.errors",
@@ -38,16 +41,26 @@ _EXPORTS = {
     "ConnectionClosed": "mcpkit.transports.client.base",
 }
 
-__all__ = ["Client", "ClientError", "ConnectionClosed", "Context", "McpError", "McpkitError",
-           "PeerError", "ProtocolError", "RequestTimeout", "Server", "ServerError",
-           "ServerManager", "Timeout", "ToolResult", "TransportError", "UsageError",
-           "__version__", "content", "types"]
+__all__ = ["Client", "ClientError", "ConnectionClosed", "Context", "InvalidArgument",
+           "InvalidArgumentType", "InvalidState", "McpError", "McpkitError", "PeerError",
+           "ProtocolError", "RequestTimeout", "Server", "ServerError", "ServerManager",
+           "Timeout", "ToolResult", "TransportError", "UsageError", "__version__", "content",
+           "types"]
 
 if TYPE_CHECKING:
     from mcpkit.client.client import Client
     from mcpkit.client.errors import ClientError
     from mcpkit.client.session import RequestTimeout, ServerError
-    from mcpkit.errors import McpkitError, PeerError, Timeout, TransportError, UsageError
+    from mcpkit.errors import (
+        InvalidArgument,
+        InvalidArgumentType,
+        InvalidState,
+        McpkitError,
+        PeerError,
+        Timeout,
+        TransportError,
+        UsageError,
+    )
     from mcpkit.manager.manager import ServerManager
     from mcpkit.protocol import types
     from mcpkit.protocol.errors import McpError, ProtocolError

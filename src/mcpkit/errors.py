@@ -4,6 +4,13 @@
     McpkitError                  the root: `except mcpkit.McpkitError` catches all of mcpkit
     ├── UsageError               this program used mcpkit wrongly: a bad argument, setting,
     │   │                        config file or call order. Fix the calling code or config.
+    │   ├── InvalidArgument      a bad value for an mcpkit API: a constructor argument, a
+    │   │                        limit, a target URL (also ValueError)
+    │   ├── InvalidArgumentType  an argument of the wrong kind: a target that is neither URL
+    │   │                        nor command, an unknown keyword, a function a decorator
+    │   │                        cannot describe (also TypeError)
+    │   ├── InvalidState         a call made in the wrong state: before `async with`, after
+    │   │                        close, during shutdown (also RuntimeError)
     │   ├── LocalError           a bad argument to an mcpkit API, with a JSON-RPC code
     │   │   └── LimitError, HeadLimitError, WebSocketLimitError, ListenError (server limits
     │   │       and listening address)
@@ -30,6 +37,7 @@
     │   │   ├── SessionLimitReached   a server refusing a session (SessionPoolFull, …)
     │   │   └── HubRequestError  the hub's REST API refused (its command-line client)
     │   ├── DecodeFailure        a message that does not decode (what to answer is in it)
+    │   ├── EventTooLarge        an SSE event over the parser's limit (also ValueError)
     │   ├── UpstreamUnavailable, UpstreamDown, CatalogTooLarge    a hub's upstream server
     │   ├── ApiError             a hub REST API error answer (also Starlette's HTTPException)
     │   ├── AdapterError         a model's tool call that is not a valid call (also ValueError)
@@ -53,6 +61,11 @@ catches `McpkitError`, or, to tell the faults apart, `McpError` (the server's er
 answer; `ServerError` for a request), `TransportError` and `Timeout`; all are exported from
 `mcpkit`.
 
+mcpkit raises no bare builtin exception: a bad argument is an `InvalidArgument` (so
+`except ValueError` still catches it), a foreign one is mapped where it enters. The few
+builtin raises left carry a `# builtin: <reason>` comment (a library's contract requires the
+builtin, or it is caught at once in the same module); tests/test_exception_tree.py keeps it so.
+
 Exceptions used only for control flow inside mcpkit, which never reach a caller, are private
 (their names start with an underscore) and need not derive from this tree. Foreign exceptions
 (OSError, aiohttp's, SQLAlchemy's, …) are mapped once, where mcpkit meets the library, with
@@ -63,7 +76,8 @@ This module imports nothing: the protocol layer, which does no IO, builds on it.
 
 from __future__ import annotations
 
-__all__ = ["McpkitError", "PeerError", "Timeout", "TransportError", "UsageError"]
+__all__ = ["InvalidArgument", "InvalidArgumentType", "InvalidState", "McpkitError", "PeerError",
+           "Timeout", "TransportError", "UsageError"]
 
 
 class McpkitError(Exception):
@@ -72,6 +86,20 @@ class McpkitError(Exception):
 
 class UsageError(McpkitError):
     """This program used mcpkit wrongly: a bad argument, setting, config or call order."""
+
+
+class InvalidArgument(UsageError, ValueError):
+    """A bad value given to an mcpkit API (a constructor argument, a limit, a setting, a
+    target); also a ValueError, which is what callers caught before the tree."""
+
+
+class InvalidArgumentType(UsageError, TypeError):
+    """An argument of a kind the mcpkit API does not take; also a TypeError."""
+
+
+class InvalidState(UsageError, RuntimeError):
+    """An mcpkit object used in a state that does not allow the call (not started, already
+    running, shutting down); also a RuntimeError."""
 
 
 class PeerError(McpkitError):

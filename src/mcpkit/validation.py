@@ -27,6 +27,7 @@ from functools import cache
 from typing import Any
 
 from mcpkit import schema_patterns
+from mcpkit.errors import InvalidArgument
 from mcpkit.schema_patterns import PatternPolicy
 
 MAX_ERRORS = 5
@@ -96,7 +97,7 @@ class SchemaValidator:
             dialect = self.schema.get("$schema") or ""
             cls_name = _DIALECTS.get(str(dialect).rstrip("#"))
             if cls_name is None:
-                raise ValueError(f"unsupported JSON Schema dialect: {dialect}")
+                raise InvalidArgument(f"unsupported JSON Schema dialect: {dialect}")
             cls = _bounded_class(cls_name, self.patterns)
             cls.check_schema(self.schema)
             if self.patterns is PatternPolicy.REFUSE:
@@ -104,6 +105,7 @@ class SchemaValidator:
                     schema_patterns.check_supported(pattern)
 
             def refuse_remote(uri: str) -> Any:
+                # builtin: referencing wraps what `retrieve` raises in its Unretrievable
                 raise LookupError(f"remote $ref {uri!r} is not fetched")
 
             registry: Any = Registry(retrieve=refuse_remote)  # type: ignore[call-arg]
@@ -144,12 +146,12 @@ def _cut(problem: str) -> str:
 
 
 def check_schema(schema: dict[str, Any]) -> None:
-    """Raise `ValueError` if `schema` is not a valid schema of its dialect (or has a pattern
-    RE2 cannot run)."""
+    """Raise `InvalidArgument` (a ValueError) if `schema` is not a valid schema of its
+    dialect (or has a pattern RE2 cannot run)."""
     try:
         SchemaValidator(schema)._compiled()
     except Exception as exc:
-        raise ValueError(f"invalid JSON Schema: {exc}") from exc
+        raise InvalidArgument(f"invalid JSON Schema: {exc}") from exc
 
 
 def _count_values(value: Any) -> int:
@@ -168,7 +170,7 @@ def _count_values(value: Any) -> int:
 def _patterns_in(node: Any, depth: int) -> Iterator[str]:
     """Every `pattern` value and `patternProperties` key in a schema (bounded in depth)."""
     if depth > 200:
-        raise ValueError("schema nested more than 200 levels deep")
+        raise InvalidArgument("schema nested more than 200 levels deep")
     if isinstance(node, dict):
         pattern = node.get("pattern")
         if isinstance(pattern, str):

@@ -39,6 +39,7 @@ from mcpkit.client.results import as_dict, typed
 from mcpkit.client.sending import Sender
 from mcpkit.client.session import ClientSession, ProgressCallback, ServerError, Timeouts
 from mcpkit.client.targets import ConnectOptions, kind_of, make_transport
+from mcpkit.errors import InvalidArgument, Timeout
 from mcpkit.protocol import errors, types
 from mcpkit.protocol.versions import MODERN_VERSIONS, Era
 from mcpkit.transports.client.base import ClientTransport, ConnectionClosed
@@ -155,7 +156,7 @@ class Client:
             raise
         if deadline.cancelled_caught:
             await self.close()
-            raise TimeoutError(
+            raise Timeout(
                 f"connecting to {self.describe()} took longer than {seconds:g} s")
 
     async def close(self) -> None:
@@ -363,7 +364,7 @@ class Client:
         """Legacy: `logging/setLevel`. Modern: sent as `_meta.logLevel` on every request
         from now on (the modern era has no session to hold it)."""
         if level not in types.LoggingLevel.__args__:  # type: ignore[attr-defined]
-            raise ValueError(f"unknown log level {level!r}")
+            raise InvalidArgument(f"unknown log level {level!r}")
         self.log_level = level
         if self.era is Era.LEGACY:
             await self.request("logging/setLevel", {"level": level})

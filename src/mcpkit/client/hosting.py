@@ -15,6 +15,8 @@ import contextlib
 import anyio
 from anyio.abc import TaskGroup
 
+from mcpkit.errors import InvalidState
+
 EXIT_GRACE_S = 5.0
 """How long `close()` waits for the hosted tasks to finish after cancelling them."""
 
@@ -32,13 +34,13 @@ class HostedTaskGroup:
     @property
     def group(self) -> TaskGroup:
         if self._group is None:
-            raise RuntimeError("the hosted task group is not running")
+            raise InvalidState("the hosted task group is not running")
         return self._group
 
     async def open(self) -> TaskGroup:
         """Start the host task; returns once its task group accepts tasks."""
         if self._host is not None:
-            raise RuntimeError("the hosted task group is already running")
+            raise InvalidState("the hosted task group is already running")
         ready = anyio.Event()
         self._stop = anyio.Event()
         self._host = asyncio.get_running_loop().create_task(self._run(ready))

@@ -24,6 +24,7 @@ from typing import Any
 import msgspec
 
 from mcpkit.client.errors import ClientError
+from mcpkit.errors import InvalidArgument
 from mcpkit.protocol import errors
 
 MAX_LIST_PAGES = 1000
@@ -51,7 +52,7 @@ class ListLimits:
 
     def __post_init__(self) -> None:
         if min(self.pages, self.items, self.bytes, self.cursor_bytes) < 1:
-            raise ValueError("ListLimits: every bound must be at least 1")
+            raise InvalidArgument("ListLimits: every bound must be at least 1")
 
 
 @dataclass(slots=True)

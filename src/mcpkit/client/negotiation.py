@@ -32,6 +32,7 @@ from mcpkit.client.errors import IncompatibleServer
 from mcpkit.client.results import as_dict, implementation, str_or_none
 from mcpkit.client.session import RequestTimeout, ServerError, Timeouts
 from mcpkit.client.targets import make_url_transport, server_key
+from mcpkit.errors import InvalidArgument
 from mcpkit.protocol import errors, types
 from mcpkit.protocol.versions import (
     LATEST_LEGACY_VERSION,
@@ -80,16 +81,16 @@ def pinned(era: str, version: str | None = None) -> tuple[Era | None, str | None
         return (None if era == "auto" else Era(era)), None
     of_version = era_of(version)
     if of_version is None:
-        raise ValueError(f"unknown protocol version {version!r} (era is 'auto', 'modern', "
+        raise InvalidArgument(f"unknown protocol version {version!r} (era is 'auto', 'modern', "
                          f"'legacy' or a protocol version such as {LATEST_LEGACY_VERSION})")
     if era != "auto" and of_version.value != era:
-        raise ValueError(f"version {version} is not of the {era} era")
+        raise InvalidArgument(f"version {version} is not of the {era} era")
     return of_version, version
 
 
 def _checked_version(era: str, version: str | None) -> str:
     if version is not None and version != era:
-        raise ValueError(f"era={era!r} and version={version!r} disagree")
+        raise InvalidArgument(f"era={era!r} and version={version!r} disagree")
     return era
 
 

@@ -33,6 +33,7 @@ from mcpkit.client.responders import Responders
 from mcpkit.client.session import InboundLimits, Timeouts
 from mcpkit.client.targets import ConnectOptions
 from mcpkit.client.tasks import EXTENSION as TASKS_EXTENSION
+from mcpkit.errors import InvalidArgument, InvalidArgumentType
 
 MAX_INPUT_ROUNDS = 10
 """`input_required` rounds of one modern request before the client gives up."""
@@ -134,7 +135,7 @@ def settle(groups: dict[str, Any], bearer_token: str | None,
     changes: dict[str, dict[str, Any]] = {}
     for name, value in old.items():
         if name not in OLD_KEYWORDS:
-            raise TypeError(f"Client() got an unexpected keyword argument {name!r}")
+            raise InvalidArgumentType(f"Client() got an unexpected keyword argument {name!r}")
         group, attribute = OLD_KEYWORDS[name]
         warnings.warn(
             f"Client({name}=…) is deprecated and will be removed in the next release: "
@@ -162,7 +163,7 @@ def _with_token(connect: ConnectOptions, bearer_token: str | None) -> ConnectOpt
     if bearer_token is None:
         return connect
     if connect.bearer_token not in (None, bearer_token):
-        raise ValueError("two bearer tokens: give it once, as bearer_token= or in connect=")
+        raise InvalidArgument("two bearer tokens: give it once, as bearer_token= or in connect=")
     return dataclasses.replace(connect, bearer_token=bearer_token)
 
 

@@ -35,7 +35,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from mcpkit.client.origin import current_origin, request_origin
-from mcpkit.errors import Timeout
+from mcpkit.errors import InvalidArgument, InvalidState, Timeout
 from mcpkit.protocol import errors, jsonrpc
 from mcpkit.protocol.jsonrpc import RequestId
 from mcpkit.transports.client.base import (
@@ -124,7 +124,7 @@ class InboundLimits:
 
     def __post_init__(self) -> None:
         if min(self.requests, self.notifications, self.refusal_bytes) < 1:
-            raise ValueError("InboundLimits: every limit must be at least 1")
+            raise InvalidArgument("InboundLimits: every limit must be at least 1")
 
 
 @dataclass(slots=True, eq=False)
@@ -728,7 +728,7 @@ class ClientSession:
 
     def _spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         if self._tg is None:
-            raise RuntimeError("ClientSession is not open")
+            raise InvalidState("ClientSession is not open")
         self._tg.start_soon(fn, *args)
 
 

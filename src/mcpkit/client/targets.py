@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
+from mcpkit.errors import InvalidArgument, InvalidArgumentType
 from mcpkit.transports.client.base import ClientTransport
 
 URL_KINDS = {"http": "http", "https": "http", "ws": "websocket", "wss": "websocket"}
@@ -53,17 +54,18 @@ def is_url(target: object) -> bool:
 def kind_of(target: object, options: ConnectOptions) -> str:
     if options.kind is not None:
         if options.kind not in KINDS:
-            raise ValueError(f"unknown transport {options.kind!r}; use one of {', '.join(KINDS)}")
+            raise InvalidArgument(
+                f"unknown transport {options.kind!r}; use one of {', '.join(KINDS)}")
         return options.kind
     if isinstance(target, str):
         if not is_url(target):
-            raise ValueError(
+            raise InvalidArgument(
                 f"{target!r} is not a URL; to run a command, pass it as a list: "
                 f"Client([{target!r}, ...])"
             )
-        scheme = urllib.parse.urlsplit(target).scheme.lower()
+        scheme = _split(target).scheme.lower()
         if scheme not in URL_KINDS:
-            raise ValueError(f"unsupported URL scheme {scheme!r} in {target!r}")
+            raise InvalidArgument(f"unsupported URL scheme {scheme!r} in {target!r}")
         return URL_KINDS[scheme]
     if isinstance(target, Sequence):
         return "stdio"
@@ -71,9 +73,18 @@ def kind_of(target: object, options: ConnectOptions) -> str:
         return "memory"
     if _is_transport(target):
         return str(target.kind)
-    raise TypeError(
+    raise InvalidArgumentType(
         f"cannot connect to {target!r}: pass a URL, a command list, a Server or a transport"
     )
+
+
+def _split(url: str) -> urllib.parse.SplitResult:
+    """`urlsplit(url)`; a URL it cannot split (such as "http://[::1/mcp") is the caller's
+    `InvalidArgument`, with urlsplit's ValueError as its cause."""
+    try:
+        return urllib.parse.urlsplit(url)
+    except ValueError as exc:
+        raise InvalidArgument(f"{url!r} is not a valid URL: {exc}") from exc
 
 
 def make_transport(target: object, kind: str, options: ConnectOptions) -> ClientTransport:
@@ -83,7 +94,8 @@ def make_transport(target: object, kind: str, options: ConnectOptions) -> Client
         from mcpkit.transports.client.stdio import StdioTransport
 
         if isinstance(target, str) or not isinstance(target, Sequence):
-            raise TypeError("a stdio server is a command list, e.g. ['python', 'server.py']")
+            raise InvalidArgumentType(
+                "a stdio server is a command list, e.g. ['python', 'server.py']")
         return StdioTransport([str(part) for part in target], env=child_environment(options),
                               cwd=options.cwd)
     if kind == "memory":
@@ -91,7 +103,7 @@ def make_transport(target: object, kind: str, options: ConnectOptions) -> Client
 
         return MemoryTransport(target)  # type: ignore[arg-type]
     if not isinstance(target, str):
-        raise TypeError(f"a {kind} server is named by its URL")
+        raise InvalidArgumentType(f"a {kind} server is named by its URL")
     return make_url_transport(target, kind, options)
 
 
@@ -128,14 +140,14 @@ def make_url_transport(url: str, kind: str, options: ConnectOptions) -> ClientTr
         from mcpkit.transports.client.websocket import WebSocketTransport
 
         return WebSocketTransport(url, **common)
-    raise ValueError(f"a URL cannot be served over {kind!r}")
+    raise InvalidArgument(f"a URL cannot be served over {kind!r}")
 
 
 def server_key(target: object, kind: str, options: ConnectOptions) -> str:
     """What identifies "the same server" for the era cache: origin + path for URLs, the
     command line and directory for stdio, the object for in-memory servers."""
     if isinstance(target, str):
-        parts = urllib.parse.urlsplit(target)
+        parts = _split(target)
         return f"{kind}:{parts.scheme}://{parts.netloc}{parts.path}"
     if kind == "stdio" and isinstance(target, Sequence):
         return f"stdio:{options.cwd or ''}:{' '.join(map(str, target))}"

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcpkit.errors import InvalidArgument
 from mcpkit.protocol import errors
 
 DEFAULT_TASK = "default"
@@ -81,7 +82,7 @@ class Scopes:
 
     def __init__(self, base_dir: Path | None = None, max_tasks: int = MAX_TASKS) -> None:
         if max_tasks < 1:
-            raise ValueError("max_tasks must be at least 1")
+            raise InvalidArgument("max_tasks must be at least 1")
         self.max_tasks = max_tasks
         self._base_dir = base_dir
         self._cleanup: weakref.finalize[Any, Any] | None = None

@@ -191,7 +191,7 @@ def _fernet(key: str | bytes, index: int) -> Fernet:
     raw = key.encode("ascii", "replace") if isinstance(key, str) else key
     try:
         if len(base64.urlsafe_b64decode(raw)) != 32:
-            raise ValueError
+            raise ValueError  # builtin: caught just below, with b64decode's, as a CredentialError
         return Fernet(raw)
     except (ValueError, TypeError):
         raise CredentialError(

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from redis.exceptions import RedisError
 
+from mcpkit.errors import InvalidArgument
+
 if TYPE_CHECKING:
     from redis.asyncio import Redis
     from redis.commands.core import AsyncScript
@@ -81,7 +83,7 @@ class Bucket:
 
     def __post_init__(self) -> None:
         if self.per_minute < 1 or self.burst < 1:
-            raise ValueError("a rate limit needs a rate and a burst above 0")
+            raise InvalidArgument("a rate limit needs a rate and a burst above 0")
 
     @property
     def per_second(self) -> float:

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from mcpkit.errors import InvalidArgument
+
 DEFAULT_REFRESHES_PER_USER = 2
 
 
@@ -34,7 +36,7 @@ class RefreshSlots:
 
     def __init__(self, total: int, per_user: int = DEFAULT_REFRESHES_PER_USER) -> None:
         if total < 1 or per_user < 1:
-            raise ValueError("refresh slots: total and per_user must be at least 1")
+            raise InvalidArgument("refresh slots: total and per_user must be at least 1")
         self.total = total
         self.per_user = min(per_user, total)
         self._process = anyio.Semaphore(total)

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+from mcpkit.errors import InvalidArgument
 from mcpkit.protocol.errors import INTERNAL_ERROR, McpError
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -45,13 +46,13 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 
 
 def check_hub_url(url: str) -> str:
-    """The hub's base URL without a trailing slash; `ValueError` (the message names the
-    problem) for anything but http(s)://host[:port][/prefix]."""
+    """The hub's base URL without a trailing slash; `InvalidArgument`, a ValueError (the
+    message names the problem), for anything but http(s)://host[:port][/prefix]."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"--hub: {url!r} is not an http:// or https:// URL")
+        raise InvalidArgument(f"--hub: {url!r} is not an http:// or https:// URL")
     if parts.query or parts.fragment:
-        raise ValueError("--hub: give the hub's address without a query or fragment")
+        raise InvalidArgument("--hub: give the hub's address without a query or fragment")
     return url.rstrip("/")
 
 

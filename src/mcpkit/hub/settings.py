@@ -325,6 +325,7 @@ def _flag(text: str) -> bool:
         return True
     if word in FALSE_WORDS:
         return False
+    # builtin: a parser's contract, like int()'s (the caller makes it a SettingsError)
     raise ValueError(text)
 
 

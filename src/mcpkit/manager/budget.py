@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import msgspec
 
+from mcpkit.errors import InvalidArgument
 from mcpkit.protocol import types
 
 MIN_LIMIT = 200
@@ -47,15 +48,21 @@ def _tail(text: str, size: int) -> str:
     return tail
 
 
+def _check_limit(limit: int) -> None:
+    if limit < MIN_LIMIT:
+        raise InvalidArgument(
+            f"an output limit must be at least {MIN_LIMIT} characters, not {limit}")
+
+
 def cut_text(text: str, limit: int) -> str:
     """`text` itself when at most `limit` characters, else its head and tail around a marker.
 
     The result, marker included, is at most `limit` characters: about 2/3 of the kept text
     comes from the beginning and 1/3 from the end, each cut moved to a line boundary when
-    one is within a fifth of the kept part. `limit` below `MIN_LIMIT` is a ValueError.
+    one is within a fifth of the kept part. `limit` below `MIN_LIMIT` is an
+    `InvalidArgument` (a ValueError).
     """
-    if limit < MIN_LIMIT:
-        raise ValueError(f"an output limit must be at least {MIN_LIMIT} characters, not {limit}")
+    _check_limit(limit)
     total = len(text)
     if total <= limit:
         return text
@@ -145,8 +152,7 @@ def apply_budget(result: types.CallToolResult, limit: int) -> types.CallToolResu
 
     The input is never modified; a changed result is a new `CallToolResult`.
     """
-    if limit < MIN_LIMIT:
-        raise ValueError(f"an output limit must be at least {MIN_LIMIT} characters, not {limit}")
+    _check_limit(limit)
     content = _cut_blocks(result.content, limit)
     structured = result.structured_content
     if structured is not msgspec.UNSET and structured is not None:

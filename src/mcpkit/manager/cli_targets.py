@@ -310,7 +310,11 @@ def _longest_first(values: Iterable[str | None]) -> tuple[str, ...]:
 def _url_target(args: argparse.Namespace, url: str) -> Target:
     from mcpkit.manager.cli_render import looks_secret, mask_url
 
-    parts = urlsplit(url)
+    try:  # urlsplit and .port raise ValueError: an unclosed IPv6 bracket, a port over 65535
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise CliError(f"{mask_url(url)} is not a valid URL: {exc}") from exc
     scheme = parts.scheme.lower()
     kind = args.transport or ("ws" if scheme in ("ws", "wss") else "http")
     if scheme not in URL_SCHEMES[kind]:
@@ -329,7 +333,7 @@ def _url_target(args: argparse.Namespace, url: str) -> Target:
     environ: dict[str, str] = dict(os.environ)
     if token is not None:
         environ[BEARER_ENV] = token
-    name = sanitize(f"{parts.hostname}-{parts.port}" if parts.port else parts.hostname)[:64]
+    name = sanitize(f"{parts.hostname}-{port}" if port else parts.hostname)[:64]
     config = ServerConfig(name=name, type=kind, url=url, headers=headers,
                           bearer_token_env_var=BEARER_ENV if token else None,
                           required=False, scope="command line")

@@ -169,7 +169,7 @@ def _transport_of(entry: dict[str, Any], prefix: str) -> str:
         if "command" in entry:
             return "stdio"
         url = entry.get("url")
-        if isinstance(url, str) and urlsplit(url).scheme.lower() in ("ws", "wss"):
+        if isinstance(url, str) and _scheme(url, prefix) in ("ws", "wss"):
             return "ws"
         if "url" in entry:
             return "http"
@@ -194,11 +194,20 @@ def _check_target(config: ServerConfig, prefix: str) -> None:
         raise ConfigError(f"{prefix}: a {config.type} server has a \"url\", not a \"command\"")
     if not config.url:
         raise ConfigError(f"{prefix}: a {config.type} server needs a \"url\"")
-    scheme = urlsplit(config.url).scheme.lower()
+    scheme = _scheme(config.url, prefix)
     wanted = ("ws", "wss") if config.type == "ws" else ("http", "https")
     if scheme not in wanted:
         raise ConfigError(f"{prefix}: a {config.type} url starts with "
                           f"{' or '.join(s + '://' for s in wanted)}, not {config.url!r}")
+
+
+def _scheme(url: str, prefix: str) -> str:
+    """The lower-case scheme of `url`; a URL urlsplit cannot split (e.g. "http://[::1/mcp",
+    an unclosed IPv6 bracket) is a ConfigError, urlsplit's ValueError its cause."""
+    try:
+        return urlsplit(url).scheme.lower()
+    except ValueError as exc:
+        raise ConfigError(f"{prefix}: {url!r} is not a valid URL: {exc}") from exc
 
 
 class _Reader:

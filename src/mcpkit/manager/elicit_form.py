@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from mcpkit.errors import InvalidArgument
 from mcpkit.protocol import errors
 
 DEFAULT_MAX_FIELDS = 32
@@ -207,22 +208,22 @@ def _float(value: Any) -> float | None:
 
 
 def parse_answer(fld: Field, text: str, limits: FormLimits) -> Any:
-    """The value of `text` typed for `fld` (ValueError with what is wrong)."""
+    """The value of `text` typed for `fld` (`InvalidArgument`, a ValueError, with what is wrong)."""
     if len(text) > limits.max_answer:
-        raise ValueError(f"at most {limits.max_answer} characters")
+        raise InvalidArgument(f"at most {limits.max_answer} characters")
     text = text.strip()
     if fld.kind == "boolean":
         if text.lower() in _YES:
             return True
         if text.lower() in _NO:
             return False
-        raise ValueError("answer yes or no")
+        raise InvalidArgument("answer yes or no")
     if fld.kind in ("number", "integer"):
         try:
             number: Any = int(text) if fld.kind == "integer" else float(text)
         except ValueError:
-            raise ValueError(f"enter {'a whole number' if fld.kind == 'integer' else 'a number'}"
-                             ) from None
+            wanted = "a whole number" if fld.kind == "integer" else "a number"
+            raise InvalidArgument(f"enter {wanted}") from None
         return check(fld, number)
     if fld.kind == "choice":
         return check(fld, _choose(fld, text))
@@ -239,37 +240,38 @@ def _choose(fld: Field, text: str) -> str:
             return value
     if text.isdigit() and 1 <= int(text) <= len(fld.options):
         return fld.options[int(text) - 1][0]
-    raise ValueError("choose one of: " + ", ".join(v for v, _ in fld.options[:20]))
+    raise InvalidArgument("choose one of: " + ", ".join(v for v, _ in fld.options[:20]))
 
 
 def check(fld: Field, value: Any) -> Any:
-    """`value` if it is a valid answer for `fld` (ValueError with what is wrong)."""
+    """`value` if it is a valid answer for `fld` (`InvalidArgument`, a ValueError, with
+    what is wrong)."""
     if fld.kind == "boolean":
         if not isinstance(value, bool):
-            raise ValueError("expected true or false")
+            raise InvalidArgument("expected true or false")
         return value
     if fld.kind in ("number", "integer"):
         if isinstance(value, bool) or not isinstance(value, int | float) or (
                 fld.kind == "integer" and not float(value).is_integer()):
             wanted = "a whole number" if fld.kind == "integer" else "a number"
-            raise ValueError(f"expected {wanted}")
+            raise InvalidArgument(f"expected {wanted}")
         if fld.minimum is not None and value < fld.minimum:
-            raise ValueError(f"at least {fld.minimum:g}")
+            raise InvalidArgument(f"at least {fld.minimum:g}")
         if fld.maximum is not None and value > fld.maximum:
-            raise ValueError(f"at most {fld.maximum:g}")
+            raise InvalidArgument(f"at most {fld.maximum:g}")
         return int(value) if fld.kind == "integer" else value
     values = {v for v, _ in fld.options}
     if fld.kind == "choice":
         if value not in values:
-            raise ValueError("choose one of: " + ", ".join(v for v, _ in fld.options[:20]))
+            raise InvalidArgument("choose one of: " + ", ".join(v for v, _ in fld.options[:20]))
         return value
     if fld.kind == "choices":
         if not isinstance(value, list) or any(v not in values for v in value):
-            raise ValueError("choose among: " + ", ".join(v for v, _ in fld.options[:20]))
+            raise InvalidArgument("choose among: " + ", ".join(v for v, _ in fld.options[:20]))
         _check_length(fld, len(value), "choices")
         return value
     if not isinstance(value, str):
-        raise ValueError("expected text")
+        raise InvalidArgument("expected text")
     _check_length(fld, len(value), "characters")
     _check_format(fld.format, value)
     return value
@@ -277,22 +279,22 @@ def check(fld: Field, value: Any) -> Any:
 
 def _check_length(fld: Field, size: int, unit: str) -> None:
     if fld.min_length is not None and size < fld.min_length:
-        raise ValueError(f"at least {fld.min_length} {unit}")
+        raise InvalidArgument(f"at least {fld.min_length} {unit}")
     if fld.max_length is not None and size > fld.max_length:
-        raise ValueError(f"at most {fld.max_length} {unit}")
+        raise InvalidArgument(f"at most {fld.max_length} {unit}")
 
 
 def _check_format(fmt: str | None, value: str) -> None:
     if fmt == "email" and not _EMAIL.match(value):
-        raise ValueError("expected an email address")
+        raise InvalidArgument("expected an email address")
     if fmt == "uri" and not urlsplit(value).scheme:
-        raise ValueError("expected a URI (with a scheme, e.g. https://…)")
+        raise InvalidArgument("expected a URI (with a scheme, e.g. https://…)")
     try:
         if fmt == "date":
             datetime.date.fromisoformat(value)
         elif fmt == "date-time":
             datetime.datetime.fromisoformat(value)
     except ValueError:
-        raise ValueError(f"expected an ISO 8601 {fmt}, e.g. "
-                         + ("2026-01-31" if fmt == "date" else "2026-01-31T12:00:00Z")
-                         ) from None
+        raise InvalidArgument(f"expected an ISO 8601 {fmt}, e.g. "
+                              + ("2026-01-31" if fmt == "date" else "2026-01-31T12:00:00Z")
+                              ) from None

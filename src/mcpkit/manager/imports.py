@@ -436,7 +436,11 @@ def _common_type(raw: dict[str, Any]) -> str | None:
 
 
 def _remote_type(url: str) -> str:
-    return "ws" if urlsplit(url).scheme.lower() in ("ws", "wss") else "http"
+    try:
+        scheme = urlsplit(url).scheme.lower()
+    except ValueError:  # not a URL (e.g. "http://[::1"): our entry check skips it, saying why
+        return "http"
+    return "ws" if scheme in ("ws", "wss") else "http"
 
 
 def _is_number(value: object) -> TypeGuard[int | float]:

@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from mcpkit.errors import InvalidArgument
 from mcpkit.protocol import errors
 
 _SENTINEL = re.compile(r"^=\?base64\?(.*)\?=$", re.DOTALL)
@@ -96,7 +97,8 @@ def header_params(input_schema: Mapping[str, Any]) -> dict[str, tuple[str, ...]]
     """The `x-mcp-header` annotations of a tool schema: header name → property path.
 
     Only statically reachable properties (a chain of `properties` keys) of type string,
-    integer or boolean may be annotated; raises `ValueError` naming the first violation.
+    integer or boolean may be annotated; raises `InvalidArgument` (a ValueError)
+    naming the first violation.
     """
     found: dict[str, tuple[str, ...]] = {}
     _collect_header_params(input_schema, (), found)
@@ -121,11 +123,12 @@ def _collect_header_params(
 
 def _check_annotation(name: Any, prop: Mapping[str, Any], found: Mapping[str, Any]) -> None:
     if not isinstance(name, str) or not _TOKEN.match(name):
-        raise ValueError(f"x-mcp-header {name!r} is not a valid header name token")
+        raise InvalidArgument(f"x-mcp-header {name!r} is not a valid header name token")
     if name.lower() in (n.lower() for n in found):
-        raise ValueError(f"x-mcp-header {name!r} is used twice (case-insensitively)")
+        raise InvalidArgument(f"x-mcp-header {name!r} is used twice (case-insensitively)")
     if prop.get("type") not in ("string", "integer", "boolean"):
-        raise ValueError(f"x-mcp-header {name!r} must annotate a string, integer or boolean")
+        raise InvalidArgument(
+            f"x-mcp-header {name!r} must annotate a string, integer or boolean")
 
 
 def check_param_headers(

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mcpkit.errors import PeerError
+
+
+class EventTooLarge(PeerError, ValueError):
+    """The peer's stream holds an event (or an unfinished line) over `EventParser`'s
+    `max_event_bytes`; the transport reports it as its own `MessageTooLarge`."""
+
 
 def encode_event(
     data: bytes | str,
@@ -64,7 +71,7 @@ class EventParser:
         buf = self._buffer
         buf += chunk
         if len(buf) > self._max:
-            raise ValueError("SSE event exceeds the size limit")
+            raise EventTooLarge("SSE event exceeds the size limit")
         events: list[Event] = []
         start = 0  # where the current line begins
         pos = self._scanned

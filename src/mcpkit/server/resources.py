@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
+from mcpkit.errors import InvalidArgumentType
 from mcpkit.server.signatures import context_param_of
 
 _VAR = re.compile(r"\{([+#]?)([A-Za-z0-9_]+)(\*?)\}")
@@ -138,7 +139,8 @@ def build_template(
     params = set(inspect.signature(fn).parameters)
     missing = [v for v in variables if v not in params]
     if missing:
-        raise TypeError(f"{uri_template}: reader has no parameter for {', '.join(missing)}")
+        raise InvalidArgumentType(
+            f"{uri_template}: reader has no parameter for {', '.join(missing)}")
     extra.setdefault("description", inspect.getdoc(fn))
     return TemplateDef(
         uri_template=uri_template,

@@ -18,6 +18,8 @@ from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
 import msgspec
 
+from mcpkit.errors import InvalidArgumentType
+
 
 @dataclass(slots=True)
 class Signature:
@@ -70,7 +72,8 @@ def signature_of(
     context_param = None
     for param in sig.parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise TypeError(f"{name}: *args/**kwargs parameters cannot be described as a schema")
+            raise InvalidArgumentType(
+                f"{name}: *args/**kwargs parameters cannot be described as a schema")
         annotation = hints.get(param.name, Any)
         if _is_context(annotation, context_type):
             context_param = param.name
@@ -84,7 +87,11 @@ def signature_of(
     struct = msgspec.defstruct(
         _struct_name(name), fields, kw_only=True, forbid_unknown_fields=False
     )
-    return Signature(struct, object_schema(struct), tuple(names), context_param)
+    try:
+        schema = object_schema(struct)
+    except TypeError as exc:  # msgspec: a parameter's type it cannot describe
+        raise InvalidArgumentType(f"{name}: {exc}") from exc
+    return Signature(struct, schema, tuple(names), context_param)
 
 
 def _struct_name(name: str) -> str:

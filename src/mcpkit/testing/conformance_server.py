@@ -101,6 +101,7 @@ def add_content_tools(server: Server) -> None:
 
     def test_error_handling() -> str:
         """Always fails, to test error results."""
+        # builtin: a tool's own failure (any exception), which the server makes an error result
         raise RuntimeError("This tool intentionally returns an error for testing")
 
     for fn in (
@@ -468,6 +469,7 @@ def add_task_tools(server: Server) -> None:
     async def failing_job() -> str:
         """Fails with a tool execution error after about a second."""
         await anyio.sleep(1.0)
+        # builtin: a tool's own failure (any exception), which the task reports as failed
         raise RuntimeError("the job failed")
 
     async def protocol_error_job() -> str:

@@ -37,7 +37,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO, Self
 
-from mcpkit.errors import PeerError, UsageError
+from mcpkit.errors import InvalidArgument, PeerError, Timeout, TransportError, UsageError
 
 __all__ = [
     "HOST",
@@ -72,6 +72,11 @@ _BIND_FAILED = ("Address already in use", "could not bind", "could not create li
 class ServiceUnavailable(UsageError, RuntimeError):
     """The binaries (or, as root, the `postgres` system user) are missing: an install problem,
     which test fixtures turn into a skip locally and a failure in CI."""
+
+
+class _PastDeadline(Timeout):
+    """A readiness poll ran past its deadline (caught, as any TimeoutError of the poll, by
+    the launcher, which says what)."""
 
 
 class ServiceError(PeerError, RuntimeError):
@@ -238,14 +243,14 @@ def _bounded_wait(
     deadline: float,
 ) -> bool:
     """Poll `ready()` until it holds (True), the server exits (False), or `deadline` passes
-    (TimeoutError)."""
+    (`_PastDeadline`)."""
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             return False
         if ready():
             return True
         time.sleep(_POLL_S)
-    raise TimeoutError
+    raise _PastDeadline
 
 
 class _ServiceProcess:
@@ -645,7 +650,7 @@ class PostgresServer(_ServiceProcess):
 def _check_db_name(name: str) -> None:
     """Database names are interpolated into SQL and URLs: plain lower-case identifiers only."""
     if not _DB_NAME.fullmatch(name):
-        raise ValueError(f"database name must match {_DB_NAME.pattern}: {name!r}")
+        raise InvalidArgument(f"database name must match {_DB_NAME.pattern}: {name!r}")
 
 
 def _popen(
@@ -684,7 +689,7 @@ def _read_reply(reader: BinaryIO, depth: int = 0) -> RespReply:
         raise ServiceError("RESP reply nested too deeply")
     line = reader.readline(1 << 20)
     if not line.endswith(b"\r\n"):
-        raise ConnectionError("Redis closed the connection mid-reply")
+        raise TransportError("Redis closed the connection mid-reply")
     kind, body = line[:1], line[1:-2]
     if kind == b"+":
         return body.decode()
@@ -698,7 +703,7 @@ def _read_reply(reader: BinaryIO, depth: int = 0) -> RespReply:
             return None
         data = reader.read(length + 2)
         if len(data) != length + 2:
-            raise ConnectionError("Redis closed the connection mid-reply")
+            raise TransportError("Redis closed the connection mid-reply")
         return data[:-2]
     if kind == b"*":
         count = int(body)

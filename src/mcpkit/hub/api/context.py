@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from fastapi import Request
 
+from mcpkit.errors import InvalidState
 from mcpkit.hub.catalog import fetch_catalog
 from mcpkit.hub.crypto import SecretBox
 from mcpkit.hub.metrics import HubMetrics
@@ -99,5 +100,5 @@ class HubContext:
 def hub_context(request: Request) -> HubContext:
     context = getattr(request.app.state, "hub", None)
     if not isinstance(context, HubContext):  # only before the lifespan ran: a wiring bug
-        raise RuntimeError("the hub app is not started (its lifespan did not run)")
+        raise InvalidState("the hub app is not started (its lifespan did not run)")
     return context

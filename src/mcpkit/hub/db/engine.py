@@ -36,6 +36,8 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 
+from mcpkit.errors import InvalidArgument
+
 DATA_ENV = "MCPKIT_HUB_DATA"
 DATABASE_URL_ENV = "MCPKIT_HUB_DATABASE_URL"
 SQLITE_BUSY_TIMEOUT_MS = 10_000
@@ -64,12 +66,13 @@ def default_database_url() -> str:
 
 def async_url(database_url: str | URL) -> URL:
     """The URL with the async driver the hub uses when none is named: `postgresql://…` means
-    asyncpg and `sqlite://…` aiosqlite. `ValueError` for what is not a database URL."""
+    asyncpg and `sqlite://…` aiosqlite. `InvalidArgument` (a ValueError) for what is not a
+    database URL."""
     try:
         url = make_url(database_url)
     except ArgumentError:
-        raise ValueError("not a database URL (sqlite+aiosqlite:///PATH or "
-                         "postgresql+asyncpg://USER@HOST/DB)") from None
+        raise InvalidArgument("not a database URL (sqlite+aiosqlite:///PATH or "
+                              "postgresql+asyncpg://USER@HOST/DB)") from None
     if "+" not in url.drivername:
         url = url.set(drivername=ASYNC_DRIVERS.get(url.drivername, url.drivername))
     return url
@@ -81,7 +84,8 @@ def is_sqlite(url: str | URL) -> bool:
 
 def make_engine(database_url: str | None = None, *, echo: bool = False) -> AsyncEngine:
     """An async engine for `database_url` (default: `default_database_url()`; a URL without a
-    driver gets the async one, see `async_url`); `ValueError` for a URL the hub cannot use.
+    driver gets the async one, see `async_url`); `InvalidArgument` (a ValueError) for a URL
+    the hub cannot use.
 
     A SQLite file and its directory are created (modes 0600 and 0700) if missing. The caller
     disposes of the engine (`await engine.dispose()`).
@@ -102,8 +106,8 @@ def make_engine(database_url: str | None = None, *, echo: bool = False) -> Async
                 pool_pre_ping=True,
             )
     except (ArgumentError, InvalidRequestError) as error:
-        raise ValueError(f"unsupported database URL {url.drivername}://… ({error})") from None
-    raise ValueError(f"the hub keeps its registry in SQLite or PostgreSQL, not {backend}")
+        raise InvalidArgument(f"unsupported database URL {url.drivername}://… ({error})") from None
+    raise InvalidArgument(f"the hub keeps its registry in SQLite or PostgreSQL, not {backend}")
 
 
 def session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
@@ -158,5 +162,5 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
 def _sqlite_on_begin(connection: Connection) -> None:
     mode = connection.get_execution_options().get(SQLITE_BEGIN_OPTION, "DEFERRED")
     if mode not in ("DEFERRED", "IMMEDIATE", "EXCLUSIVE"):
-        raise ValueError(f"{SQLITE_BEGIN_OPTION}: {mode!r} is not a SQLite transaction mode")
+        raise InvalidArgument(f"{SQLITE_BEGIN_OPTION}: {mode!r} is not a SQLite transaction mode")
     connection.exec_driver_sql(f"BEGIN {mode}")

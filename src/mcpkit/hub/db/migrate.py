@@ -47,6 +47,7 @@ def alembic_config(connection: Connection | None = None) -> Config:
 def head_revision() -> str:
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     if head is None:  # pragma: no cover - the package ships its revisions
+        # builtin: an invariant, like an assert
         raise RuntimeError(f"no migrations in {MIGRATIONS_DIR}")
     return head
 

@@ -46,6 +46,8 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
+from mcpkit.errors import InvalidArgument
+
 TRANSPORTS = ("http", "sse", "ws", "stdio")
 HEALTH_STATUSES = ("unknown", "healthy", "unhealthy")
 AUDIT_OUTCOMES = ("ok", "tool_error", "error", "denied", "timeout")
@@ -86,7 +88,7 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         if value.tzinfo is None:
-            raise ValueError("naive datetime: the hub stores timezone-aware UTC times only")
+            raise InvalidArgument("naive datetime: the hub stores timezone-aware UTC times only")
         return value.astimezone(UTC)
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:

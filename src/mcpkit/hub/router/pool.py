@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import anyio
 
 from mcpkit.client import Client
+from mcpkit.errors import InvalidState
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store import Store, UpstreamRecord
 from mcpkit.hub.upstream_client import UpstreamEvents, upstream_client
@@ -84,7 +85,7 @@ class UpstreamPool:
                 self._entries.pop(upstream.id, None)
                 await _close_quietly(entry.client)
             if self._closed:
-                raise RuntimeError("the hub is shutting down")
+                raise InvalidState("the hub is shutting down")
             client = await self._connect(upstream)
             self._entries[upstream.id] = _Entry(upstream.version, client, time.monotonic())
             return client

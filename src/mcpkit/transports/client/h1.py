@@ -42,7 +42,7 @@ import httptools
 from aiohttp.abc import AbstractResolver
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from mcpkit.errors import TransportError
+from mcpkit.errors import InvalidArgument, TransportError
 
 MAX_HEAD_BYTES = 64 * 1024
 HIGH_WATER = 1024 * 1024
@@ -306,12 +306,16 @@ class H1Client:
         max_idle: int = DEFAULT_MAX_IDLE,
         user_agent: str = "mcpkit",
     ) -> None:
-        parts = urlsplit(url)
+        try:  # urlsplit and .port raise ValueError for a malformed URL or port
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError as exc:
+            raise InvalidArgument(f"{url!r} is not a valid URL: {exc}") from exc
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {url!r}")
+            raise InvalidArgument(f"not an http(s) URL: {url!r}")
         self.url = url
         self.host = parts.hostname
-        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.port = port or (443 if parts.scheme == "https" else 80)
         self.ssl: ssl.SSLContext | None = None
         if parts.scheme == "https":
             self.ssl = ssl_context or ssl.create_default_context()
@@ -417,7 +421,7 @@ def _header_block(headers: Mapping[str, str] | Iterable[tuple[str, str]], length
         if name.lower() in _OWN_HEADERS:
             continue  # framing is this client's: a caller's copy could split the request
         if "\r" in value or "\n" in value or "\r" in name or "\n" in name or ":" in name:
-            raise ValueError(f"header {name!r} has a line break or a colon where it may not")
+            raise InvalidArgument(f"header {name!r} has a line break or a colon where it may not")
         lines.append(f"{name}: {value}\r\n")
     lines.append(f"Content-Length: {length}\r\n\r\n")
     return "".join(lines).encode("latin-1")

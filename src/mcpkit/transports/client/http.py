@@ -29,6 +29,7 @@ from aiohttp.abc import AbstractResolver
 from anyio.abc import TaskGroup, TaskStatus
 from multidict import CIMultiDict
 
+from mcpkit.errors import InvalidArgument
 from mcpkit.protocol import jsonrpc, sse, versions
 from mcpkit.protocol.jsonrpc import RequestId
 from mcpkit.transports.client._aiohttp import (
@@ -209,7 +210,7 @@ class StreamableHttpTransport(ExchangeTransport):
         """
         request_id = message.request_id
         if request_id is None:
-            raise ValueError("exchange needs a request")
+            raise InvalidArgument("exchange needs a request")
         state = _StreamState(request_id, message.headers, keep_answer=True)
         await self._exchange(message, request_id, state, self._h1)
         if state.answer is None:  # answered inside a batch: delivered, not kept

@@ -27,7 +27,7 @@ from types import TracebackType
 import anyio
 from anyio.abc import Process, TaskGroup
 
-from mcpkit.errors import TransportError
+from mcpkit.errors import InvalidArgument, InvalidState, TransportError
 from mcpkit.protocol.framing import DEFAULT_MAX_LINE_BYTES, LineFramer
 
 log = logging.getLogger(__name__)
@@ -169,7 +169,7 @@ class StdioProcess:
     async def send(self, message: bytes) -> None:
         """Write one message (a line; it must not contain a newline)."""
         if b"\n" in message:
-            raise ValueError("a stdio message must not contain a newline")
+            raise InvalidArgument("a stdio message must not contain a newline")
         process = self._require()
         if process.stdin is None:
             raise StdioProcessError("stdin is not a pipe", self.returncode, self.stderr_tail)
@@ -262,5 +262,5 @@ class StdioProcess:
 
     def _require(self) -> Process:
         if self._process is None:
-            raise RuntimeError("StdioProcess is not started: use `async with`")
+            raise InvalidState("StdioProcess is not started: use `async with`")
         return self._process

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 import anyio
 from anyio.abc import TaskGroup
 
+from mcpkit.errors import InvalidArgument
 from mcpkit.protocol.framing import DEFAULT_MAX_LINE_BYTES
 from mcpkit.protocol.jsonrpc import RequestId
 from mcpkit.transports.client.base import ConnectionClosed, Inbound, MessageTooLarge, Outgoing
@@ -51,7 +52,7 @@ class StdioTransport:
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     ) -> None:
         if not command:
-            raise ValueError("a stdio server needs a command")
+            raise InvalidArgument("a stdio server needs a command")
         self.process = StdioProcess(command, env=env, cwd=cwd, close_timeout=close_timeout,
                                     max_line_bytes=max_line_bytes)
         self.protocol_version: str | None = None

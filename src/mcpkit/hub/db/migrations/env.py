@@ -18,6 +18,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy.engine import Connection
 
+from mcpkit.errors import InvalidState
 from mcpkit.hub.db.models import Base
 
 target_metadata = Base.metadata
@@ -45,7 +46,7 @@ def run_offline() -> None:
 def run_online() -> None:
     connection = context.config.attributes.get("connection")
     if not isinstance(connection, Connection):
-        raise RuntimeError("run the hub's migrations through mcpkit.hub.db.migrate")
+        raise InvalidState("run the hub's migrations through mcpkit.hub.db.migrate")
     _configure(connection)
     with context.begin_transaction():
         context.run_migrations()

@@ -34,6 +34,7 @@ from typing import Any
 
 import anyio
 
+from mcpkit.errors import InvalidArgument
 from mcpkit.protocol import errors, jsonrpc, versions
 from mcpkit.server.call import Call
 from mcpkit.server.connection import Connection, LegacySession
@@ -163,7 +164,7 @@ class McpAsgiApp:
         elif kind == "lifespan":
             await self._lifespan(receive, send)
         else:
-            raise ValueError(f"unsupported ASGI scope type {kind!r}")
+            raise InvalidArgument(f"unsupported ASGI scope type {kind!r}")
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from typing import Any
 
+from mcpkit.errors import InvalidArgument
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -32,7 +34,7 @@ class BodyBudget:
 
     def __init__(self, limit: int = DEFAULT_MAX_BODIES_IN_FLIGHT_BYTES) -> None:
         if limit < 1:
-            raise ValueError("the bodies-in-flight budget must be at least 1 byte")
+            raise InvalidArgument("the bodies-in-flight budget must be at least 1 byte")
         self.limit = limit
         self.used = 0
 

@@ -20,6 +20,8 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any, cast
 
+from mcpkit.errors import InvalidArgument
+
 Data = bytes | bytearray | memoryview
 
 
@@ -140,4 +142,4 @@ def _uvicorn_protocol(http: str) -> type[Any]:
             return _uvicorn_protocol("httptools")
         except ImportError:  # httptools is not installed
             return _uvicorn_protocol("h11")
-    raise ValueError(f"unknown HTTP implementation {http!r} (auto, httptools, h11)")
+    raise InvalidArgument(f"unknown HTTP implementation {http!r} (auto, httptools, h11)")

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import anyio
 
+from mcpkit.errors import InvalidArgument
 from mcpkit.protocol import sse
 from mcpkit.transports.server.http.asgi import Send
 
@@ -64,9 +65,9 @@ class ReplayLimits:
     def __post_init__(self) -> None:
         for name in ("per_stream", "per_session", "total"):
             if getattr(self, name) < 1:
-                raise ValueError(f"replay limit {name} must be at least 1 byte")
+                raise InvalidArgument(f"replay limit {name} must be at least 1 byte")
         if self.delivered_grace_s < 0:
-            raise ValueError("replay limit delivered_grace_s must not be negative")
+            raise InvalidArgument("replay limit delivered_grace_s must not be negative")
 
 
 class EventLog:
