@@ -43,6 +43,10 @@ def test_retry_and_id_only_events() -> None:
     parser = EventParser()
     assert parser.feed(b"retry: 1500\n\n") == [Event("", "message", None, 1500)]
     assert parser.feed(b"retry: soon\ndata: d\n\n") == [Event("d")]
+    # only ASCII digits: "²" and "٣" are digits to str.isdigit(), not to the SSE grammar
+    assert parser.feed("retry: ²\nretry: ٣\ndata: e\n\n".encode()) == [Event("e")]
+    assert parser.feed(b"retry: " + b"9" * 5000 + b"\ndata: f\n\n") == [Event("f")]
+    assert parser.feed(b"retry: 999999999999\n\n") == [Event("", "message", None, 999999999999)]
     events = parser.feed(b"id: 42\n\n")
     assert events == [Event("", "message", "42", None)] and parser.last_event_id == "42"
     # an id with NUL is ignored

@@ -114,7 +114,7 @@ class EventParser:
             self._event = value
         elif field == "id" and "\0" not in value:
             self._id = value
-        elif field == "retry" and value.isdigit():
+        elif field == "retry" and _is_retry(value):
             self._retry = int(value)
         return None
 
@@ -127,3 +127,12 @@ class EventParser:
         event = Event("\n".join(self._data), self._event or "message", self._id, self._retry)
         self._data, self._event, self._id, self._retry = [], "", None, None
         return event
+
+
+MAX_RETRY_DIGITS = 12
+"""A `retry` of more digits (over 31 years of milliseconds) is ignored, as is one that is not
+ASCII digits: `int()` would refuse 4301 digits, and "²" is a digit to `str.isdigit()`."""
+
+
+def _is_retry(value: str) -> bool:
+    return 0 < len(value) <= MAX_RETRY_DIGITS and value.isascii() and value.isdigit()
