@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from mcpkit.protocol import jsonrpc
 from mcpkit.server.connection import Channel, Connection
 
 
-@dataclass(slots=True)
-class Call:
+class Call(msgspec.Struct):
+    """Built once per request by the engine (`Engine.admit`), with keyword arguments. A
+    msgspec Struct rather than a dataclass: it takes keyword arguments in C, at under a
+    third of a slotted dataclass's cost on this per-request path."""
+
     request_id: jsonrpc.RequestId
     method: str
     params: dict[str, Any]

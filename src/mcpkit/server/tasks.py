@@ -518,7 +518,7 @@ class TaskStore:
     ) -> Context:
         """A fresh context for the next run, carrying every answer so far."""
         params = {k: v for k, v in call.params.items() if k not in _ROUND_PARAMS}
-        ctx = make_context(dataclasses.replace(call, params=params))
+        ctx = make_context(msgspec.structs.replace(call, params=params))
         ctx.answers = dict(task.answers)
         ctx.state = previous.state
         return ctx
