@@ -31,11 +31,9 @@ def vet_runs(go: str, plan: Plan, report: Report, files: list[Path]
 
 
 async def check_vet(plan: Plan, report: Report, files: list[Path]) -> None:
-    go = run.find_tool("go", plan.workspace)
+    go = report.tool("go", GO)
     if go is None:
-        report.missing.append("go")
         return
-    report.installed.add(GO)
     for args, cwd in vet_runs(go, plan, report, files):
         tool_run = await run.run_tool(args, cwd)
         report.ran_tool("go vet", GO, tool_run)
@@ -53,11 +51,9 @@ async def check_vet(plan: Plan, report: Report, files: list[Path]) -> None:
 
 
 async def check_gofmt(plan: Plan, report: Report, files: list[Path]) -> None:
-    gofmt = run.find_tool("gofmt", plan.workspace)
+    gofmt = report.tool("gofmt", GO)
     if gofmt is None:
-        report.missing.append("gofmt")
         return
-    report.installed.add(GO)
     for tool_run in await run.run_batched([gofmt, "-l", "-e"], [plan.rel(f) for f in files],
                                           plan.root):
         report.ran_tool("gofmt", GO, tool_run)

@@ -65,6 +65,16 @@ class Report:
         self.diagnostics.append(Diagnostic(path, max(line, 0), max(column, 0), severity,
                                            one_line(message), source))
 
+    def tool(self, name: str, language: str | None = None) -> str | None:
+        """The executable of tool `name` (`run.find_tool`); a missing one is listed as
+        missing, a found one marks `language` (when given) as installed."""
+        found = runner.find_tool(name, self.plan.workspace)
+        if found is None:
+            self.missing.append(name)
+        elif language is not None:
+            self.installed.add(language)
+        return found
+
     def ran_tool(self, name: str, language: str, run: ToolRun | None = None) -> None:
         if name not in self.ran:
             self.ran.append(name)

@@ -15,11 +15,9 @@ CARGO_LINE = re.compile(r"^(?P<path>[^:\s][^:]*\.rs):(?P<line>\d+):(?P<col>\d+):
 
 
 async def check_rust(plan: Plan, report: Report) -> None:
-    cargo = run.find_tool("cargo", plan.workspace)
+    cargo = report.tool("cargo", RUST)
     if cargo is None:
-        report.missing.append("cargo")
         return
-    report.installed.add(RUST)
     manifests, loose = projects(plan, report.notes, plan.files.get(RUST, []), "Cargo.toml",
                                 "cargo check")
     if loose:

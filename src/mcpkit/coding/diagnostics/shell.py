@@ -32,9 +32,8 @@ def add_bash_errors(plan: Plan, report: Report, stderr: str) -> None:
 
 
 async def check_bash(plan: Plan, report: Report, files: list[Path]) -> None:
-    bash = run.find_tool("bash", plan.workspace)
+    bash = report.tool("bash")
     if bash is None:
-        report.missing.append("bash")
         return
     limiter = anyio.CapacityLimiter(PARALLEL_FILES)
     runs: list[ToolRun] = []
@@ -54,9 +53,8 @@ async def check_bash(plan: Plan, report: Report, files: list[Path]) -> None:
 
 
 async def check_shellcheck(plan: Plan, report: Report, files: list[Path]) -> None:
-    shellcheck = run.find_tool("shellcheck", plan.workspace)
+    shellcheck = report.tool("shellcheck")
     if shellcheck is None:
-        report.missing.append("shellcheck")
         return
     if not files:
         return

@@ -50,11 +50,9 @@ def tsc_runs(tsc: str, plan: Plan, report: Report, files: list[Path]) -> list[li
 
 
 async def check_tsc(plan: Plan, report: Report, files: list[Path]) -> None:
-    tsc = run.find_tool("tsc", plan.workspace)
+    tsc = report.tool("tsc", JSTS)
     if tsc is None:
-        report.missing.append("tsc")
         return
-    report.installed.add(JSTS)
     for args in tsc_runs(tsc, plan, report, files):
         tool_run = await run.run_tool(args, plan.root)
         report.ran_tool("tsc", JSTS, tool_run)
@@ -71,11 +69,9 @@ async def check_tsc(plan: Plan, report: Report, files: list[Path]) -> None:
 
 
 async def check_eslint(plan: Plan, report: Report, files: list[Path]) -> None:
-    eslint = run.find_tool("eslint", plan.workspace)
+    eslint = report.tool("eslint", JSTS)
     if eslint is None:
-        report.missing.append("eslint")
         return
-    report.installed.add(JSTS)
     results: list[_EslintFile] = []
     for tool_run in await run.run_batched([eslint, "-f", "json", "--no-color", "--"],
                                           [plan.rel(f) for f in files], plan.root):
