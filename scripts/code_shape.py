@@ -239,8 +239,9 @@ def client_figures(src: Path) -> tuple[int, int, int]:
 
 
 def _assigned(node: ast.AST) -> list[ast.expr]:
-    if isinstance(node, ast.Assign):
-        return list(node.targets)
+    if isinstance(node, ast.Assign):  # `self.a, self.b = …` assigns two attributes
+        return [element for target in node.targets
+                for element in (target.elts if isinstance(target, ast.Tuple) else [target])]
     if isinstance(node, (ast.AnnAssign, ast.AugAssign)):
         return [node.target]
     return []

@@ -15,6 +15,7 @@ documented on the method.
 This module holds the typed API and wires the Client's parts together, each in a module
 of its own: `options` (the grouped settings), `negotiation` (the era), `sending` and
 `rounds` (a request in each era), `listen`, `catalog`, `task_calls`, `notifications`.
+They never see the Client: only what they are given, and its `live.LiveState`.
 """
 
 from __future__ import annotations
@@ -31,12 +32,12 @@ from mcpkit.client.catalog import ToolCatalog
 from mcpkit.client.errors import ClientError, ClientMisuse
 from mcpkit.client.hosting import HostedTaskGroup
 from mcpkit.client.listen import ListenStream
-from mcpkit.client.negotiation import Negotiation, pinned
+from mcpkit.client.negotiation import pinned
 from mcpkit.client.notifications import Notifications
 from mcpkit.client.options import Behaviour, Limits, settle, warn_old_version
 from mcpkit.client.responders import Responders
 from mcpkit.client.results import as_dict, typed
-from mcpkit.client.sending import Sender
+from mcpkit.client.sending import wire
 from mcpkit.client.session import ClientSession, ProgressCallback, ServerError, Timeouts
 from mcpkit.client.targets import ConnectOptions, kind_of, make_transport
 from mcpkit.errors import InvalidArgument, Timeout
@@ -92,10 +93,11 @@ class Client:
         self.limits = given.limits
         self.behaviour = given.behaviour
         self.log_level = given.behaviour.log_level
-        self._negotiated = Negotiation(self, pinned_era, pinned_version)
-        self._sender = Sender(self)
         self._catalog = ToolCatalog()
         self._listen = ListenStream(self.request, self.describe)
+        self._negotiated, self._sender = wire(
+            self, pinned_era, pinned_version, given, self._listen, self._catalog,
+            target=target, connect=self._connect, open_transport=self._open)
         self._hosted = HostedTaskGroup()
         self._session: ClientSession | None = None
 
@@ -156,8 +158,7 @@ class Client:
             raise
         if deadline.cancelled_caught:
             await self.close()
-            raise Timeout(
-                f"connecting to {self.describe()} took longer than {seconds:g} s")
+            raise Timeout(f"connecting to {self.describe()} took longer than {seconds:g} s")
 
     async def close(self) -> None:
         """Close the connection (ends a legacy HTTP session; stops a stdio child)."""
@@ -195,10 +196,9 @@ class Client:
         return self._session
 
     async def _open(self, transport: ClientTransport) -> None:
-        self._session = ClientSession(
-            transport, on_request=self.responders.answer,
-            on_notification=self._on_notification, limits=self.limits.inbound,
-        )
+        self._session = ClientSession(transport, on_request=self.responders.answer,
+                                      on_notification=self._on_notification,
+                                      limits=self.limits.inbound)
         await self._session.open(self._hosted.group)
 
     # --- requests, both eras ------------------------------------------------------------------

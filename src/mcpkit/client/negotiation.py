@@ -1,12 +1,16 @@
 """Settling what a `Client` speaks with its server: the era, the protocol version, and
 what the server says of itself (its capabilities, identity, instructions).
 
-    negotiation = Negotiation(client, pinned_era, pinned_version)
+    negotiation = Negotiation(live, pinned_era, pinned_version, target=…, connect=…,
+                              open_transport=…, client_info=…)
+    negotiation.sender = sender         # the `Sending` that carries its requests
     await negotiation.connect()         # probe / discover / initialize, as the era needs
     negotiation.era, negotiation.protocol_version, negotiation.server_capabilities, ...
 
-A part of `Client` (as httpx's auth flows are of its client): it drives the client's
-session and reads its settings; the Client exposes the outcome as its own attributes.
+A part that sits outside `Client` (as httpx's auth flows sit outside its client): it is
+given what it needs - the client's live state (`mcpkit.client.live`), its target and
+connect options, a way to open another transport, the sender - and never sees the Client;
+the Client exposes the outcome as its own attributes.
 
 - Pinned era: modern sends `server/discover` as an ordinary request; legacy sends
   `initialize`. Anything else is `IncompatibleServer`.
@@ -22,16 +26,19 @@ from __future__ import annotations
 
 import enum
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
 
 import anyio
 import msgspec
 
 from mcpkit.client import era as eras
 from mcpkit.client.errors import IncompatibleServer
+from mcpkit.client.live import LiveState
+from mcpkit.client.responders import DeclaredCapabilities
 from mcpkit.client.results import as_dict, implementation, str_or_none
-from mcpkit.client.session import RequestTimeout, ServerError, Timeouts
-from mcpkit.client.targets import make_url_transport, server_key
+from mcpkit.client.session import ProgressCallback, RequestTimeout, ServerError, Timeouts
+from mcpkit.client.targets import ConnectOptions, make_url_transport, server_key
 from mcpkit.errors import InvalidArgument
 from mcpkit.protocol import errors, types
 from mcpkit.protocol.versions import (
@@ -42,14 +49,12 @@ from mcpkit.protocol.versions import (
     era_of,
 )
 from mcpkit.transports.client.base import (
+    ClientTransport,
     HttpStatusError,
     SessionExpired,
     SessionTransport,
     TransportError,
 )
-
-if TYPE_CHECKING:
-    from mcpkit.client.client import Client
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +74,26 @@ class Probe(enum.Enum):
     MODERN = "modern"
     LEGACY = "legacy"  # an answer that is not modern
     SILENT = "silent"  # no answer within the probe timeout
+
+
+OpenTransport = Callable[[ClientTransport], Awaitable[None]]
+"""Opens a session over a transport, in place of the current one (the HTTP+SSE fallback)."""
+
+
+class Sending(Protocol):
+    """What negotiating needs of the way requests go out (`mcpkit.client.sending.Sender`):
+    the capabilities declared, the modern `_meta` and headers of `server/discover`, and a
+    legacy request (`logging/setLevel`)."""
+
+    @property
+    def declared(self) -> DeclaredCapabilities: ...
+
+    def with_meta(self, params: dict[str, Any],
+                  on_progress: ProgressCallback | None) -> dict[str, Any]: ...
+
+    def headers_for(self, method: str, params: dict[str, Any]) -> dict[str, str]: ...
+
+    async def legacy(self, method: str, params: dict[str, Any]) -> Any: ...
 
 
 def pinned(era: str, version: str | None = None) -> tuple[Era | None, str | None]:
@@ -95,8 +120,20 @@ def _checked_version(era: str, version: str | None) -> str:
 
 
 class Negotiation:
-    def __init__(self, client: Client, era: Era | None, version: str | None) -> None:
-        self._client = client
+    sender: Sending
+    """How its requests go out: set once the sender is made, before `connect` (each needs
+    the other: negotiating sends requests, and a request that finds a legacy session
+    forgotten has a new one negotiated)."""
+
+    def __init__(self, live: LiveState, era: Era | None, version: str | None, *,
+                 target: object, connect: ConnectOptions, open_transport: OpenTransport,
+                 client_info: Mapping[str, Any]) -> None:
+        """`connect` is the client's own copy: the HTTP+SSE fallback sets its `kind`."""
+        self._live = live
+        self._target = target
+        self._connect = connect
+        self._open_transport = open_transport
+        self._client_info = client_info
         self.pinned_era = era
         self.pinned_version = version
         self.era: Era | None = None
@@ -120,9 +157,9 @@ class Negotiation:
 
     async def detect(self) -> None:
         """The spec's probe-then-fall-back, with the outcome cached per server."""
-        client = self._client
-        kind = client._connect.kind
-        key = (server_key(client.target, str(kind), client._connect)
+        describe = self._live.describe
+        kind = self._connect.kind
+        key = (server_key(self._target, str(kind), self._connect)
                if kind in CACHED_KINDS else None)
         if key is not None and eras.cached_era(key) is Era.LEGACY:
             try:
@@ -130,7 +167,7 @@ class Negotiation:
                 return
             except ServerError as exc:  # the cached assumption failed: probe again
                 log.info("%s no longer answers initialize (%s); probing its era",
-                         client.describe(), exc)
+                         describe(), exc)
                 eras.forget_era(key)
         outcome = await self.try_modern(pinned=False)
         if outcome is not Probe.MODERN:
@@ -142,7 +179,7 @@ class Negotiation:
                 # The probe went unanswered, yet initialize is refused: a modern server
                 # that was still starting (e.g. under npx). Ask again, patiently.
                 log.info("%s refused initialize after a silent probe; probing again",
-                         client.describe())
+                         describe())
                 await self.try_modern(pinned=True)
         if key is not None and self.era is not None:
             eras.remember_era(key, self.era)
@@ -166,14 +203,14 @@ class Negotiation:
             self.adopt_discover(result, version)
             return Probe.MODERN
         raise IncompatibleServer(
-            f"{self._client.describe()} kept refusing protocol version {version}: {last}"
+            f"{self._live.describe()} kept refusing protocol version {version}: {last}"
         )
 
     def _refused(self, exc: ServerError | HttpStatusError | RequestTimeout,
                  pinned: bool) -> Probe | str:
         """What a refused `server/discover` means: the era it shows, or the version to try
         next; raises when it settles that the server is incompatible."""
-        describe = self._client.describe
+        describe = self._live.describe
         if isinstance(exc, SessionExpired) or (pinned and isinstance(exc, RequestTimeout)):
             raise exc
         if isinstance(exc, HttpStatusError) and exc.status in AUTH_STATUSES:
@@ -202,19 +239,18 @@ class Negotiation:
         return choice
 
     async def _discover_at(self, version: str, *, pinned: bool) -> dict[str, Any]:
-        client = self._client
-        session = client.session
+        session = self._live.session
         self.era, self.protocol_version = Era.MODERN, version
         session.transport.protocol_version = version
         session.cancel_by_notification = not session.transport.per_request_streams
-        params = client._sender.with_meta({}, None)
+        params = self.sender.with_meta({}, None)
         # Probing an unknown server: silence means legacy, so wait only `probe_timeout`.
         # With the era pinned, discover is an ordinary request.
-        probe = client._connect.probe_timeout
-        limits = client.default_timeouts if pinned else Timeouts(probe, probe, False)
+        probe = self._connect.probe_timeout
+        limits = self._live.default_timeouts if pinned else Timeouts(probe, probe, False)
         result = await session.request(
             "server/discover", params, timeouts=limits,
-            headers=client._sender.headers_for("server/discover", params), cancel_remote=False,
+            headers=self.sender.headers_for("server/discover", params), cancel_remote=False,
         )
         if not isinstance(result, dict):
             raise ServerError(errors.INVALID_REQUEST, "server/discover returned a non-object")
@@ -226,11 +262,11 @@ class Negotiation:
         choice = eras.pick_modern_version(self.supported_versions or [version], version)
         if choice is None:
             raise IncompatibleServer(
-                f"{self._client.describe()} supports {self.supported_versions}, none of "
+                f"{self._live.describe()} supports {self.supported_versions}, none of "
                 f"which this client speaks"
             )
         self.protocol_version = choice
-        self._client.session.transport.protocol_version = choice
+        self._live.session.transport.protocol_version = choice
         self.server_capabilities = as_dict(result.get("capabilities"))
         self.instructions = str_or_none(result.get("instructions"))
         meta = as_dict(result.get("_meta"))
@@ -250,47 +286,46 @@ class Negotiation:
         )
 
     async def start_legacy(self, *, pinned: bool = False) -> None:
-        client = self._client
+        live = self._live
         try:
             await self.initialize()
         except ServerError as exc:
             if not pinned:
                 raise
             raise IncompatibleServer(
-                f"{client.describe()} refused initialize ({exc}); it may speak only the "
+                f"{live.describe()} refused initialize ({exc}); it may speak only the "
                 f"modern protocol: connect with era='auto' or era='modern'"
             ) from exc
         except HttpStatusError as exc:
-            if client._connect.kind != "http" or exc.status not in (400, 404, 405) \
-                    or not isinstance(client.target, str):
+            if self._connect.kind != "http" or exc.status not in (400, 404, 405) \
+                    or not isinstance(self._target, str):
                 raise
             # Spec (2025-03-26, backwards compatibility): a 4xx to the initialize POST
             # means the server predates Streamable HTTP: try the HTTP+SSE transport.
             log.info("%s refused initialize over Streamable HTTP (%s); trying HTTP+SSE",
-                     client.describe(), exc.status)
-            await client.session.transport.close()
-            client._connect.kind = "sse"
-            await client._open(
-                make_url_transport(client.target, "sse", client._connect))
+                     live.describe(), exc.status)
+            await live.session.transport.close()
+            self._connect.kind = "sse"
+            await self._open_transport(make_url_transport(self._target, "sse", self._connect))
             await self.initialize()
 
     async def initialize(self) -> None:
-        client = self._client
+        live = self._live
         version = self.pinned_version or self._legacy_hint or LATEST_LEGACY_VERSION
-        session = client.session
+        session = live.session
         self.era, self.protocol_version = Era.LEGACY, None
         session.transport.protocol_version = None
         session.cancel_by_notification = True
         params = {
             "protocolVersion": version,
-            "capabilities": client._sender.declared.at(version),
-            "clientInfo": client.behaviour.client_info,
+            "capabilities": self.sender.declared.at(version),
+            "clientInfo": self._client_info,
         }
-        result = await session.request("initialize", params, timeouts=client.default_timeouts)
+        result = await session.request("initialize", params, timeouts=live.default_timeouts)
         negotiated = as_dict(result).get("protocolVersion")
         if negotiated not in LEGACY_VERSIONS:
             raise IncompatibleServer(
-                f"{client.describe()} answered initialize with protocol version "
+                f"{live.describe()} answered initialize with protocol version "
                 f"{negotiated!r}; this client speaks {', '.join(LEGACY_VERSIONS)} in a session"
             )
         self._adopt_initialize(result, negotiated)
@@ -299,13 +334,13 @@ class Negotiation:
             try:
                 await session.transport.open_standalone_stream()
             except TransportError as exc:
-                log.info("no standalone stream from %s: %s", client.describe(), exc)
-        if client.log_level is not None and "logging" in self.server_capabilities:
-            await client._sender.legacy("logging/setLevel", {"level": client.log_level})
+                log.info("no standalone stream from %s: %s", live.describe(), exc)
+        if live.log_level is not None and "logging" in self.server_capabilities:
+            await self.sender.legacy("logging/setLevel", {"level": live.log_level})
 
     def _adopt_initialize(self, result: dict[str, Any], negotiated: str) -> None:
         self.protocol_version = negotiated
-        self._client.session.transport.protocol_version = negotiated
+        self._live.session.transport.protocol_version = negotiated
         self.server_capabilities = as_dict(result.get("capabilities"))
         self.server_info = implementation(result.get("serverInfo"))
         self.instructions = str_or_none(result.get("instructions"))
@@ -321,14 +356,14 @@ class Negotiation:
     async def renew(self, seen_generation: int, subscriptions: set[str]) -> None:
         """A legacy HTTP session was forgotten by the server (404): start a new one, once
         for all the requests that found out at the same time, and subscribe again."""
-        client = self._client
+        live = self._live
         async with self._renewing:
             if self.generation != seen_generation:
                 return  # another request already started the new session
-            if isinstance(client.session.transport, SessionTransport):
-                client.session.transport.reset_session()
+            if isinstance(live.session.transport, SessionTransport):
+                live.session.transport.reset_session()
             await self.initialize()
             self.generation += 1
             for uri in sorted(subscriptions):
-                await client.session.request("resources/subscribe", {"uri": uri},
-                                             timeouts=client.default_timeouts)
+                await live.session.request("resources/subscribe", {"uri": uri},
+                                           timeouts=live.default_timeouts)
