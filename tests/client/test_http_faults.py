@@ -208,6 +208,40 @@ async def test_forgotten_session_is_reinitialized_and_the_request_retried() -> N
     assert all(s["body"]["params"] == {"uri": "mem://watched"} for s in subscribes)
 
 
+class LoggingFaultServer(FaultServer):
+    """A FaultServer that offers `logging` and takes `logging/setLevel`."""
+
+    async def endpoint(self, request: Request) -> Response:
+        response = await super().endpoint(request)
+        if isinstance(response, JSONResponse) and b'"protocolVersion"' in response.body:
+            answer = json.loads(response.body)
+            answer["result"]["capabilities"]["logging"] = {}
+            response = JSONResponse(answer, headers={
+                "Mcp-Session-Id": response.headers["mcp-session-id"]})
+        return response
+
+    async def on_request(self, request: Request, body: dict[str, Any],
+                         headers: dict[str, str]) -> Response:
+        if body["method"] == "logging/setLevel":
+            return JSONResponse(rpc_result(body, {}))
+        return await super().on_request(request, body, headers)
+
+
+async def test_a_new_session_gets_the_log_level_again() -> None:
+    """Renewing a forgotten session re-sends the client's log level inside the renewal
+    (it used to wait for the renewal it was part of: anyio refused the re-entered lock)."""
+    fault = LoggingFaultServer()
+    with serve_in_thread(fault.app) as base:
+        async with Client(f"{base}/mcp", timeouts=Timeouts(timeout=5),
+                          behaviour=Behaviour(log_level="debug")) as client:
+            fault.sessions.clear()  # the server restarted
+            with anyio.fail_after(10):
+                await client.ping()
+    levels = fault.posted("logging/setLevel")
+    assert [s["headers"]["mcp-session-id"] for s in levels] == ["session-1", "session-2"]
+    assert all(s["body"]["params"] == {"level": "debug"} for s in levels)
+
+
 async def test_concurrent_requests_share_one_reinitialization() -> None:
     fault = FaultServer()
     with serve_in_thread(fault.app) as base:

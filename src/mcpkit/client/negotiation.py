@@ -82,8 +82,7 @@ OpenTransport = Callable[[ClientTransport], Awaitable[None]]
 
 class Sending(Protocol):
     """What negotiating needs of the way requests go out (`mcpkit.client.sending.Sender`):
-    the capabilities declared, the modern `_meta` and headers of `server/discover`, and a
-    legacy request (`logging/setLevel`)."""
+    the capabilities declared, and the modern `_meta` and headers of `server/discover`."""
 
     @property
     def declared(self) -> DeclaredCapabilities: ...
@@ -92,8 +91,6 @@ class Sending(Protocol):
                   on_progress: ProgressCallback | None) -> dict[str, Any]: ...
 
     def headers_for(self, method: str, params: dict[str, Any]) -> dict[str, str]: ...
-
-    async def legacy(self, method: str, params: dict[str, Any]) -> Any: ...
 
 
 def pinned(era: str, version: str | None = None) -> tuple[Era | None, str | None]:
@@ -336,7 +333,10 @@ class Negotiation:
             except TransportError as exc:
                 log.info("no standalone stream from %s: %s", live.describe(), exc)
         if live.log_level is not None and "logging" in self.server_capabilities:
-            await self.sender.legacy("logging/setLevel", {"level": live.log_level})
+            # Straight on the session being set up: `renew` calls this holding the lock
+            # that a request sent the usual way (`Sender.legacy`) would wait for.
+            await session.request("logging/setLevel", {"level": live.log_level},
+                                  timeouts=live.default_timeouts)
 
     def _adopt_initialize(self, result: dict[str, Any], negotiated: str) -> None:
         self.protocol_version = negotiated
