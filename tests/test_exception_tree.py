@@ -328,7 +328,15 @@ def test_server_decorators_refuse_what_they_cannot_describe() -> None:
     with pytest.raises(mcpkit.InvalidArgument, match="invalid JSON Schema") as bad_schema:
         server.add_tool(lambda: "", name="bad", input_schema={"type": 5})
     assert bad_schema.value.__cause__ is not None
-    assert not server.tools  # nothing half-registered
+
+    def unresolved(city: Nowhere) -> str:  # type: ignore[name-defined]  # noqa: F821
+        return ""
+
+    for register in (server.tool(), server.prompt()):
+        with pytest.raises(mcpkit.InvalidArgumentType, match="Nowhere") as unknown:
+            register(unresolved)
+        assert isinstance(unknown.value.__cause__, NameError)
+    assert not server.tools and not server.prompts  # nothing half-registered
 
 
 def test_manager_config_errors_are_usage_errors(tmp_path: Path) -> None:

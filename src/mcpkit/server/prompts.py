@@ -5,13 +5,13 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, get_args, get_origin
 
 import msgspec
 
 from mcpkit.protocol import errors
 from mcpkit.server import results
-from mcpkit.server.signatures import context_param_of
+from mcpkit.server.signatures import context_param_of, type_hints
 
 
 @dataclass(slots=True)
@@ -80,7 +80,7 @@ def build_prompt(
     fn: Callable[..., Any], *, name: str | None, context_type: type, **extra: Any
 ) -> PromptDef:
     ctx = context_param_of(fn, context_type)
-    hints = get_type_hints(fn, include_extras=True)
+    hints = type_hints(fn)
     arguments = [
         PromptArgument(
             name=p.name,

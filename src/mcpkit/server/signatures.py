@@ -52,9 +52,20 @@ def _with_description(annotation: Any) -> Any:
     return Annotated[(base, *kept)] if kept else base
 
 
+def type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
+    """`fn`'s resolved annotations; one that names what does not exist where `fn` was
+    defined (a typo, an import under TYPE_CHECKING) is the caller's InvalidArgumentType,
+    with Python's NameError as its cause."""
+    try:
+        return get_type_hints(fn, include_extras=True)
+    except NameError as exc:
+        name = getattr(fn, "__qualname__", repr(fn))
+        raise InvalidArgumentType(f"{name}: an annotation cannot be resolved: {exc}") from exc
+
+
 def context_param_of(fn: Callable[..., Any], context_type: type | None) -> str | None:
     """The name of `fn`'s context parameter, if it has one."""
-    hints = get_type_hints(fn, include_extras=True)
+    hints = type_hints(fn)
     for param in inspect.signature(fn).parameters.values():
         if _is_context(hints.get(param.name), context_type):
             return param.name
@@ -66,7 +77,7 @@ def signature_of(
 ) -> Signature:
     """Build the argument struct and schema of `fn`'s parameters."""
     sig = inspect.signature(fn)
-    hints = get_type_hints(fn, include_extras=True)
+    hints = type_hints(fn)
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     names: list[str] = []
     context_param = None
@@ -113,7 +124,7 @@ def object_schema(tp: Any) -> dict[str, Any]:
 
 def return_type_of(fn: Callable[..., Any]) -> Any:
     """The declared return annotation of `fn` (unwrapping Awaitable/coroutines), or None."""
-    hints = get_type_hints(fn, include_extras=True)
+    hints = type_hints(fn)
     ret = hints.get("return", inspect.Signature.empty)
     if ret is inspect.Signature.empty:
         return None
