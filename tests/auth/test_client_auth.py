@@ -12,6 +12,8 @@ import jwt as pyjwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mcpkit.auth.client_auth import (
     CLIENT_ASSERTION_TYPE,
@@ -74,6 +76,28 @@ def test_basic_round_trips_through_what_a_server_decodes(client_id: str, secret:
                                           audience=ISSUER)
     assert dict(form) == {}
     assert decoded_basic(headers["Authorization"]) == (client_id, secret)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(min_size=1, max_size=40), st.text(min_size=1, max_size=40))
+def test_any_id_and_secret_round_trip_or_are_refused_as_invalid(client_id: str,
+                                                                secret: str) -> None:
+    try:
+        credentials = ClientCredentials(client_id, secret)
+    except InvalidArgument as refused:  # only for a reason the message names, not the text
+        assert "control characters" in str(refused) or "surrogate" in str(refused)
+        return
+    _, headers = client_authentication(ClientAuthMethod.CLIENT_SECRET_BASIC, credentials,
+                                       audience=ISSUER)
+    assert decoded_basic(headers["Authorization"]) == (client_id, secret)
+
+
+@pytest.mark.parametrize(("client_id", "secret"), [("a\ud800", "b"), ("a", "b\udfff")])
+def test_text_utf8_cannot_carry_is_refused(client_id: str, secret: str) -> None:
+    with pytest.raises(InvalidArgument, match="surrogate"):
+        ClientCredentials(client_id, secret)
+    with pytest.raises(InvalidArgument, match="surrogate"):
+        basic_authorization(client_id, secret)
 
 
 def test_post_puts_id_and_secret_in_the_form() -> None:

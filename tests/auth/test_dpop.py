@@ -19,6 +19,7 @@ from mcpkit.auth.dpop import (
     InvalidDPoPNonce,
     access_token_hash,
     authorization_header,
+    is_dpop_token_type,
     normalize_htu,
     resource_nonce_challenge,
     token_endpoint_nonce_challenge,
@@ -159,6 +160,8 @@ def test_a_bad_method_is_refused(key: DPoPKey, method: str) -> None:
 
 def test_the_authorization_header_uses_the_dpop_scheme() -> None:
     assert authorization_header("eyJ.abc.def") == "DPoP eyJ.abc.def"
+    assert is_dpop_token_type("DPoP") and is_dpop_token_type("dpop")
+    assert not is_dpop_token_type("Bearer")
 
 
 @pytest.mark.parametrize("token", ["", "has space", "new\nline", "é", "x" * 16385])

@@ -137,6 +137,9 @@ class ClientCredentials:
             raise InvalidArgument("a client id must not contain control characters")
         if self.client_secret == "":
             raise InvalidArgument("a client secret must not be empty (leave it unset)")
+        _require_utf8(self.client_id, "client id")
+        if self.client_secret is not None:
+            _require_utf8(self.client_secret, "client secret")
 
     def methods(self) -> list[ClientAuthMethod]:
         """The methods these credentials allow, most preferred first: a key beats a secret
@@ -201,6 +204,8 @@ def basic_authorization(client_id: str, client_secret: str) -> str:
     """`Basic …` for client_secret_basic: id and secret form-urlencoded (RFC 6749 Appendix B:
     space as `+`, everything but unreserved characters percent-encoded as UTF-8), joined by a
     colon, then Base64."""
+    _require_utf8(client_id, "client id")
+    _require_utf8(client_secret, "client secret")
     pair = f"{quote_plus(client_id, safe='')}:{quote_plus(client_secret, safe='')}"
     return "Basic " + base64.b64encode(pair.encode("ascii")).decode("ascii")
 
@@ -230,3 +235,12 @@ def _secret(credentials: ClientCredentials, method: ClientAuthMethod) -> str:
     if credentials.client_secret is None:
         raise InvalidArgument(f"{method} needs a client secret in the client credentials")
     return credentials.client_secret
+
+
+def _require_utf8(value: str, what: str) -> None:
+    """Refuse text UTF-8 cannot encode (a lone surrogate): form-urlencoding and JSON both need
+    UTF-8, and the codec's own error would quote the value."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"the {what} is not valid Unicode text (a lone surrogate)") from None

@@ -39,6 +39,7 @@ __all__ = [
     "InvalidDPoPNonce",
     "access_token_hash",
     "authorization_header",
+    "is_dpop_token_type",
     "normalize_htu",
     "resource_nonce_challenge",
     "token_endpoint_nonce_challenge",
@@ -169,6 +170,13 @@ def access_token_hash(access_token: str) -> str:
 def authorization_header(access_token: str) -> str:
     """The `Authorization` value for a DPoP-bound token (RFC 9449 §7.1): `DPoP <token>`."""
     return "DPoP " + _checked_access_token(access_token)
+
+
+def is_dpop_token_type(token_type: str) -> bool:
+    """Whether a token response's `token_type` says the token is DPoP-bound (RFC 9449 §5:
+    `DPoP`, compared case-insensitively as RFC 6749 §7.1 token types are), so it goes out as
+    `Authorization: DPoP …` with a proof; `Bearer` means the server did not bind it."""
+    return token_type.lower() == "dpop"
 
 
 def _checked_access_token(access_token: str) -> str:
