@@ -145,7 +145,8 @@ def test_htu_is_normalized_without_query_or_fragment(url: str, htu: str) -> None
 
 @pytest.mark.parametrize("url", [
     "ftp://as.example/token", "/token", "https://", "https://user:pw@as.example/token",
-    "https://as.example:99999/token", "not a url", "",
+    "https://as.example:99999/token", "not a url", "", "http://as.example/\ud800",
+    "http://é.example/token", "http://as.example/a b",
 ])
 def test_a_url_that_is_no_http_target_is_refused(url: str) -> None:
     with pytest.raises(InvalidArgument):

@@ -10,8 +10,15 @@ from hypothesis import strategies as st
 
 from mcpkit.auth.assertions import parse_id_jag_response
 from mcpkit.auth.challenges import MalformedChallenge, parse_challenges
-from mcpkit.auth.dpop import normalize_htu, resource_nonce_challenge, token_endpoint_nonce_challenge
+from mcpkit.auth.dpop import (
+    DPoPKey,
+    normalize_htu,
+    resource_nonce_challenge,
+    token_endpoint_nonce_challenge,
+)
 from mcpkit.errors import InvalidArgument, PeerError
+
+PROOF_KEY = DPoPKey.generate()
 
 # Header-ish text: the grammar's own characters weighted in, so the parser's branches are hit.
 GRAMMAR = st.sampled_from([*' \t,="\\', "DPoP", "Bearer", "error", "use_dpop_nonce", "==",
@@ -81,8 +88,11 @@ def test_any_url_is_normalized_or_refused_as_an_invalid_argument(url: str) -> No
     try:
         htu = normalize_htu(url)
     except InvalidArgument:
+        with pytest.raises(InvalidArgument):
+            PROOF_KEY.proof("POST", url)
         return
     assert "?" not in htu and "#" not in htu
+    assert PROOF_KEY.proof("POST", url).count(".") == 2
 
 
 def test_the_challenge_length_is_bounded_and_settable() -> None:

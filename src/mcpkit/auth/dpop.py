@@ -66,6 +66,7 @@ _NONCE = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
 # A token in an Authorization header: visible ASCII, no spaces (so no header injection);
 # RFC 6750's b64token is a subset.
 _ACCESS_TOKEN = re.compile(r"[\x21-\x7e]+")
+_URI_CHARS = re.compile(r"[\x21-\x7e]+")
 _PERCENT_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -134,7 +135,10 @@ class DPoPKey:
 def normalize_htu(url: str) -> str:
     """`url` as a proof's `htu`: scheme and host lowercased, the default port dropped, an
     empty path made `/`, percent-escapes uppercased and unreserved ones decoded; query and
-    fragment removed (RFC 9449 §4.2). Only absolute http(s) URLs without userinfo."""
+    fragment removed (RFC 9449 §4.2). Only absolute http(s) URLs without userinfo, in URI
+    characters (visible ASCII: a caller percent-encodes a path and punycodes a host)."""
+    if not _URI_CHARS.fullmatch(url):
+        raise InvalidArgument("a DPoP target URL must be a URI of visible ASCII characters")
     try:
         parts = urlsplit(url)
         port = parts.port
