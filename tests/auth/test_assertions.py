@@ -145,6 +145,8 @@ def test_the_exchange_answer_size_is_bounded_and_settable() -> None:
     ({"scope": ['quo"te']}, "scope token"),
     ({"resource": "/relative"}, "absolute URI"),
     ({"resource": "https://rs.example/mcp#frag"}, "fragment"),
+    ({"resource": "https://rs.example/\ud800"}, "visible ASCII"),
+    ({"resource": "https://rs.example/a b"}, "visible ASCII"),
 ])
 def test_bad_scope_or_resource_is_refused(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(InvalidArgument, match=message):
@@ -162,6 +164,12 @@ def test_an_assertion_that_is_no_compact_jwt_is_refused_without_quoting_it(
         id_jag_exchange_form(assertion, audience=AS_ISSUER, resource=MCP_RESOURCE)
 
 
-def test_an_exchange_without_audience_is_refused() -> None:
-    with pytest.raises(InvalidArgument, match="audience"):
-        id_jag_exchange_form("a.b.c", audience="", resource=MCP_RESOURCE)
+@pytest.mark.parametrize(("audience", "client_id"), [
+    ("", None), ("http://as.example/\ud800", None), (AS_ISSUER, ""), (AS_ISSUER, "a\ud800"),
+    (AS_ISSUER, "new\nline"),
+])
+def test_an_exchange_without_a_usable_audience_or_client_id_is_refused(
+        audience: str, client_id: str | None) -> None:
+    with pytest.raises(InvalidArgument):
+        id_jag_exchange_form("a.b.c", audience=audience, resource=MCP_RESOURCE,
+                             client_id=client_id)

@@ -59,6 +59,7 @@ DEFAULT_MAX_TOKEN_RESPONSE_BYTES = 65536
 
 # RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E )
 _SCOPE_TOKEN = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
+_URI_CHARS = re.compile(r"[\x21-\x7e]+")
 # A JWS compact serialization: three base64url segments (the signature may not be empty
 # here: every JWT these grants carry is signed).
 _COMPACT_JWT = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
@@ -100,9 +101,9 @@ def id_jag_exchange_form(id_token: str, *, audience: str, resource: str,
     """The RFC 8693 token-exchange fields that ask the IdP for an ID-JAG: the user's ID token
     as the subject, the MCP authorization server's issuer as `audience`, the MCP server as
     `resource`. `client_id` names the client at the IdP when it authenticates with none."""
-    if not audience:
-        raise InvalidArgument("an ID-JAG request needs the authorization server's issuer as "
-                              "its audience")
+    if not _URI_CHARS.fullmatch(audience):
+        raise InvalidArgument("an ID-JAG request needs the authorization server's issuer (a "
+                              "URI of visible ASCII characters) as its audience")
     form = SecretFields(
         grant_type=TOKEN_EXCHANGE_GRANT,
         requested_token_type=ID_JAG_TOKEN_TYPE,
@@ -111,6 +112,8 @@ def id_jag_exchange_form(id_token: str, *, audience: str, resource: str,
         subject_token_type=ID_TOKEN_TYPE,
     )
     if client_id is not None:
+        if not client_id or not client_id.isprintable():
+            raise InvalidArgument("the client id at the IdP must be non-empty printable text")
         form["client_id"] = client_id
     return _with_scope_and_resource(form, scope, resource)
 
@@ -165,6 +168,8 @@ def _with_scope_and_resource(form: SecretFields, scope: Sequence[str],
 def _checked_resource(resource: str) -> str:
     """RFC 8707 §2: an absolute URI without a fragment; sent exactly as given (the MCP
     conformance mock compares it byte for byte with the protected-resource metadata)."""
+    if not _URI_CHARS.fullmatch(resource):
+        raise InvalidArgument("a resource indicator must be a URI of visible ASCII characters")
     try:
         parts = urlsplit(resource)
     except ValueError:
