@@ -284,3 +284,17 @@ def test_seam_modules_do_not_load_the_server_class() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True
     )
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    "path", sorted((SRC / "auth").rglob("*.py")), ids=lambda p: str(p.relative_to(SRC))
+)
+def test_auth_sits_below_client_server_and_hub(path: Path) -> None:
+    """`auth` holds the OAuth pieces the client, the server and the hub share: it may use
+    the protocol layer and the exception tree, never the sides that use it."""
+    for module, level in imported_modules(path):
+        if level:  # relative imports stay inside the package
+            continue
+        if module.startswith("mcpkit"):
+            assert module.startswith(("mcpkit.auth", "mcpkit.protocol", "mcpkit.errors")), (
+                f"{path}: imports {module}")
