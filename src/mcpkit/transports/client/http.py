@@ -18,7 +18,7 @@ session.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -29,7 +29,9 @@ from aiohttp.abc import AbstractResolver
 from anyio.abc import TaskGroup, TaskStatus
 from multidict import CIMultiDict
 
-from mcpkit.errors import InvalidArgument
+from mcpkit.auth.errors import AuthorizationFailed
+from mcpkit.auth.provider import HttpAuth
+from mcpkit.errors import InvalidArgument, McpkitError
 from mcpkit.protocol import jsonrpc, sse, versions
 from mcpkit.protocol.jsonrpc import RequestId
 from mcpkit.transports.client._aiohttp import (
@@ -146,8 +148,12 @@ class StreamableHttpTransport(ExchangeTransport):
         min_retry_s: float = MIN_RETRY_S,
         session: aiohttp.ClientSession | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        auth: HttpAuth | None = None,
     ) -> None:
         self.url = url
+        self.auth = auth
+        """Asked for an `Authorization` header before each POST; answers its 401/403s."""
+        self._auth_headers: Mapping[str, str] = {}
         self.connect_timeout = connect_timeout
         self.resolver = resolver
         self.max_reconnects = max_reconnects
@@ -272,6 +278,7 @@ class StreamableHttpTransport(ExchangeTransport):
         if self.session_id is not None:
             out[SESSION_HEADER] = self.session_id
         out.update(self._user_headers)
+        out.update(self._auth_headers)
         if extra:
             out.update(extra)
         return out
@@ -296,6 +303,9 @@ class StreamableHttpTransport(ExchangeTransport):
     # --- notifications and responses ---------------------------------------------------------
 
     async def _post_and_wait(self, http: aiohttp.ClientSession, message: Outgoing) -> None:
+        await self._authorized(lambda: self._post_and_wait_once(http, message))
+
+    async def _post_and_wait_once(self, http: aiohttp.ClientSession, message: Outgoing) -> None:
         headers = self._post_headers(message)
         sent_session = SESSION_HEADER in headers
         try:
@@ -348,6 +358,35 @@ class StreamableHttpTransport(ExchangeTransport):
     async def _exchange(self, message: Outgoing, request_id: RequestId,
                         state: _StreamState | None = None,
                         h1: H1Client | None = None) -> None:
+        await self._authorized(lambda: self._exchange_once(message, request_id, state, h1))
+
+    async def _authorized(self, attempt: Callable[[], Awaitable[None]]) -> None:
+        """Run one POST `attempt` with the auth's headers; on a 401/403 the auth handles
+        (it authorized, refreshed or stepped up), send it again, at most `max_attempts` times."""
+        auth = self.auth
+        if auth is None:
+            await attempt()
+            return
+        for tries in range(auth.max_attempts + 1):
+            try:
+                self._auth_headers = await auth.headers(self.url)
+            except McpkitError as failure:
+                raise AuthorizationFailed(self.url, failure) from failure
+            try:
+                await attempt()
+                return
+            except HttpStatusError as exc:
+                if exc.status not in (401, 403) or tries == auth.max_attempts:
+                    raise
+                try:
+                    again = await auth.challenge(self.url, exc.status, exc.headers)
+                except McpkitError as failure:
+                    raise AuthorizationFailed(self.url, failure) from failure
+                if not again:
+                    raise
+
+    async def _exchange_once(self, message: Outgoing, request_id: RequestId,
+                             state: _StreamState | None, h1: H1Client | None) -> None:
         """POST the request (with `h1`, the lean client, when given) and deliver its
         answer; a `TransportError` when it cannot."""
         http, _, _ = self._ready()
