@@ -93,8 +93,9 @@ class OAuth:
         redirect URL. `client_id`/`client_secret`: a pre-registered client (for
         `client_issuer` only, when given). `client_metadata_url`: the HTTPS URL of this
         client's Client ID Metadata Document. `scopes`: asked for instead of the
-        discovered ones. Limits: `max_attempts` challenges per request,
-        `max_document_bytes` per metadata/token response, `http_timeout_s` per exchange."""
+        discovered ones (a step-up adds the challenged ones). Limits: `max_attempts`
+        challenges per request, `max_document_bytes` per metadata/token response,
+        `http_timeout_s` per exchange."""
         if max_attempts < 1:
             raise InvalidArgument(f"max_attempts must be at least 1, not {max_attempts}")
         if client_secret is not None and client_id is None:
@@ -181,10 +182,10 @@ class OAuth:
             resource = url
             metadata = await legacy_server(http, url)
         check_pkce(metadata)
-        if self.scopes is not None:
-            scopes = self.scopes
-        elif wanted is not None:
+        if wanted is not None:  # step-up: what was asked before plus the challenged scopes
             scopes = select_scopes(wanted, None, metadata.scopes_supported)
+        elif self.scopes is not None:
+            scopes = self.scopes
         else:
             scopes = select_scopes(challenge.scopes, prm.scopes_supported if prm else None,
                                    metadata.scopes_supported)
