@@ -37,6 +37,8 @@ class AuthServer:
     advertise_iss: bool | None = None
     """Whether the metadata advertises the iss parameter (None: when it is sent)."""
     reject_client_once: bool = False
+    resource_path: str = "/mcp"
+    """The protected resource is base + this ("": the whole origin, e.g. for HTTP+SSE)."""
     withheld: set[str] = field(default_factory=set)
     """Scopes the AS never grants, whatever is asked (a step-up that cannot succeed)."""
     clients: dict[str, str] = field(default_factory=dict)  # id -> secret
@@ -51,7 +53,7 @@ class AuthServer:
 
     @property
     def resource(self) -> str:
-        return f"{self.base}/mcp"
+        return f"{self.base}{self.resource_path}"
 
     # --- metadata ------------------------------------------------------------------------
 
@@ -151,7 +153,8 @@ class AuthServer:
         if scope:
             params.append(f'scope="{scope}"')
         params.append(
-            f'resource_metadata="{self.base}/.well-known/oauth-protected-resource/mcp"')
+            f'resource_metadata="{self.base}/.well-known/oauth-protected-resource'
+            f'{self.resource_path}"')
         return JSONResponse({"error": error or "unauthorized"}, status_code=status,
                             headers={"WWW-Authenticate": "Bearer " + ", ".join(params)})
 
@@ -192,6 +195,7 @@ def app(auth: AuthServer) -> Any:
     mcp = mcp_server().asgi_app()
     routes = {
         ("GET", "/.well-known/oauth-protected-resource/mcp"): lambda r: _json(auth.prm()),
+        ("GET", "/.well-known/oauth-protected-resource"): lambda r: _json(auth.prm()),
         ("GET", "/.well-known/oauth-authorization-server"): lambda r: _json(auth.as_metadata()),
         ("POST", "/register"): auth.register,
         ("GET", "/authorize"): auth.authorize,
@@ -202,7 +206,7 @@ def app(auth: AuthServer) -> Any:
         if scope["type"] != "http":
             return
         path = scope["path"]
-        if path.startswith("/mcp"):
+        if path.startswith(("/mcp", "/sse", "/messages")):  # Streamable HTTP, HTTP+SSE
             messages, body = [], b""
             while True:
                 message = await receive()

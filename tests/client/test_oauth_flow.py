@@ -7,12 +7,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 
+import anyio
 import pytest
 from tests.client.oauth_server import AuthServer, app
 from tests.procs import serve_in_thread
 
 from mcpkit import Client
 from mcpkit.auth.errors import AuthorizationError, AuthorizationFailed
+from mcpkit.client import ConnectOptions
 from mcpkit.client.oauth import OAuth
 from mcpkit.client.oauth_redirect import follow_location
 from mcpkit.errors import McpkitError
@@ -157,3 +159,48 @@ async def test_bearer_token_keeps_working(server: AuthServer) -> None:
     async with Client(server.resource, era=ERA, bearer_token=token) as c:
         result = await c.call_tool("read", {})
         assert result.content[0].text == "read ok"  # type: ignore[union-attr]
+
+
+async def test_http_sse_transport_is_authorized_too(server: AuthServer) -> None:
+    server.resource_path = ""  # the PRM's resource covers /sse and /messages
+    oauth = OAuth(redirect=follow_location)
+    target = server.base + "/sse"
+    async with Client(target, era="2024-11-05", connect=ConnectOptions(kind="sse"),
+                      auth=oauth) as c:
+        result = await c.call_tool("read", {})
+        assert result.content[0].text == "read ok"  # type: ignore[union-attr]
+        server.access.clear()  # the POSTs 401 now: refreshed, then sent again
+        result = await c.call_tool("read", {})
+        assert result.content[0].text == "read ok"  # type: ignore[union-attr]
+    assert len(server.authorize_requests) == 1
+    assert [r["grant_type"] for r in server.token_requests] == [
+        "authorization_code", "refresh_token"]
+
+
+async def test_concurrent_401s_refresh_once(server: AuthServer) -> None:
+    oauth = OAuth(redirect=follow_location)
+    async with client(server, oauth) as c:
+        await c.call_tool("read", {})
+        server.access.clear()
+        results: list[str] = []
+
+        async def read() -> None:
+            result = await c.call_tool("read", {})
+            results.append(result.content[0].text)  # type: ignore[union-attr]
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):
+                tg.start_soon(read)
+    assert results == ["read ok"] * 4
+    assert [r["grant_type"] for r in server.token_requests] == [
+        "authorization_code", "refresh_token"]
+
+
+async def test_metadata_for_another_resource_is_refused(server: AuthServer) -> None:
+    server.resource_path = "/other"  # the 401 points at metadata for base/other
+    with pytest.raises(AuthorizationFailed, match="not for") as caught:
+        async with Client(server.base + "/mcp", era=ERA,
+                          auth=OAuth(redirect=follow_location)) as c:
+            await c.call_tool("read", {})
+    assert isinstance(caught.value.reason, AuthorizationError)
+    assert server.registrations == 0 and not server.authorize_requests

@@ -45,7 +45,7 @@ class ConnectOptions:
     `mcpkit.netguard.GuardedResolver` refuses private addresses at connect time)."""
     auth: HttpAuth | None = None
     """Authorization of HTTP requests (set by `Client(auth=OAuth(…))`): asked for the
-    `Authorization` header, handed the 401/403s (Streamable HTTP)."""
+    `Authorization` header, handed the 401/403s (Streamable HTTP and HTTP+SSE)."""
     probe_timeout: float = 3.0
     """Seconds the era probe (`server/discover`) waits when the era is not pinned:
     silence means a legacy server."""
@@ -139,7 +139,7 @@ def make_url_transport(url: str, kind: str, options: ConnectOptions) -> ClientTr
     if kind == "sse":
         from mcpkit.transports.client.sse import LegacySseTransport
 
-        return LegacySseTransport(url, **common)
+        return LegacySseTransport(url, auth=options.auth, **common)
     if kind == "websocket":
         from mcpkit.transports.client.websocket import WebSocketTransport
 

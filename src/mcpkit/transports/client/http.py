@@ -29,9 +29,8 @@ from aiohttp.abc import AbstractResolver
 from anyio.abc import TaskGroup, TaskStatus
 from multidict import CIMultiDict
 
-from mcpkit.auth.errors import AuthorizationFailed
 from mcpkit.auth.provider import HttpAuth
-from mcpkit.errors import InvalidArgument, McpkitError
+from mcpkit.errors import InvalidArgument
 from mcpkit.protocol import jsonrpc, sse, versions
 from mcpkit.protocol.jsonrpc import RequestId
 from mcpkit.transports.client._aiohttp import (
@@ -51,6 +50,7 @@ from mcpkit.transports.client._aiohttp import (
     read_events,
     response_headers,
 )
+from mcpkit.transports.client.authorized import AUTH_STATUSES, authorized
 from mcpkit.transports.client.base import (
     ExchangeTransport,
     HttpStatusError,
@@ -361,29 +361,10 @@ class StreamableHttpTransport(ExchangeTransport):
         await self._authorized(lambda: self._exchange_once(message, request_id, state, h1))
 
     async def _authorized(self, attempt: Callable[[], Awaitable[None]]) -> None:
-        """Run one POST `attempt` with the auth's headers; on a 401/403 the auth handles
-        (it authorized, refreshed or stepped up), send it again, at most `max_attempts` times."""
-        auth = self.auth
-        if auth is None:
-            await attempt()
-            return
-        for tries in range(auth.max_attempts + 1):
-            try:
-                self._auth_headers = await auth.headers(self.url)
-            except McpkitError as failure:
-                raise AuthorizationFailed(self.url, failure) from failure
-            try:
-                await attempt()
-                return
-            except HttpStatusError as exc:
-                if exc.status not in (401, 403) or tries == auth.max_attempts:
-                    raise
-                try:
-                    again = await auth.challenge(self.url, exc.status, exc.headers)
-                except McpkitError as failure:
-                    raise AuthorizationFailed(self.url, failure) from failure
-                if not again:
-                    raise
+        await authorized(self.auth, self.url, attempt, self._use_auth_headers)
+
+    def _use_auth_headers(self, headers: Mapping[str, str]) -> None:
+        self._auth_headers = headers
 
     async def _exchange_once(self, message: Outgoing, request_id: RequestId,
                              state: _StreamState | None, h1: H1Client | None) -> None:
@@ -434,6 +415,10 @@ class StreamableHttpTransport(ExchangeTransport):
             if status == 404 and sent_session:
                 raise _refused(resp, SessionExpired(status, body, response_headers(resp),
                                                     url=self.url))
+            if self.auth is not None and status in AUTH_STATUSES:
+                # For the auth, even with a JSON-RPC error in the body: it may authorize.
+                raise _refused(resp, HttpStatusError(status, body, response_headers(resp),
+                                                     url=self.url))
             if answers(body, request_id, errors_only=True):
                 # A JSON-RPC error with an HTTP status (modern -32022, -32601…): the session
                 # handles it like any error response.
