@@ -75,12 +75,10 @@ class Client:
         `target`: a URL, a command list (stdio), a mcpkit `Server` (in memory) or a
         transport. `era`: "auto" (detected, cached per server), "modern", "legacy" or a
         protocol version ("2025-11-25"), which pins its era. The other groups are value
-        objects with defaults, described in `mcpkit.client.options`. `bearer_token` is a
-        shortcut for `connect=ConnectOptions(bearer_token=…)`; `auth=OAuth(…)` authorizes
-        by OAuth (`mcpkit.client.oauth`). The flat keywords of
-        earlier releases (`timeout=`, `sampling=`, `version=`, …) still work, with a
-        DeprecationWarning naming the new form.
-        """
+        objects with defaults, described in `mcpkit.client.options`; `auth=OAuth(…)`
+        authorizes by OAuth. `bearer_token` is a shortcut for `connect=ConnectOptions(
+        bearer_token=…)`. The flat keywords of earlier releases (`timeout=`, `version=`,
+        …) still work, with a DeprecationWarning naming the new form."""
         if "version" in deprecated:
             warn_old_version()
         pinned_era, pinned_version = pinned(era, deprecated.pop("version", None))
