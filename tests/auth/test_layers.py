@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from tests.test_import_layers import SRC, imported_modules
 
 AUTH_FILES = sorted((SRC / "auth").glob("*.py"))
