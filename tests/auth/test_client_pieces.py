@@ -129,3 +129,14 @@ def test_a_hostile_redirect_never_yields_a_code(tail: str) -> None:
     except AuthorizationError:
         return
     raise AssertionError("a redirect without the request's state was accepted")
+
+
+@pytest.mark.anyio
+async def test_oauth_urls_must_be_https_or_loopback() -> None:
+    from mcpkit.client.oauth_http import OAuthHttp
+
+    http = OAuthHttp(timeout_s=1.0)
+    for url in ("http://as.example/token", "ftp://as.example/x", "file:///etc/passwd",
+                "http://10.0.0.1/.well-known/oauth-authorization-server"):
+        with pytest.raises(AuthorizationError, match="only HTTPS"):
+            await http.get(url)

@@ -19,6 +19,7 @@ _PARAM = re.compile(rf'({_TOKEN})[ \t]*=[ \t]*(?:"((?:[^"\\]|\\.)*)"|({_TOKEN}))
 _SCHEME = re.compile(rf"({_TOKEN})(?=[ \t]|,|$)")
 _SKIP = re.compile(r"[ \t,]*")
 _UNESCAPE = re.compile(r"\\(.)")
+_TOKEN68 = re.compile(r"[ \t]+[A-Za-z0-9\-._~+/]+=*[ \t]*(?=,|$)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +81,6 @@ def _split_challenges(value: str) -> list[tuple[str, dict[str, str]]] | None:
         out.append((scheme.group(1), {}))
         pos = scheme.end()
         # token68 form (`Basic dXNlcg==`): a value with no `=` param after the scheme.
-        token68 = re.compile(r"[ \t]+[A-Za-z0-9\-._~+/]+=*[ \t]*(?=,|$)").match(value, pos)
+        token68 = _TOKEN68.match(value, pos)
         if token68 is not None and "=" not in token68.group(0).strip().rstrip("="):
             pos = token68.end()

@@ -6,6 +6,7 @@ URL only (never a request body: it may hold a code, verifier or secret)."""
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -81,6 +82,16 @@ class OAuthHttp:
                 f"{method} {url} failed: {type(exc).__name__}") from None
 
 
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+
+
 def _check_scheme(url: str) -> None:
-    if not url.startswith(("https://", "http://")):
-        raise AuthorizationError(f"refusing a non-HTTP(S) OAuth endpoint {url!r}")
+    """OAuth endpoints and metadata must be HTTPS (OAuth 2.1 §1.5, MCP security best
+    practices); plain HTTP only on the loopback interface (local servers and tests)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme == "https":
+        return
+    if parts.scheme == "http" and parts.hostname in LOOPBACK_HOSTS:
+        return
+    raise AuthorizationError(
+        f"refusing the OAuth URL {url!r}: only HTTPS (or HTTP on loopback) is allowed")
