@@ -23,7 +23,8 @@
     │   ├── SettingsError, CredentialError             hub settings and keys
     │   ├── StoreError           the hub's store refused: NotFound, Conflict, Invalid,
     │   │                        StoreUnavailable (also TransportError)
-    │   └── ServiceUnavailable   testing: a service's binaries are not installed
+    │   ├── ServiceUnavailable   testing: a service's binaries are not installed
+    │   └── AuthorizationNotConfigured   OAuth: nothing to identify the client with
     ├── PeerError                the remote peer failed or refused: an error answer, a message
     │   │                        the protocol does not allow, a server the client cannot work
     │   │                        with. Nothing local to fix; report it or try another peer.
@@ -39,6 +40,8 @@
     │   ├── DecodeFailure        a message that does not decode (what to answer is in it)
     │   ├── EventTooLarge        an SSE event over the parser's limit (also ValueError)
     │   ├── UpstreamUnavailable, UpstreamDown, CatalogTooLarge    a hub's upstream server
+    │   ├── AuthorizationError   OAuth: the resource or authorization server refused or
+    │   │                        sent something unusable (metadata, issuer, iss, tokens)
     │   ├── ApiError             a hub REST API error answer (also Starlette's HTTPException)
     │   ├── AdapterError         a model's tool call that is not a valid call (also ValueError)
     │   └── ScenarioFailed, SkillRejected, ServiceError, RedisError    testing
@@ -50,6 +53,7 @@
     │   │                        SessionExpired
     │   ├── H1Error, StdioProcessError   the lean HTTP/1 client's, the stdio child's
     │   ├── BlockedAddress       an address the SSRF guard may not reach
+    │   ├── AuthorizationFailed  a request needed OAuth authorization that failed (`reason`)
     │   └── SharedStateUnavailable   the hub's Redis cannot be reached
     └── Timeout                  an operation ran past its deadline.
         │ (also TimeoutError)

@@ -1,7 +1,8 @@
 """The MCP client: `Client` for one server, in either era, over any transport, and the
 value objects its settings are grouped in (`ConnectOptions`, `Timeouts`, `Responders`,
-`Notifications`, `Limits`, `Behaviour`)."""
+`Notifications`, `Limits`, `Behaviour`), and `OAuth`, its authorization group."""
 
+from mcpkit.auth.errors import AuthorizationFailed
 from mcpkit.client.client import Client
 from mcpkit.client.errors import (
     ClientError,
@@ -12,6 +13,7 @@ from mcpkit.client.errors import (
 )
 from mcpkit.client.listing import ListLimits, ListTooLarge
 from mcpkit.client.notifications import Notifications
+from mcpkit.client.oauth import OAuth
 from mcpkit.client.options import Behaviour, Limits
 from mcpkit.client.responders import Responders, form_defaults
 from mcpkit.client.session import InboundLimits, RequestTimeout, ServerError, Timeouts
@@ -25,6 +27,7 @@ from mcpkit.transports.client.base import (
 )
 
 __all__ = [
+    "AuthorizationFailed",
     "Behaviour",
     "Client",
     "ClientError",
@@ -39,6 +42,7 @@ __all__ = [
     "ListLimits",
     "ListTooLarge",
     "Notifications",
+    "OAuth",
     "RedirectRefused",
     "RequestTimeout",
     "Responders",

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 import anyio
 
+from mcpkit.auth.provider import HttpAuth
 from mcpkit.client import legacy_tasks, listing, task_calls
 from mcpkit.client.catalog import ToolCatalog
 from mcpkit.client.errors import ClientError, ClientMisuse
@@ -66,6 +67,7 @@ class Client:
         limits: Limits | None = None,
         behaviour: Behaviour | None = None,
         bearer_token: str | None = None,
+        auth: HttpAuth | None = None,
         **deprecated: Any,
     ) -> None:
         """Describe the connection; nothing happens until `async with` (or `connect()`).
@@ -73,17 +75,16 @@ class Client:
         `target`: a URL, a command list (stdio), a mcpkit `Server` (in memory) or a
         transport. `era`: "auto" (detected, cached per server), "modern", "legacy" or a
         protocol version ("2025-11-25"), which pins its era. The other groups are value
-        objects with defaults, described in `mcpkit.client.options`. `bearer_token` is a
-        shortcut for `connect=ConnectOptions(bearer_token=…)`. The flat keywords of
-        earlier releases (`timeout=`, `sampling=`, `version=`, …) still work, with a
-        DeprecationWarning naming the new form.
-        """
+        objects with defaults, described in `mcpkit.client.options`; `auth=OAuth(…)`
+        authorizes by OAuth. `bearer_token` is a shortcut for `connect=ConnectOptions(
+        bearer_token=…)`. The flat keywords of earlier releases (`timeout=`, `version=`,
+        …) still work, with a DeprecationWarning naming the new form."""
         if "version" in deprecated:
             warn_old_version()
         pinned_era, pinned_version = pinned(era, deprecated.pop("version", None))
         given = settle({"connect": connect, "timeouts": timeouts, "responders": responders,
                         "notifications": notifications, "limits": limits,
-                        "behaviour": behaviour}, bearer_token, deprecated)
+                        "behaviour": behaviour}, bearer_token, deprecated, auth)
         self.target = target
         # A copy, with the transport kind settled (an HTTP+SSE fallback changes it).
         self._connect = dataclasses.replace(given.connect, kind=kind_of(target, given.connect))

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcpkit import __version__
+from mcpkit.auth.provider import HttpAuth
 from mcpkit.client import legacy_tasks
 from mcpkit.client.listing import ListLimits
 from mcpkit.client.notifications import Notifications
@@ -126,11 +127,12 @@ class Settings:
 
 
 def settle(groups: dict[str, Any], bearer_token: str | None,
-           old: Mapping[str, Any]) -> Settings:
+           old: Mapping[str, Any], auth: HttpAuth | None = None) -> Settings:
     """The `Client` groups (parameter name → value object or None) with the old flat
     keywords folded in (a `DeprecationWarning` each, pointing at the caller of `Client()`,
     who calls `Client.__init__`, which calls this), the `bearer_token` shortcut in
-    `connect`, and `Behaviour(tasks=True)`'s extension declared by the responders. An
+    `connect` (and `auth`, the authorization group: `mcpkit.client.oauth.OAuth` or any
+    `HttpAuth`), and `Behaviour(tasks=True)`'s extension declared by the responders. An
     unknown keyword is a TypeError, as it always was."""
     changes: dict[str, dict[str, Any]] = {}
     for name, value in old.items():
@@ -146,7 +148,7 @@ def settle(groups: dict[str, Any], bearer_token: str | None,
     settled = {name: dataclasses.replace(groups[name] or kind(), **changes.get(name, {}))
                if name in changes else groups[name] or kind()
                for name, kind in GROUPS.items()}
-    settled["connect"] = _with_token(settled["connect"], bearer_token)
+    settled["connect"] = _with_token(settled["connect"], bearer_token, auth)
     settled["responders"] = _with_tasks(settled["responders"], settled["behaviour"].tasks)
     return Settings(**settled)
 
@@ -159,7 +161,12 @@ def warn_old_version() -> None:
         DeprecationWarning, stacklevel=3)
 
 
-def _with_token(connect: ConnectOptions, bearer_token: str | None) -> ConnectOptions:
+def _with_token(connect: ConnectOptions, bearer_token: str | None,
+                auth: HttpAuth | None) -> ConnectOptions:
+    if auth is not None:
+        if not isinstance(auth, HttpAuth):
+            raise InvalidArgumentType("auth= takes an OAuth(…) (or another HttpAuth)")
+        connect = dataclasses.replace(connect, auth=auth)
     if bearer_token is None:
         return connect
     if connect.bearer_token not in (None, bearer_token):

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
+from mcpkit.auth.provider import HttpAuth
 from mcpkit.errors import InvalidArgument, InvalidArgumentType
 from mcpkit.transports.client.base import ClientTransport
 
@@ -42,6 +43,9 @@ class ConnectOptions:
     resolver: Any = None
     """An aiohttp resolver for HTTP and WebSocket connections (None: aiohttp's own;
     `mcpkit.netguard.GuardedResolver` refuses private addresses at connect time)."""
+    auth: HttpAuth | None = None
+    """Authorization of HTTP requests (set by `Client(auth=OAuth(…))`): asked for the
+    `Authorization` header, handed the 401/403s (Streamable HTTP and HTTP+SSE)."""
     probe_timeout: float = 3.0
     """Seconds the era probe (`server/discover`) waits when the era is not pinned:
     silence means a legacy server."""
@@ -131,11 +135,11 @@ def make_url_transport(url: str, kind: str, options: ConnectOptions) -> ClientTr
     if kind == "http":
         from mcpkit.transports.client.http import StreamableHttpTransport
 
-        return StreamableHttpTransport(url, **common)
+        return StreamableHttpTransport(url, auth=options.auth, **common)
     if kind == "sse":
         from mcpkit.transports.client.sse import LegacySseTransport
 
-        return LegacySseTransport(url, **common)
+        return LegacySseTransport(url, auth=options.auth, **common)
     if kind == "websocket":
         from mcpkit.transports.client.websocket import WebSocketTransport
 

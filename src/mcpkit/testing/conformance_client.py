@@ -13,7 +13,8 @@ The harness starts it once per scenario with the mock server's URL as the last a
 Built on the public `mcpkit.client.Client` API only. Each scenario does what its mock server
 expects (shared/conformance/FIXTURE.md §4); an unknown scenario gets the generic behaviour:
 connect, list the tools and call each one with arguments made up from its input schema.
-`auth/*` scenarios are refused (exit 1): mcpkit's client has no OAuth yet.
+`auth/*` scenarios of the authorization-code flow run with `OAuth` (run_authorized); those of
+the machine grants (client credentials, enterprise-managed, DPoP, WIF) are refused (exit 1).
 
 The handlers it offers the server: sampling answers with a fixed assistant text, elicitation
 accepts (schema defaults, else a plausible value per field), roots lists one file:// root.
@@ -39,6 +40,8 @@ import msgspec
 
 from mcpkit import __version__
 from mcpkit.client import Behaviour, Client, RequestTimeout, Responders, Timeouts, form_defaults
+from mcpkit.client.oauth import OAuth
+from mcpkit.client.oauth_redirect import follow_location
 from mcpkit.errors import PeerError
 from mcpkit.protocol import types
 from mcpkit.protocol.errors import McpError
@@ -51,7 +54,12 @@ ROOT_NAME = "conformance workspace"
 REQUEST_TIMEOUT_S = 20.0
 """Per request: well under the harness's per-scenario limit (30 s alone, 60 s in a suite)."""
 
-AUTH_UNSUPPORTED = "auth scenarios are not implemented (authorization issue)"
+AUTH_UNSUPPORTED = "machine grants (client credentials, ID-JAG, DPoP, WIF) are not implemented yet"
+CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
+"""The Client ID Metadata Document URL the auth mock expects (auth/basic-cimd)."""
+MACHINE_GRANT_SCENARIOS = ("auth/client-credentials-", "auth/enterprise-managed-",
+                           "auth/dpop", "auth/wif-")
+"""auth/* scenarios of grants without a user: refused (exit 1) until they are built."""
 
 Context = dict[str, Any]
 Scenario = Callable[[str, str | None, Context], Awaitable[None]]
@@ -428,6 +436,23 @@ def parse_frontmatter(text: str) -> dict[str, Any] | None:
     return None
 
 
+# --- authorization --------------------------------------------------------------------------
+
+
+async def run_authorized(url: str, version: str | None, context: Context) -> None:
+    """An auth/* scenario of the authorization-code flow: the mock's /authorize redirects at
+    once, so the redirect handler reads `Location`. Pre-registered credentials come from the
+    context (auth/pre-registration); the CIMD URL is used where the AS supports it."""
+    secret = context.get("client_secret")
+    auth = OAuth(redirect=follow_location, client_metadata_url=CLIENT_METADATA_URL,
+                 client_id=context.get("client_id"),
+                 client_secret=secret if isinstance(secret, str) else None,
+                 client_name="mcpkit-conformance-client")
+    async with make_client(url, version, auth=auth) as client:
+        connected(client)
+        await call_every_tool(client, check=True)
+
+
 # --- generic behaviour ----------------------------------------------------------------------
 
 
@@ -438,9 +463,9 @@ async def run_generic(url: str, version: str | None, context: Context) -> None:
         await call_every_tool(client)
 
 
-async def call_every_tool(client: Client) -> None:
+async def call_every_tool(client: Client, *, check: bool = False) -> None:
     """Call each listed tool once with sample arguments. A call the server refuses (or that
-    times out) is logged and skipped: the arguments are guesses."""
+    times out) is logged and skipped: the arguments are guesses (`check`: it fails)."""
     tools = await client.list_tools()
     log.info("tools kept: %s", [tool.name for tool in tools])
     refused = 0
@@ -450,6 +475,8 @@ async def call_every_tool(client: Client) -> None:
         except (McpError, RequestTimeout) as exc:
             refused += 1
             log.warning("tool %s: %s", tool.name, exc)
+            if check:
+                raise
     log.info("called %d tool(s); %d refused", len(tools), refused)
 
 
@@ -532,10 +559,10 @@ def main(argv: list[str] | None = None) -> int:
     name = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION") or None
     label = name or "(no scenario)"
-    if name.startswith("auth/"):
+    if name.startswith(MACHINE_GRANT_SCENARIOS):
         print(f"conformance_client: {label}: {AUTH_UNSUPPORTED}", file=sys.stderr)
         return 1
-    run = SCENARIOS.get(name)
+    run = run_authorized if name.startswith("auth/") else SCENARIOS.get(name)
     if run is None:
         log.info("scenario %s has no dedicated steps: generic behaviour", label)
         run = run_generic

@@ -18,7 +18,7 @@ session.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -29,6 +29,7 @@ from aiohttp.abc import AbstractResolver
 from anyio.abc import TaskGroup, TaskStatus
 from multidict import CIMultiDict
 
+from mcpkit.auth.provider import HttpAuth
 from mcpkit.errors import InvalidArgument
 from mcpkit.protocol import jsonrpc, sse, versions
 from mcpkit.protocol.jsonrpc import RequestId
@@ -49,6 +50,7 @@ from mcpkit.transports.client._aiohttp import (
     read_events,
     response_headers,
 )
+from mcpkit.transports.client.authorized import AUTH_STATUSES, authorized
 from mcpkit.transports.client.base import (
     ExchangeTransport,
     HttpStatusError,
@@ -146,8 +148,12 @@ class StreamableHttpTransport(ExchangeTransport):
         min_retry_s: float = MIN_RETRY_S,
         session: aiohttp.ClientSession | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        auth: HttpAuth | None = None,
     ) -> None:
         self.url = url
+        self.auth = auth
+        """Asked for an `Authorization` header before each POST; answers its 401/403s."""
+        self._auth_headers: Mapping[str, str] = {}
         self.connect_timeout = connect_timeout
         self.resolver = resolver
         self.max_reconnects = max_reconnects
@@ -272,6 +278,7 @@ class StreamableHttpTransport(ExchangeTransport):
         if self.session_id is not None:
             out[SESSION_HEADER] = self.session_id
         out.update(self._user_headers)
+        out.update(self._auth_headers)
         if extra:
             out.update(extra)
         return out
@@ -296,6 +303,9 @@ class StreamableHttpTransport(ExchangeTransport):
     # --- notifications and responses ---------------------------------------------------------
 
     async def _post_and_wait(self, http: aiohttp.ClientSession, message: Outgoing) -> None:
+        await self._authorized(lambda: self._post_and_wait_once(http, message))
+
+    async def _post_and_wait_once(self, http: aiohttp.ClientSession, message: Outgoing) -> None:
         headers = self._post_headers(message)
         sent_session = SESSION_HEADER in headers
         try:
@@ -348,6 +358,16 @@ class StreamableHttpTransport(ExchangeTransport):
     async def _exchange(self, message: Outgoing, request_id: RequestId,
                         state: _StreamState | None = None,
                         h1: H1Client | None = None) -> None:
+        await self._authorized(lambda: self._exchange_once(message, request_id, state, h1))
+
+    async def _authorized(self, attempt: Callable[[], Awaitable[None]]) -> None:
+        await authorized(self.auth, self.url, attempt, self._use_auth_headers)
+
+    def _use_auth_headers(self, headers: Mapping[str, str]) -> None:
+        self._auth_headers = headers
+
+    async def _exchange_once(self, message: Outgoing, request_id: RequestId,
+                             state: _StreamState | None, h1: H1Client | None) -> None:
         """POST the request (with `h1`, the lean client, when given) and deliver its
         answer; a `TransportError` when it cannot."""
         http, _, _ = self._ready()
@@ -395,6 +415,10 @@ class StreamableHttpTransport(ExchangeTransport):
             if status == 404 and sent_session:
                 raise _refused(resp, SessionExpired(status, body, response_headers(resp),
                                                     url=self.url))
+            if self.auth is not None and status in AUTH_STATUSES:
+                # For the auth, even with a JSON-RPC error in the body: it may authorize.
+                raise _refused(resp, HttpStatusError(status, body, response_headers(resp),
+                                                     url=self.url))
             if answers(body, request_id, errors_only=True):
                 # A JSON-RPC error with an HTTP status (modern -32022, -32601…): the session
                 # handles it like any error response.

@@ -17,6 +17,7 @@ from aiohttp.abc import AbstractResolver
 from anyio.abc import TaskGroup, TaskStatus
 from yarl import URL
 
+from mcpkit.auth.provider import HttpAuth
 from mcpkit.protocol import sse
 from mcpkit.protocol.jsonrpc import RequestId
 from mcpkit.transports.client._aiohttp import (
@@ -34,6 +35,7 @@ from mcpkit.transports.client._aiohttp import (
     read_events,
     response_headers,
 )
+from mcpkit.transports.client.authorized import authorized
 from mcpkit.transports.client.base import (
     ConnectionClosed,
     HttpStatusError,
@@ -65,8 +67,13 @@ class LegacySseTransport:
         resolver: AbstractResolver | None = None,
         endpoint_timeout: float = 10.0,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        auth: HttpAuth | None = None,
     ) -> None:
         self.url = url
+        self.auth = auth
+        """Asked for an `Authorization` header before the GET and each POST; answers their
+        401/403s."""
+        self._auth_headers: Mapping[str, str] = {}
         self.connect_timeout = connect_timeout
         self.resolver = resolver
         self.endpoint_timeout = endpoint_timeout
@@ -87,18 +94,32 @@ class LegacySseTransport:
         Raises HttpStatusError for a refused GET, TransportError for anything else."""
         if self._closed or self._http is not None:
             raise TransportError(f"the transport to {self.url} is already open or closed")
+        await authorized(self.auth, self.url, lambda: self._open_once(inbound, task_group),
+                         self._use_auth_headers)
+
+    async def _open_once(self, inbound: Inbound, task_group: TaskGroup) -> None:
         self._http = http = new_session(self.connect_timeout, self.resolver)
         try:
             self._reader = await task_group.start(self._read_task, http, inbound)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await http.close()
+            if self.auth is not None:
+                self._http = None  # opened again once authorized
             raise
+
+    def _use_auth_headers(self, headers: Mapping[str, str]) -> None:
+        self._auth_headers = headers
 
     async def send(self, message: Outgoing) -> None:
         """POST one message to the endpoint; 2xx (usually 202) expected."""
+        await authorized(self.auth, self.url, lambda: self._post(message),
+                         self._use_auth_headers)
+
+    async def _post(self, message: Outgoing) -> None:
         http, endpoint = self._ready()
         headers = self._headers.copy()
+        headers.update(self._auth_headers)
         headers["Content-Type"] = JSON
         try:
             async with http.post(
@@ -169,6 +190,7 @@ class LegacySseTransport:
 
     async def _get(self, http: aiohttp.ClientSession) -> aiohttp.ClientResponse:
         headers = self._headers.copy()
+        headers.update(self._auth_headers)
         headers["Accept"] = EVENT_STREAM
         try:
             with anyio.fail_after(self.connect_timeout + self.endpoint_timeout):

@@ -1,0 +1,97 @@
+"""The HTTP exchanges of the OAuth flow (metadata, registration, token requests), on aiohttp.
+
+Every response body is read up to a bound; redirects are never followed (a metadata or token
+endpoint that redirects is refused); network failures become AuthorizationError naming the
+URL only (never a request body: it may hold a code, verifier or secret)."""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import msgspec
+
+from mcpkit.auth.errors import AuthorizationError
+from mcpkit.auth.metadata import MAX_DOCUMENT_BYTES
+
+HTTP_TIMEOUT_S = 30.0
+"""Default bound on each OAuth HTTP exchange (connect + response)."""
+
+FORM = "application/x-www-form-urlencoded"
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    status: int
+    body: bytes
+    headers: Mapping[str, str]
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    def oauth_error(self) -> str | None:
+        """The `error` code of an OAuth error body (RFC 6749 §5.2), if it has one and it is
+        made of the characters the RFC allows (so it is safe to show)."""
+        try:
+            doc = msgspec.json.decode(self.body)
+        except msgspec.DecodeError:
+            return None
+        error = doc.get("error") if isinstance(doc, dict) else None
+        if isinstance(error, str) and 0 < len(error) <= 64 and all(
+                0x20 <= ord(ch) <= 0x7E and ch not in '"\\' for ch in error):
+            return error
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class OAuthHttp:
+    timeout_s: float = HTTP_TIMEOUT_S
+    max_bytes: int = MAX_DOCUMENT_BYTES
+
+    async def get(self, url: str) -> Reply:
+        return await self._send("GET", url, None, {"Accept": "application/json"})
+
+    async def post_form(self, url: str, body: str, headers: Mapping[str, str]) -> Reply:
+        return await self._send("POST", url, body.encode(),
+                                {"Accept": "application/json", "Content-Type": FORM, **headers})
+
+    async def post_json(self, url: str, doc: Mapping[str, Any]) -> Reply:
+        return await self._send("POST", url, msgspec.json.encode(doc),
+                                {"Accept": "application/json",
+                                 "Content-Type": "application/json"})
+
+    async def _send(self, method: str, url: str, data: bytes | None,
+                    headers: Mapping[str, str]) -> Reply:
+        _check_scheme(url)
+        timeout = aiohttp.ClientTimeout(total=self.timeout_s)
+        try:
+            async with aiohttp.ClientSession(timeout=timeout) as http, http.request(
+                    method, url, data=data, headers=dict(headers), allow_redirects=False,
+            ) as resp:
+                body = await resp.content.read(self.max_bytes + 1)
+                if len(body) > self.max_bytes:
+                    raise AuthorizationError(
+                        f"the response from {url} is over the {self.max_bytes}-byte limit")
+                return Reply(resp.status, body, dict(resp.headers))
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise AuthorizationError(
+                f"{method} {url} failed: {type(exc).__name__}") from None
+
+
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+
+
+def _check_scheme(url: str) -> None:
+    """OAuth endpoints and metadata must be HTTPS (OAuth 2.1 §1.5, MCP security best
+    practices); plain HTTP only on the loopback interface (local servers and tests)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme == "https":
+        return
+    if parts.scheme == "http" and parts.hostname in LOOPBACK_HOSTS:
+        return
+    raise AuthorizationError(
+        f"refusing the OAuth URL {url!r}: only HTTPS (or HTTP on loopback) is allowed")

@@ -1,0 +1,42 @@
+"""Sending an HTTP request under an `HttpAuth` (mcpkit.auth.provider): its headers before each
+attempt, its handling of a 401/403, and a bounded number of attempts. Shared by the
+Streamable HTTP and HTTP+SSE transports."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+
+from mcpkit.auth.errors import AuthorizationFailed
+from mcpkit.auth.provider import HttpAuth
+from mcpkit.errors import McpkitError
+from mcpkit.transports.client.base import HttpStatusError
+
+AUTH_STATUSES = (401, 403)
+
+
+async def authorized(auth: HttpAuth | None, url: str, attempt: Callable[[], Awaitable[None]],
+                     use_headers: Callable[[Mapping[str, str]], None]) -> None:
+    """Run `attempt` (one request) with the auth's headers (handed to `use_headers` first);
+    on a 401/403 that the auth handles (it authorized, refreshed or stepped up) run it again,
+    at most `auth.max_attempts` times. A failure to authorize is `AuthorizationFailed` (a
+    TransportError, so it fails the request like any transport failure)."""
+    if auth is None:
+        await attempt()
+        return
+    for tries in range(auth.max_attempts + 1):
+        try:
+            use_headers(await auth.headers(url))
+        except McpkitError as failure:
+            raise AuthorizationFailed(url, failure) from failure
+        try:
+            await attempt()
+            return
+        except HttpStatusError as exc:
+            if exc.status not in AUTH_STATUSES or tries == auth.max_attempts:
+                raise
+            try:
+                again = await auth.challenge(url, exc.status, exc.headers)
+            except McpkitError as failure:
+                raise AuthorizationFailed(url, failure) from failure
+            if not again:
+                raise
