@@ -298,3 +298,17 @@ def test_auth_sits_below_client_server_and_hub(path: Path) -> None:
         if module.startswith("mcpkit"):
             assert module.startswith(("mcpkit.auth", "mcpkit.protocol", "mcpkit.errors")), (
                 f"{path}: imports {module}")
+
+
+def test_a_client_import_loads_no_http_or_oauth_stack() -> None:
+    """A stdio client pays for neither aiohttp nor Authlib: `OAuth` and the HTTP transports
+    load them when used."""
+    code = (
+        "import mcpkit.client, sys;"
+        "print(sorted(m for m in ('aiohttp', 'authlib', 'joserfc', 'mcpkit.client.oauth')"
+        " if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True
+    )
+    assert out.stdout.strip() == "[]"

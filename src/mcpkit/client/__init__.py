@@ -2,6 +2,8 @@
 value objects its settings are grouped in (`ConnectOptions`, `Timeouts`, `Responders`,
 `Notifications`, `Limits`, `Behaviour`), and `OAuth`, its authorization group."""
 
+from typing import TYPE_CHECKING, Any
+
 from mcpkit.auth.errors import AuthorizationFailed
 from mcpkit.client.client import Client
 from mcpkit.client.errors import (
@@ -13,7 +15,6 @@ from mcpkit.client.errors import (
 )
 from mcpkit.client.listing import ListLimits, ListTooLarge
 from mcpkit.client.notifications import Notifications
-from mcpkit.client.oauth import OAuth
 from mcpkit.client.options import Behaviour, Limits
 from mcpkit.client.responders import Responders, form_defaults
 from mcpkit.client.session import InboundLimits, RequestTimeout, ServerError, Timeouts
@@ -53,3 +54,17 @@ __all__ = [
     "TransportError",
     "form_defaults",
 ]
+
+if TYPE_CHECKING:
+    from mcpkit.client.oauth import OAuth
+
+
+def __getattr__(name: str) -> Any:
+    # `OAuth` loads the HTTP stack (aiohttp) and Authlib: only a program that authorizes pays
+    # for them, so a stdio client starts as fast as before.
+    if name == "OAuth":
+        from mcpkit.client.oauth import OAuth
+
+        globals()["OAuth"] = OAuth
+        return OAuth
+    raise AttributeError(f"module 'mcpkit.client' has no attribute {name!r}")
