@@ -16,6 +16,8 @@ import msgspec
 
 from mcpkit.auth.errors import AuthorizationError
 from mcpkit.auth.metadata import MAX_DOCUMENT_BYTES
+from mcpkit.transports.client._aiohttp import read_body
+from mcpkit.transports.client.base import MessageTooLarge
 
 HTTP_TIMEOUT_S = 30.0
 """Default bound on each OAuth HTTP exchange (connect + response)."""
@@ -72,11 +74,12 @@ class OAuthHttp:
             async with aiohttp.ClientSession(timeout=timeout) as http, http.request(
                     method, url, data=data, headers=dict(headers), allow_redirects=False,
             ) as resp:
-                body = await resp.content.read(self.max_bytes + 1)
-                if len(body) > self.max_bytes:
-                    raise AuthorizationError(
-                        f"the response from {url} is over the {self.max_bytes}-byte limit")
+                # the whole body (one read() may return only its first chunk), bounded
+                body = await read_body(resp, self.max_bytes)
                 return Reply(resp.status, body, dict(resp.headers))
+        except MessageTooLarge:
+            raise AuthorizationError(
+                f"the response from {url} is over the {self.max_bytes}-byte limit") from None
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise AuthorizationError(
                 f"{method} {url} failed: {type(exc).__name__}") from None
