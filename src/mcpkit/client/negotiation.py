@@ -48,6 +48,7 @@ from mcpkit.protocol.versions import (
     Era,
     era_of,
 )
+from mcpkit.transports.client.authorized import AUTH_STATUSES
 from mcpkit.transports.client.base import (
     ClientTransport,
     HttpStatusError,
@@ -60,9 +61,6 @@ log = logging.getLogger(__name__)
 
 CACHED_KINDS = frozenset({"stdio", "http", "sse", "websocket"})
 """Transports whose server has a stable identity to cache its era under (not in-memory)."""
-AUTH_STATUSES = frozenset({401, 403})
-"""HTTP statuses that answer the era probe with "missing or wrong credentials": not an
-era question, so they are raised as they are."""
 MODERN_ATTEMPTS = 3
 """`server/discover` attempts while the server names other versions it supports."""
 ERA_CHOICES = ("auto", "modern", "legacy")

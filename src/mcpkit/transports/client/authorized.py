@@ -11,7 +11,9 @@ from mcpkit.auth.provider import HttpAuth
 from mcpkit.errors import McpkitError
 from mcpkit.transports.client.base import HttpStatusError
 
-AUTH_STATUSES = (401, 403)
+AUTH_STATUSES = frozenset({401, 403})
+"""HTTP statuses that mean "missing, expired or too weak credentials": what an `HttpAuth`
+handles, and, for the era probe, not an era question (raised as they are)."""
 
 
 async def authorized(auth: HttpAuth | None, url: str, attempt: Callable[[], Awaitable[None]],
