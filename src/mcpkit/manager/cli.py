@@ -299,6 +299,7 @@ def _add_parser(verbs: Any) -> None:
                           "'Authorization: Bearer ${TOKEN}' to keep them out of the file)")
     add.add_argument("--bearer-token-env-var", metavar="NAME",
                      help="send `Authorization: Bearer $NAME` (URL servers)")
+    _oauth_options(add)
     add.add_argument("--startup-timeout", type=float, metavar="S",
                      help="seconds the server has to start (default: 30)")
     add.add_argument("--tool-timeout", type=float, metavar="S",
@@ -307,6 +308,33 @@ def _add_parser(verbs: Any) -> None:
     _scope_option(add, "user")
     add.add_argument("--force", action="store_true", help="replace an entry of the same name")
     add.set_defaults(loose=True)
+
+
+def _oauth_options(add: argparse.ArgumentParser) -> None:
+    """The entry's `oauth` table (`oauth_settings`), in Claude Code's and Codex's spellings."""
+    oauth = add.add_argument_group(
+        "logging in (OAuth, URL servers)", "how `mcpkit mcp login NAME` logs in; without "
+        "these it uses what the server's metadata offers")
+    oauth.add_argument("--client-id", metavar="ID",
+                       help="a client registered with the server's authorization server")
+    oauth.add_argument("--client-secret-env", metavar="NAME",
+                       help="the environment variable holding that client's secret (the "
+                            "secret itself is never written to the config)")
+    oauth.add_argument("--client-secret", action="store_true", help=argparse.SUPPRESS)
+    oauth.add_argument("--scopes", metavar="S1,S2",
+                       help="the scopes to ask for, comma- or space-separated (default: what "
+                            "the server asks for)")
+    oauth.add_argument("--callback-port", type=int, metavar="PORT",
+                       help="the port of the loopback redirect (http://127.0.0.1:PORT/"
+                            "callback), for a client registered with that redirect")
+    oauth.add_argument("--token-store", choices=("auto", "keyring", "file"),
+                       help="where the login is kept (default: auto: the OS keyring, else "
+                            "a 0600 file)")
+    oauth.add_argument("--grant", choices=("authorization_code", "client_credentials"),
+                       help="authorization_code: a user logs in (default); "
+                            "client_credentials: the client itself, no browser")
+    oauth.add_argument("--client-metadata-url", metavar="URL",
+                       help="the https URL of this client's Client ID Metadata Document")
 
 
 def _scope_option(parser: argparse.ArgumentParser, default: str | None) -> None:
@@ -468,6 +496,7 @@ def _run_get(args: argparse.Namespace) -> int:
         "url": mask_url(config.url) if config.url else None,
         "headers": {k: mask(v) for k, v in config.headers.items()},
         "bearer_token_env_var": config.bearer_token_env_var,
+        "oauth": config.oauth.to_table() if config.oauth else None,
         "enabled": config.enabled, "required": config.required,
         "startup_timeout_sec": config.startup_timeout_sec,
         "tool_timeout_sec": config.tool_timeout_sec,
@@ -489,11 +518,13 @@ def _get_lines(fields: dict[str, Any]) -> list[tuple[str, str]]:
         lines.append(("overrides", f"the entry in {fields['overrides']}"))
     lines.append(("type", fields["type"]))
     shown = ("command", "args", "env", "env_vars", "cwd") if stdio else \
-        ("url", "headers", "bearer_token_env_var")
+        ("url", "headers", "bearer_token_env_var", "oauth")
     for key in (*shown, "enabled", "required", "startup_timeout_sec", "tool_timeout_sec",
                 "enabled_tools", "disabled_tools"):
         value = fields[key]
-        if isinstance(value, dict):
+        if key == "oauth":
+            lines.append((key, _oauth_line(value)))
+        elif isinstance(value, dict):
             pairs = [f"{k}={v}" if key == "env" else f"{k}: {v}" for k, v in value.items()]
             lines += [(key if i == 0 else "", pair) for i, pair in enumerate(pairs)] or \
                 [(key, "-")]
@@ -508,3 +539,11 @@ def _get_lines(fields: dict[str, Any]) -> list[tuple[str, str]]:
             lines.append((key, "all" if key == "enabled_tools" else "-")
                          if value is None else (key, str(value)))
     return lines
+
+
+def _oauth_line(table: dict[str, Any] | None) -> str:
+    """`client_id=…, scopes=a b, …` (the table holds no secret: only a variable's name)."""
+    if not table:
+        return "-"
+    return ", ".join(f"{k}={' '.join(v) if isinstance(v, list) else v}"
+                     for k, v in table.items())
