@@ -65,6 +65,8 @@ MAX_IMPORT_FILE_BYTES = 64 * 1024 * 1024
 """`imports.MAX_IMPORT_FILE_BYTES`, repeated so that building the parser imports nothing
 heavy."""
 INTERRUPTED = 130
+PROBE_TIMEOUT_S = 5.0
+"""How long `mcp add` of a URL server waits to see whether the server requires login."""
 TRANSPORT_CHOICES = ("http", "sse", "ws", "stdio")
 MAX_RESOURCE_WRITE_BYTES = 64 * 1024 * 1024
 """What `mcpkit resources read -o FILE` writes at most (`--max-bytes`)."""
@@ -305,6 +307,11 @@ def _add_parser(verbs: Any) -> None:
     add.add_argument("--tool-timeout", type=float, metavar="S",
                      help="seconds a tool call may take (default: 60)")
     add.add_argument("--disabled", action="store_true", help="add it disabled")
+    add.add_argument("--no-probe", action="store_true",
+                     help="do not connect to a URL server to see whether it requires login")
+    add.add_argument("--probe-timeout", type=float, metavar="S", default=PROBE_TIMEOUT_S,
+                     help="how long that check may take (default: %(default)s s; it never "
+                          "fails the add)")
     _scope_option(add, "user")
     add.add_argument("--force", action="store_true", help="replace an entry of the same name")
     add.set_defaults(loose=True)
@@ -438,9 +445,11 @@ def _run_list(args: argparse.Namespace) -> int:
             "error": redact(outcome.error) if outcome else entry.error,
             "tools": len(outcome.tools) if outcome and outcome.status == "ready" else None,
             "startup_ms": outcome.startup_ms if outcome else None,
+            "login": outcome.login if outcome else None,
         })
     # As `mcp test`: 1 when a server that should have started did not (a disabled one
-    # is not a failure; an invalid entry is).
+    # is not a failure; an invalid entry is; one that needs a login is not broken: its
+    # line says how to log in).
     code = EXIT_FAILED if any(r["status"] in ("failed", "invalid") for r in rows) else EXIT_OK
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
@@ -452,7 +461,9 @@ def _run_list(args: argparse.Namespace) -> int:
     from mcpkit.manager.cli_render import output_width, table
 
     width = output_width()
-    cells = [[r["name"], r["scope"], str(r["type"] or "?"), r["target"], r["status"],
+    shown = {"needs_auth": "needs login"}
+    cells = [[r["name"], r["scope"], str(r["type"] or "?"), r["target"],
+              shown.get(r["status"], r["status"]),
               "-" if r["tools"] is None else str(r["tools"])] for r in rows]
     for line in table(("NAME", "SCOPE", "TRANSPORT", "TARGET", "STATUS", "TOOLS"), cells,
                       width=width, shrink=(3, 0)):

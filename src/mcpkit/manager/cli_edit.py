@@ -34,7 +34,33 @@ def run_add(args: argparse.Namespace) -> int:
         entry["tool_timeout_sec"] = args.tool_timeout
     if args.disabled:
         entry["enabled"] = False
-    return _write(args.name, entry, args.scope, args.force)
+    code = _write(args.name, entry, args.scope, args.force)
+    if url and not args.disabled and not args.no_probe:
+        _say_if_login_needed(args.name, args.probe_timeout)
+    return code
+
+
+def _say_if_login_needed(name: str, timeout: float) -> None:
+    """Connect to the server just added, for at most `timeout` seconds: when it asks for a
+    login, say so and name the command. Whatever else happens is not this command's
+    business (`mcp test` is): the entry is written, and the add succeeds."""
+    from mcpkit.manager import cli_servers
+    from mcpkit.manager.cli_targets import prepared
+
+    files = ConfigFiles()
+    try:
+        entry = files.entry(name)
+        config = prepared(files, entry, timeout=timeout)
+    except ConfigError:
+        return  # e.g. a variable that is not set yet: nothing to probe with
+    if config.static_credentials:
+        return  # a 401 would be about that token, not a login
+    try:
+        outcome = cli_servers.survey([config])[name]
+    except Exception:
+        return
+    if outcome.login is not None:
+        print(f"{name} requires login (it asks for OAuth): run `{outcome.login}`")
 
 
 def _server_given(args: argparse.Namespace) -> tuple[list[str], str]:

@@ -1,0 +1,88 @@
+"""A remote server that asks for an OAuth login is `needs_auth`, not `failed`: in the
+`ServerManager`, in `mcp list` ("needs login", and a status and login command in --json), in
+`mcp test`, and when it is added (`mcp add` probes it, bounded, and never fails). The server
+is tests/client/oauth_server.py on 127.0.0.1: a 401 with `WWW-Authenticate: Bearer
+resource_metadata=…` to any request without a token."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import pytest
+from tests.client.oauth_server import AuthServer, app
+from tests.manager.test_cli import User, error_line, hint
+from tests.procs import serve_in_thread
+
+from mcpkit.manager.config import from_entry
+from mcpkit.manager.errors import ServerUnavailable
+from mcpkit.manager.managed import Status
+from mcpkit.manager.manager import ServerManager
+
+
+@pytest.fixture(scope="module")
+def protected() -> Iterator[AuthServer]:
+    auth = AuthServer()
+    with serve_in_thread(app(auth), name="oauth") as base:
+        auth.base = base
+        yield auth
+
+
+@pytest.mark.anyio
+async def test_the_manager_marks_a_401_with_an_oauth_challenge_needs_auth(
+        protected: AuthServer) -> None:
+    configs = [from_entry("docs", {"url": protected.resource, "startup_timeout_sec": 10}),
+               from_entry("tok", {"url": protected.resource, "bearer_token_env_var": "TOK",
+                                  "startup_timeout_sec": 10})]
+    manager = ServerManager(configs, environ={"TOK": "a-token-the-server-never-issued"})
+    async with manager:
+        docs, tok = manager.server("docs"), manager.server("tok")
+        assert docs.status is Status.NEEDS_AUTH
+        assert docs.login == "mcpkit mcp login docs"
+        assert docs.error == "needs login: run `mcpkit mcp login docs`"
+        with pytest.raises(ServerUnavailable, match="MCP server docs needs login: run "
+                                                    "`mcpkit mcp login docs`"):
+            await docs.ready_client()
+        # a token given as it is and refused: the token is wrong, a login would not help
+        assert tok.status is Status.FAILED and tok.login is None
+        assert "HTTP 401" in (tok.error or "")
+        assert manager.tools() == []
+    assert protected.registrations == 0  # nothing was registered at the AS by starting
+
+
+def test_mcp_add_says_login_is_required_and_list_shows_needs_login(
+        user: User, protected: AuthServer) -> None:
+    added = user.ok("mcp", "add", "--transport", "http", "docs", protected.resource)
+    assert added.out.splitlines()[-1] == ("docs requires login (it asks for OAuth): run "
+                                          "`mcpkit mcp login docs`")
+    quiet = user.ok("mcp", "add", "docs2", protected.resource, "--no-probe")
+    assert "requires login" not in quiet.out
+
+    listed = user.ok("mcp", "list")  # a server that needs a login is not a failure
+    row = next(line for line in listed.out.splitlines() if line.startswith("docs "))
+    assert "needs login" in row
+    assert "mcpkit: docs needs login (it asks for OAuth)" in listed.err
+    assert "hint: log in: `mcpkit mcp login docs`" in listed.err
+    report = {r["name"]: r for r in user.ok("mcp", "list", "--json").json()}
+    assert report["docs"]["status"] == "needs_auth"
+    assert report["docs"]["login"] == "mcpkit mcp login docs"
+    assert report["docs"]["tools"] is None
+
+    tested = user.fails(1, "mcp", "test", "docs")
+    assert error_line(tested) == (f"mcpkit: error: docs requires login (OAuth) (HTTP 401 from "
+                                  f"{protected.resource})")
+    assert hint(tested) == "hint: log in: `mcpkit mcp login docs`"
+    assert user.fails(1, "mcp", "test", "docs", "--json").json()["problem"] == "login"
+
+
+def test_the_add_probe_is_bounded_and_never_fails_the_add(user: User) -> None:
+    with socket.socket() as silent:  # accepts connections (the backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/mcp"
+        added = user.ok("mcp", "add", "slow", url, "--probe-timeout", "0.5")
+    assert "requires login" not in added.out
+    assert user.servers(user.user_file)["slow"] == {"type": "http", "url": url}
+    # unset variables: nothing to probe with, and still added
+    user.ok("mcp", "add", "later", "http://127.0.0.1:9/${MCP_PATH}")
+    assert "later" in user.servers(user.user_file)
