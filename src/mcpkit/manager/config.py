@@ -22,13 +22,13 @@ import fnmatch
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
-from mcpkit.errors import UsageError
+from mcpkit.manager.config_errors import ConfigError, json_type
+from mcpkit.manager.oauth_settings import OAuthSettings
 
-if TYPE_CHECKING:
-    from mcpkit.manager.oauth_settings import OAuthSettings
+__all__ = ["ConfigError", "ServerConfig", "from_entry", "json_type"]
 
 TRANSPORTS = ("stdio", "http", "sse", "ws")
 CLIENT_KINDS = {"stdio": "stdio", "http": "http", "sse": "sse", "ws": "websocket"}
@@ -44,10 +44,6 @@ KNOWN_KEYS = frozenset({
     "bearer_token_env_var", "enabled", "required", "startup_timeout_sec", "tool_timeout_sec",
     "enabled_tools", "disabled_tools", "oauth",
 })
-
-
-class ConfigError(UsageError, ValueError):
-    """A config problem, with where it is (file, server) in the message."""
 
 
 @dataclass
@@ -177,8 +173,6 @@ def from_entry(name: str, entry: object, where: str = "") -> ServerConfig:
 def _oauth_of(entry: dict[str, Any], prefix: str) -> OAuthSettings | None:
     if "oauth" not in entry:
         return None
-    from mcpkit.manager.oauth_settings import OAuthSettings  # it imports this module
-
     return OAuthSettings.from_table(entry["oauth"], prefix)
 
 
@@ -290,9 +284,3 @@ class _Reader:
             raise ConfigError(f"{self.prefix}: \"{key}\" must be between 0 and "
                               f"{MAX_TIMEOUT_S:g} seconds, not {value}")
         return float(value)
-
-
-def json_type(value: object) -> str:
-    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
-             int: "a number", float: "a number", type(None): "null"}
-    return names.get(type(value), type(value).__name__)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from mcpkit.manager.config import ConfigError, json_type
+from mcpkit.manager.config_errors import ConfigError, json_type
 
 if TYPE_CHECKING:
     from mcpkit.auth.tokens import TokenStore
