@@ -17,19 +17,20 @@ handles, and, for the era probe, not an era question (raised as they are)."""
 
 
 async def authorized(auth: HttpAuth | None, url: str, attempt: Callable[[], Awaitable[None]],
-                     use_headers: Callable[[Mapping[str, str]], None]) -> None:
-    """Run `attempt` (one request) with the auth's headers (handed to `use_headers` first);
-    on a 401/403 that the auth handles (it authorized, refreshed or stepped up) run it again,
-    at most `auth.max_attempts` times. A failure to authorize is `AuthorizationFailed` (a
-    TransportError, so it fails the request like any transport failure)."""
+                     use_headers: Callable[[Mapping[str, str]], None], *,
+                     method: str = "POST", target: str | None = None) -> None:
+    """Run `attempt` (one `method` request) with the auth's headers (handed to `use_headers`
+    first; `attempt` must take them before it awaits anything, so concurrent requests never
+    swap them); on a 401/403 that the auth handles (it authorized, refreshed, stepped up or
+    took a DPoP nonce) run it again, at most `auth.max_attempts` times. `url` is the MCP
+    server's (what the auth discovers from); `target` the URL the request goes to when it is
+    another (the HTTP+SSE message endpoint). A failure to authorize is `AuthorizationFailed`
+    (a TransportError, so it fails the request like any transport failure)."""
     if auth is None:
         await attempt()
         return
     for tries in range(auth.max_attempts + 1):
-        try:
-            use_headers(await auth.headers(url))
-        except McpkitError as failure:
-            raise AuthorizationFailed(url, failure) from failure
+        use_headers(await fresh_headers(auth, target or url, method))
         try:
             await attempt()
             return
@@ -42,3 +43,12 @@ async def authorized(auth: HttpAuth | None, url: str, attempt: Callable[[], Awai
                 raise AuthorizationFailed(url, failure) from failure
             if not again:
                 raise
+
+
+async def fresh_headers(auth: HttpAuth, url: str, method: str) -> Mapping[str, str]:
+    """The auth's headers for one request (a stream's GET, a session's DELETE), a failure
+    being `AuthorizationFailed`."""
+    try:
+        return await auth.headers(url, method)
+    except McpkitError as failure:
+        raise AuthorizationFailed(url, failure) from failure
