@@ -4,6 +4,8 @@ Streamable HTTP and HTTP+SSE transports."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Awaitable, Callable, Mapping
 
 from mcpkit.auth.errors import AuthorizationFailed
@@ -47,8 +49,23 @@ async def authorized(auth: HttpAuth | None, url: str, attempt: Callable[[], Awai
 
 async def fresh_headers(auth: HttpAuth, url: str, method: str) -> Mapping[str, str]:
     """The auth's headers for one request (a stream's GET, a session's DELETE), a failure
-    being `AuthorizationFailed`."""
+    being `AuthorizationFailed`. An `HttpAuth` written before `headers` took the method
+    (`headers(self, url)`) is still asked the old way."""
     try:
-        return await auth.headers(url, method)
+        if _takes_method(type(auth)):
+            return await auth.headers(url, method)
+        return await auth.headers(url)
     except McpkitError as failure:
         raise AuthorizationFailed(url, failure) from failure
+
+
+@functools.cache
+def _takes_method(kind: type[HttpAuth]) -> bool:
+    try:
+        parameters = inspect.signature(kind.headers).parameters.values()
+    except (AttributeError, TypeError, ValueError):
+        return True
+    return any(p.name == "method" or p.kind is inspect.Parameter.VAR_KEYWORD
+               for p in parameters) or sum(
+        p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                   inspect.Parameter.VAR_POSITIONAL) for p in parameters) > 2
