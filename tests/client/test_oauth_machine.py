@@ -192,6 +192,10 @@ async def test_dpop_a_fresh_proof_per_request_with_ath(
     assert all("ath" in proof for proof in resource_proofs)
     assert len({proof["jti"] for proof in server.proofs}) == len(server.proofs)
     assert {scheme for _, scheme in server.resource_requests} == {"DPoP"}
+    # The session's GET stream and its closing DELETE carry proofs for their own method.
+    methods = {method for method, _ in server.resource_requests}
+    assert {"GET", "DELETE"} <= methods, methods
+    assert {proof["htm"] for proof in resource_proofs} == methods
     assert_no_secrets(server, caplog.text, repr(auth), repr(key))
 
 
