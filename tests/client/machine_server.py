@@ -4,7 +4,9 @@ grant and DPoP tests (tests/client/test_oauth_machine.py).
 One ASGI app on 127.0.0.1 (served by tests.procs.serve_in_thread):
 
     /.well-known/oauth-protected-resource[/mcp], /.well-known/oauth-authorization-server
-    /token      client_credentials (client_secret_basic, client_secret_post, private_key_jwt
+    /authorize  the authorization-code flow (redirects at once; PKCE S256 checked at /token)
+    /token      authorization_code and refresh_token (for `OAuth(dpop=True)`),
+                client_credentials (client_secret_basic, client_secret_post, private_key_jwt
                 verified with the client's public key: iss = sub = client id, aud = issuer)
                 and jwt-bearer (a workload JWT signed by the workload issuer's key, or an
                 ID-JAG signed by the IdP); with `dpop`, a proof is required (verified with
@@ -29,10 +31,11 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
+from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from joserfc import jws, jwt
 from joserfc.jwk import ECKey
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from tests.client.oauth_server import mcp_server
 
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
@@ -72,6 +75,8 @@ class MachineServer:
     token_body_override: bytes | None = None
     """Served as every successful token response's body (hostile tests)."""
     access: dict[str, Bound] = field(default_factory=dict)
+    codes: dict[str, dict[str, str]] = field(default_factory=dict)
+    refresh_tokens: dict[str, bool] = field(default_factory=dict)
     token_requests: list[dict[str, str]] = field(default_factory=list)
     token_headers: list[dict[str, str]] = field(default_factory=list)
     idp_requests: list[dict[str, str]] = field(default_factory=list)
@@ -100,7 +105,9 @@ class MachineServer:
             "authorization_endpoint": f"{self.base}/authorize",
             "token_endpoint": self.token_endpoint,
             "response_types_supported": ["code"],
-            "grant_types_supported": ["client_credentials", JWT_BEARER],
+            "grant_types_supported": ["client_credentials", JWT_BEARER, "authorization_code",
+                                      "refresh_token"],
+            "code_challenge_methods_supported": ["S256"],
             "token_endpoint_auth_methods_supported": self.auth_methods,
             "token_endpoint_auth_signing_alg_values_supported": ["ES256"],
         }
@@ -188,16 +195,30 @@ class MachineServer:
         elif form.get("grant_type") == JWT_BEARER:
             if not self._assertion_ok(form.get("assertion", ""), client):
                 return JSONResponse({"error": "invalid_grant"}, status_code=400)
+        elif form.get("grant_type") == "authorization_code":
+            asked = self.codes.pop(form.get("code", ""), None)
+            verifier = form.get("code_verifier", "")
+            self.secrets_seen.add(verifier)
+            if (client is None or asked is None
+                    or create_s256_code_challenge(verifier) != asked["code_challenge"]):
+                return JSONResponse({"error": "invalid_grant"}, status_code=400)
+        elif form.get("grant_type") == "refresh_token":
+            if client is None or self.refresh_tokens.pop(form.get("refresh_token", ""),
+                                                         None) is None:
+                return JSONResponse({"error": "invalid_grant"}, status_code=400)
         else:
             return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
-        access = secrets.token_urlsafe(24)
-        self.secrets_seen.add(access)
+        access, refresh = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+        self.secrets_seen |= {access, refresh}
+        self.refresh_tokens[refresh] = True
         self.access[access] = Bound(jkt, time.time() + self.token_lifetime_s)
         body = self.token_body_override
         if body is not None:
             return Response(body, media_type="application/json")
         return JSONResponse({"access_token": access, "expires_in": self.token_lifetime_s,
-                             "token_type": "DPoP" if jkt else "Bearer"},
+                             "token_type": "DPoP" if jkt else "Bearer",
+                             **({"refresh_token": refresh} if form["grant_type"] in (
+                                 "authorization_code", "refresh_token") else {})},
                             headers={"Cache-Control": "no-store"})
 
     def _client(self, request: Request, form: dict[str, str]) -> str | None:
@@ -238,6 +259,16 @@ class MachineServer:
         except Exception:
             return False
         return claims["aud"] == self.base and claims["exp"] > time.time()
+
+    async def authorize(self, request: Request) -> Response:
+        """The authorization-code flow's endpoint, redirecting at once (no user here)."""
+        q = dict(request.query_params)
+        assert q["code_challenge_method"] == "S256" and q["resource"] == self.resource
+        code = secrets.token_urlsafe(16)
+        self.secrets_seen.add(code)
+        self.codes[code] = q
+        back = urllib.parse.urlencode({"code": code, "state": q["state"], "iss": self.base})
+        return RedirectResponse(f"{q['redirect_uri']}?{back}", 302)
 
     async def idp_token(self, request: Request) -> Response:
         form = {k: str(v) for k, v in (await request.form()).items()}
@@ -301,6 +332,7 @@ def app(server: MachineServer) -> Any:
         ("GET", "/.well-known/oauth-authorization-server"): lambda r: JSONResponse(
             server.as_metadata()),
         ("POST", "/token"): server.token,
+        ("GET", "/authorize"): server.authorize,
         ("POST", "/idp/token"): server.idp_token,
     }
 

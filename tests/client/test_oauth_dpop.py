@@ -18,8 +18,11 @@ def claims(proof: str) -> dict[str, object]:
 
 
 def test_nonces_are_kept_per_origin_and_bounded() -> None:
-    dpop = DPoP(max_nonces=2)
+    dpop = DPoP(max_nonces=3)
     dpop.remember_nonce("http://a.example/token", "na")
+    dpop.remember_nonce("http://a.example/token", "token-side", role="token")
+    assert claims(dpop.proof("POST", "http://a.example/token", role="token"))["nonce"] == (
+        "token-side")  # the same origin's authorization server has its own nonce
     dpop.remember_nonce("http://b.example/mcp", "nb")
     assert claims(dpop.proof("POST", "http://a.example/other"))["nonce"] == "na"
     dpop.remember_nonce("http://c.example/", "nc")  # a third origin: the oldest goes

@@ -26,6 +26,8 @@ from mcpkit.client import (
     MachineAuth,
     WorkloadIdentityGrant,
 )
+from mcpkit.client.oauth import OAuth
+from mcpkit.client.oauth_redirect import follow_location
 from mcpkit.errors import InvalidArgument
 
 pytestmark = pytest.mark.anyio
@@ -230,6 +232,22 @@ async def test_a_token_the_server_did_not_bind_goes_out_as_bearer(
     assert "dpop" in server.token_headers[0]  # the proof was sent
     assert auth.tokens is not None and auth.tokens.token_type == "Bearer"
     assert {scheme for _, scheme in server.resource_requests} == {"Bearer"}
+
+
+async def test_the_authorization_code_flow_with_dpop(server: MachineServer) -> None:
+    """`OAuth(dpop=True)`: the code exchange and the refresh carry proofs (with the AS's
+    nonce), the resource requests `Authorization: DPoP` with the resource's nonce."""
+    server.dpop = True
+    server.as_nonce, server.rs_nonce = "as-n", "rs-n"
+    server.token_lifetime_s = 20  # inside the refresh margin: refreshed before the next use
+    oauth = OAuth(redirect=follow_location, client_id="svc", client_secret=SECRET, dpop=True)
+    await call_read(server, oauth, times=2)
+    grants = [form["grant_type"] for form in server.token_requests]
+    assert grants[:2] == ["authorization_code", "authorization_code"]  # the nonce retry
+    assert "refresh_token" in grants
+    assert oauth.tokens is not None and oauth.tokens.token_type == "DPoP"
+    assert server.nonce_challenges == {"as": 1, "rs": 1}
+    assert {scheme for _, scheme in server.resource_requests} == {"DPoP"}
 
 
 # --- re-grant, expiry, hostile token responses -------------------------------------------

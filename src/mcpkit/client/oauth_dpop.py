@@ -9,8 +9,8 @@
                        error="use_dpop_nonce"` makes the transport send the request again
                        with the server's nonce (RFC 9449 §9)
 
-Nonces are kept per origin (the authorization server's and the resource's differ), at most
-`max_nonces` of them. A nonce header that is missing, repeated, over `max_nonce_chars` or off
+Nonces are kept per server role and origin (an authorization server's nonce is never sent to
+a resource on the same origin, nor the other way round), at most `max_nonces` of them. A nonce header that is missing, repeated, over `max_nonce_chars` or off
 the grammar is refused with `InvalidDPoPNonce` (a PeerError). A token the server did not bind
 (`token_type: Bearer`) goes out as a bearer token, without a proof.
 """
@@ -18,6 +18,7 @@ the grammar is refused with `InvalidDPoPNonce` (a PeerError). A token the server
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 from urllib.parse import urlsplit
 
 from mcpkit.auth.dpop import (
@@ -36,6 +37,9 @@ __all__ = ["DEFAULT_MAX_NONCES", "DPoP", "DPoPOption", "dpop_from_option", "head
 
 DEFAULT_MAX_NONCES = 16
 """Nonces kept at once (one per server origin); the oldest is forgotten past this."""
+
+Role = Literal["token", "resource"]
+"""Which server a nonce came from: a token endpoint's, or a protected resource's."""
 
 DPoPOption = bool | DPoPKey | None
 """What `dpop=` takes: False/None (no DPoP), True (a new key for this object's life), or a
@@ -60,22 +64,23 @@ class DPoP:
         self.key = key if key is not None else DPoPKey.generate()
         self.max_nonces = max_nonces
         self.max_nonce_chars = max_nonce_chars
-        self._nonces: dict[str, str] = {}
+        self._nonces: dict[tuple[Role, str], str] = {}
 
     def __repr__(self) -> str:
         return f"DPoP(jkt={self.key.jkt!r}, nonces={len(self._nonces)})"
 
-    def proof(self, method: str, url: str, access_token: str | None = None) -> str:
-        """A fresh proof for one request, with the nonce `url`'s server gave, if any."""
-        return self.key.proof(method, url, nonce=self._nonces.get(_origin(url)),
+    def proof(self, method: str, url: str, access_token: str | None = None, *,
+              role: Role = "resource") -> str:
+        """A fresh proof for one request, with the nonce `url`'s server (in `role`) gave."""
+        return self.key.proof(method, url, nonce=self._nonces.get((role, _origin(url))),
                               access_token=access_token)
 
-    def remember_nonce(self, url: str, nonce: str) -> None:
-        origin = _origin(url)
-        self._nonces.pop(origin, None)
+    def remember_nonce(self, url: str, nonce: str, *, role: Role = "resource") -> None:
+        key = (role, _origin(url))
+        self._nonces.pop(key, None)
         while len(self._nonces) >= self.max_nonces:
             del self._nonces[next(iter(self._nonces))]  # the oldest
-        self._nonces[origin] = nonce
+        self._nonces[key] = nonce
 
     # --- the token endpoint ------------------------------------------------------------------
 
@@ -89,13 +94,14 @@ class DPoP:
             max_nonce_chars=self.max_nonce_chars)
         if nonce is None:
             return reply
-        self.remember_nonce(endpoint, nonce)
+        self.remember_nonce(endpoint, nonce, role="token")
         return await self._post_with_proof(http, endpoint, body, headers)
 
     async def _post_with_proof(self, http: OAuthHttp, endpoint: str, body: str,
                                headers: Mapping[str, str]) -> Reply:
         return await http.post_form(endpoint, body,
-                                    {**headers, "DPoP": self.proof("POST", endpoint)})
+                                    {**headers, "DPoP": self.proof("POST", endpoint,
+                                                                   role="token")})
 
     # --- the resource ------------------------------------------------------------------------
 
