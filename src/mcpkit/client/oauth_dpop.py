@@ -10,8 +10,9 @@
                        with the server's nonce (RFC 9449 §9)
 
 Nonces are kept per server role and origin (an authorization server's nonce is never sent to
-a resource on the same origin, nor the other way round), at most `max_nonces` of them. A nonce header that is missing, repeated, over `max_nonce_chars` or off
-the grammar is refused with `InvalidDPoPNonce` (a PeerError). A token the server did not bind
+a resource on the same origin, nor the other way round), at most `max_nonces` of them. A
+nonce header that is missing, repeated, over `max_nonce_chars` or off the grammar is refused
+with `InvalidDPoPNonce` (a PeerError). A token the server did not bind
 (`token_type: Bearer`) goes out as a bearer token, without a proof.
 """
 
