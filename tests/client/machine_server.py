@@ -88,9 +88,12 @@ class MachineServer:
     """(method, Authorization scheme) of every /mcp request that carried a token."""
     secrets_seen: set[str] = field(default_factory=set)
 
+    resource_path: str = "/mcp"
+    """The protected resource is base + this ("": the whole origin, e.g. for HTTP+SSE)."""
+
     @property
     def resource(self) -> str:
-        return f"{self.base}/mcp"
+        return f"{self.base}{self.resource_path}"
 
     @property
     def token_endpoint(self) -> str:
@@ -292,7 +295,7 @@ class MachineServer:
 
     # --- the protected resource --------------------------------------------------------
 
-    def check(self, method: str, headers: dict[str, str]) -> Response | None:
+    def check(self, method: str, url: str, headers: dict[str, str]) -> Response | None:
         authorization = headers.get("authorization", "")
         scheme, _, token = authorization.partition(" ")
         bound = self.access.get(token)
@@ -303,7 +306,7 @@ class MachineServer:
             return None if scheme == "Bearer" else self._challenge("invalid_token")
         if scheme != "DPoP":
             return self._challenge("invalid_token")
-        checked = self.check_proof(headers.get("dpop"), method, self.resource, self.rs_nonce,
+        checked = self.check_proof(headers.get("dpop"), method, url, self.rs_nonce,
                                    access_token=token)
         if checked == "use_dpop_nonce":
             self.nonce_challenges["rs"] += 1
@@ -317,7 +320,8 @@ class MachineServer:
 
     def _challenge(self, error: str | None) -> Response:
         params = [f'error="{error}"'] if error else []
-        params.append(f'resource_metadata="{self.base}/.well-known/oauth-protected-resource/mcp"')
+        params.append(f'resource_metadata="{self.base}/.well-known/oauth-protected-resource'
+                      f'{self.resource_path}"')
         scheme = "DPoP" if self.dpop else "Bearer"
         return JSONResponse({"error": error or "unauthorized"}, status_code=401,
                             headers={"WWW-Authenticate": f"{scheme} " + ", ".join(params)})
@@ -329,6 +333,7 @@ def app(server: MachineServer) -> Any:
     routes = {
         ("GET", "/.well-known/oauth-protected-resource/mcp"): lambda r: JSONResponse(
             server.prm()),
+        ("GET", "/.well-known/oauth-protected-resource"): lambda r: JSONResponse(server.prm()),
         ("GET", "/.well-known/oauth-authorization-server"): lambda r: JSONResponse(
             server.as_metadata()),
         ("POST", "/token"): server.token,
@@ -340,9 +345,9 @@ def app(server: MachineServer) -> Any:
         if scope["type"] != "http":
             return
         path = scope["path"]
-        if path.startswith("/mcp"):
+        if path.startswith(("/mcp", "/sse", "/messages")):  # Streamable HTTP, HTTP+SSE
             headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
-            refusal = server.check(scope["method"], headers)
+            refusal = server.check(scope["method"], f"{server.base}{path}", headers)
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return

@@ -9,9 +9,11 @@ reprs or errors."""
 from __future__ import annotations
 
 import logging
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+import anyio
 import pytest
 from joserfc.jwk import ECKey
 from tests.client.machine_server import JWT_BEARER, MachineServer, app
@@ -21,6 +23,7 @@ from mcpkit import Client
 from mcpkit.auth.errors import AuthorizationFailed
 from mcpkit.client import (
     ClientCredentialsGrant,
+    ConnectOptions,
     DPoPKey,
     EnterpriseGrant,
     MachineAuth,
@@ -250,6 +253,24 @@ async def test_the_authorization_code_flow_with_dpop(server: MachineServer) -> N
     assert {scheme for _, scheme in server.resource_requests} == {"DPoP"}
 
 
+async def test_dpop_over_http_sse_proves_the_get_stream_and_each_post(
+        server: MachineServer) -> None:
+    """HTTP+SSE: the stream's GET has a proof for GET at /sse, each message's POST one for
+    POST at the endpoint it goes to (not the /sse URL); the resource's nonce is honoured."""
+    server.dpop = True
+    server.rs_nonce = "rs-n"
+    server.resource_path = ""  # the PRM's resource covers /sse and /messages
+    auth = MachineAuth(ClientCredentialsGrant("svc", client_secret=SECRET), dpop=True)
+    async with Client(server.base + "/sse", era="2024-11-05",
+                      connect=ConnectOptions(kind="sse"), auth=auth) as client:
+        result = await client.call_tool("read", {})
+        assert result.content[0].text == "read ok"  # type: ignore[union-attr]
+    targets = {(proof["htm"], urllib.parse.urlsplit(str(proof["htu"])).path)
+               for proof in server.proofs[1:]}
+    assert ("GET", "/sse") in targets
+    assert ("POST", "/messages/") in targets or ("POST", "/messages") in targets, targets
+
+
 # --- re-grant, expiry, hostile token responses -------------------------------------------
 
 
@@ -263,6 +284,24 @@ async def test_regrant_on_401_and_before_expiry(server: MachineServer) -> None:
     server.revoke_all()
     await call_read(server, auth, times=2)
     assert len(server.token_requests) >= 4
+
+
+async def test_concurrent_401s_share_one_grant(server: MachineServer) -> None:
+    auth = MachineAuth(ClientCredentialsGrant("svc", client_secret=SECRET))
+    async with Client(server.resource, era=ERA, auth=auth) as client:
+        await client.call_tool("read", {})
+        server.revoke_all()
+        results: list[str] = []
+
+        async def read() -> None:
+            result = await client.call_tool("read", {})
+            results.append(result.content[0].text)  # type: ignore[union-attr]
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):
+                tg.start_soon(read)
+    assert results == ["read ok"] * 4
+    assert len(server.token_requests) == 2  # the first grant, then one for all four
 
 
 @pytest.mark.parametrize(("body", "says"), [
