@@ -307,3 +307,33 @@ def test_entries_of_different_keys_never_mix(entries: dict[tuple[str, str, str],
                     TokenKey(*k) for k in entries if k[0] == resource}
 
         anyio.run(check)
+
+
+# --- the refresh lock ----------------------------------------------------------------------
+
+
+async def test_the_refresh_lock_wait_is_bounded(tmp_path: Path) -> None:
+    """Another holder of the key's lock file (here a second lock object: flock conflicts
+    between open files, in one process as across processes) makes the wait end in a clear
+    LockTimeout after lock_timeout_s; other keys are not held up."""
+    import filelock
+
+    from mcpkit.client.private_files import LockTimeout
+
+    store = open_token_store("file", directory=tmp_path, lock_timeout_s=0.2)
+    async with store.refresh_lock(KEY):
+        pass  # creates the lock file
+    [path] = (tmp_path / "locks").iterdir()
+    other = filelock.FileLock(path, thread_local=False)
+    other.acquire()
+    try:
+        with pytest.raises(LockTimeout, match=r"over 0\.2 s") as caught:
+            async with store.refresh_lock(KEY):
+                pytest.fail("the lock was taken while another holder had it")
+        assert isinstance(caught.value, TimeoutError)
+        async with store.refresh_lock(TokenKey(RESOURCE, ISSUER, "client-2")):
+            pass
+    finally:
+        other.release()
+    async with store.refresh_lock(KEY):
+        pass
