@@ -190,3 +190,20 @@ async def test_invalid_grant_drops_the_stored_login(
     await login(server, store)
     assert server.registrations == 1 and len(server.authorize_requests) == 2
     assert_no_secrets(server, caplog.text, repr(store), repr(await store.grants()))
+
+
+async def test_a_logout_is_not_undone_by_a_running_client(
+        server: AuthServer, store: PersistentTokenStore) -> None:
+    """A process still holding the tokens does not refresh (and so re-store) a login that
+    `forget` removed: its next refresh finds no entry, and it must authorize anew."""
+    oauth = OAuth(redirect=follow_location, store=store)
+    async with Client(server.resource, era=ERA, auth=oauth) as client:
+        await client.call_tool("read", {})
+        [grant] = await store.grants()
+        await expire(server, store, grant)
+        assert await store.forget(server.resource) == 1
+        oauth.redirect = refuse
+        with pytest.raises(AuthorizationFailed):
+            await client.call_tool("read", {})
+    assert await store.grants() == [] and server.refreshes == 0
+    assert oauth.tokens is not None and oauth.tokens.refresh_token is None

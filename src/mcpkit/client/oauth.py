@@ -56,7 +56,7 @@ from mcpkit.client.oauth_discovery import find_resource, find_server, legacy_ser
 from mcpkit.client.oauth_http import HTTP_TIMEOUT_S, OAuthHttp
 from mcpkit.client.oauth_redirect import Redirect
 from mcpkit.client.oauth_registration import Identity, RegistrationStore
-from mcpkit.client.shared_refresh import refresh_shared
+from mcpkit.client.shared_refresh import LoginRemoved, refresh_shared
 from mcpkit.client.token_records import StoredGrant, TokenStoreError
 from mcpkit.client.token_store import PersistentTokenStore
 from mcpkit.errors import InvalidArgument
@@ -263,8 +263,8 @@ class OAuth:
             else:
                 tokens = await refresh(grant.tokens)
                 await keep(tokens)
-        except oauth_grant.InvalidGrant:
-            # dead: never sent again (the next 401 authorizes anew)
+        except (oauth_grant.InvalidGrant, LoginRemoved):
+            # dead or logged out: never sent again (the next 401 authorizes anew)
             grant.tokens = dataclasses.replace(grant.tokens, refresh_token=None)
             raise
         grant.tokens = tokens

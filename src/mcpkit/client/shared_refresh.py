@@ -13,6 +13,10 @@ reads the store again first:
                         the new access token: a rotated refresh token must not exist only in
                         memory), then use it
 
+No entry at all under the lock means the login was removed meanwhile (a logout, or another
+holder's `invalid_grant`): LoginRemoved, and nothing is refreshed or stored again - a running
+process does not undo a logout.
+
 A failed refresh keeps the stored entry - a network error, a 5xx, a timeout say nothing about
 the refresh token - except `invalid_grant`, which says it is dead: then the entry is removed
 (only if it still holds that same dead refresh token)."""
@@ -22,12 +26,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
+from mcpkit.auth.errors import AuthorizationError
 from mcpkit.auth.tokens import TokenKey, TokenSet
 from mcpkit.client.oauth_grant import InvalidGrant
 from mcpkit.client.token_records import TokenStoreError
 from mcpkit.client.token_store import PersistentTokenStore
 
 log = logging.getLogger(__name__)
+
+
+class LoginRemoved(AuthorizationError):
+    """The stored login was removed while this process held its tokens (a logout, or a refresh
+    token found dead by another process): its refresh token is not used again."""
 
 
 async def refresh_shared(store: PersistentTokenStore, key: TokenKey, seen: TokenSet,
@@ -38,16 +48,18 @@ async def refresh_shared(store: PersistentTokenStore, key: TokenKey, seen: Token
     refresh-token grant for the tokens it is given; `keep` writes new tokens to the store."""
     async with store.refresh_lock(key):
         kept = await store.get(key)
-        if (kept is not None and kept.access_token != seen.access_token
-                and not kept.expiring(margin_s)):
+        if kept is None:
+            raise LoginRemoved(f"the stored login for {key.resource} was removed (logged out?)"
+                               ": not refreshing it")
+        if kept.access_token != seen.access_token and not kept.expiring(margin_s):
             log.info("the access token for %s was refreshed by another process or task: "
                      "using it", key.resource)
             return kept
-        current = kept if kept is not None and kept.refresh_token else seen
+        current = kept if kept.refresh_token else seen
         try:
             fresh = await refresh(current)
         except InvalidGrant:
-            if kept is not None and kept.refresh_token == current.refresh_token:
+            if kept.refresh_token == current.refresh_token:
                 log.info("the refresh token for %s is no longer valid (invalid_grant): "
                          "removing the stored login", key.resource)
                 await store.delete(key)

@@ -208,7 +208,8 @@ class PersistentTokenStore:
         Registrations stay (a later login reuses the client)."""
         gone = await self.grants(resource)
         for grant in gone:
-            await self.delete(grant.key)
+            async with self.refresh_lock(grant.key):  # not under a refresh that would re-store
+                await self.delete(grant.key)
         return len(gone)
 
     # --- the refresh lock ------------------------------------------------------------------
