@@ -264,6 +264,9 @@ def test_a_writer_killed_mid_write_never_leaves_a_half_file(tmp_path: Path) -> N
         assert all(g.tokens.access_token.startswith("a" * 20000) for g in grants)
     assert grants, "the writer never wrote: the test proved nothing"
     assert (tmp_path / "tokens.json").stat().st_mode & 0o777 == 0o600
+    # the next write removes the temp files a killed writer left (they may hold tokens)
+    anyio.run(store.put, KEY, TokenSet("after"))
+    assert not [name for name in os.listdir(tmp_path) if name.endswith(".tmp")]
 
 
 def test_the_directory_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -336,3 +339,24 @@ async def test_the_refresh_lock_wait_is_bounded(tmp_path: Path) -> None:
         other.release()
     async with store.refresh_lock(KEY):
         pass
+
+
+async def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The new content goes to a temp file that replaces the old one in one rename: a write
+    that fails before the rename (here the rename itself, as on a full disk) leaves the old
+    file whole and removes the temp file."""
+    store = open_token_store("file", directory=tmp_path)
+    await store.put_grant(a_grant())
+    before = (tmp_path / "tokens.json").read_bytes()
+
+    def failing_replace(src: str, dst: str) -> None:
+        assert Path(src).read_bytes() != before and Path(src).stat().st_mode & 0o777 == 0o600
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(TokenStoreError, match="No space left"):
+        await store.put(KEY, TokenSet("access-3"))
+    monkeypatch.undo()
+    assert (tmp_path / "tokens.json").read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == ["store.lock", "tokens.json"]  # no temp file

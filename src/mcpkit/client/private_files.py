@@ -3,7 +3,8 @@
     private_directory(path)   create it 0700 (parents too); refuse one others can enter
     write_private(path, data) temp file 0600 in the same directory + fsync + os.replace +
                               fsync of the directory: a crash leaves the old file or the new
-                              one, never a mix (POSIX rename is atomic)
+                              one, never a mix (POSIX rename is atomic); temp files a crashed
+                              writer left are removed by the next write (under the lock)
     read_private(path, …)     the bytes (None when absent), bounded; refuse a file others can
                               read, or a symlink (it could point anywhere)
     store_lock(path, …)       a cross-process lock file beside the data (filelock), with a
@@ -49,7 +50,10 @@ def private_directory(path: Path) -> None:
 
 
 def write_private(path: Path, data: bytes) -> None:
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise TokenStoreError(f"cannot write in {path.parent}: {exc.strerror}") from exc
     try:
         with os.fdopen(fd, "wb") as out:
             os.fchmod(out.fileno(), 0o600)  # mkstemp makes it 0600 already; say so anyway
@@ -57,11 +61,21 @@ def write_private(path: Path, data: bytes) -> None:
             out.flush()
             os.fsync(out.fileno())
         os.replace(temp, path)
-    except BaseException:
+        _sync_directory(path.parent)
+    except BaseException as exc:
         with contextlib.suppress(OSError):
-            os.unlink(temp)
+            os.unlink(temp)  # no-op after the replace: the name is gone
+        if isinstance(exc, OSError):
+            raise TokenStoreError(f"cannot write {path}: {exc.strerror or exc}") from exc
         raise
-    _sync_directory(path.parent)
+
+
+def remove_stale_temps(path: Path) -> None:
+    """Remove the temp files of writes to `path` that a crash interrupted (they may hold
+    tokens). Only under the lock every writer of `path` holds, so none is in use."""
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        with contextlib.suppress(OSError):
+            stale.unlink()
 
 
 def _sync_directory(directory: Path) -> None:

@@ -20,6 +20,7 @@ import msgspec
 from mcpkit.client.private_files import (
     LOCK_TIMEOUT_S,
     read_private,
+    remove_stale_temps,
     store_lock,
     write_private,
 )
@@ -104,6 +105,7 @@ class FileVault:
                         f"{self.path} holds {len(doc.records)} records, the limit "
                         f"(max_records): log out of servers no longer used")
                 doc.records[name] = msgspec.Raw(data)
+            remove_stale_temps(self.path)
             write_private(self.path, msgspec.json.encode(doc))
 
     def read(self, name: str) -> bytes | None:
@@ -141,6 +143,7 @@ class KeyringVault:
         return doc.names
 
     def _save_index(self, names: list[str]) -> None:
+        remove_stale_temps(self.index_path)
         write_private(self.index_path, msgspec.json.encode(_IndexDoc(FORMAT_VERSION,
                                                                      sorted(set(names)))))
 
