@@ -207,3 +207,38 @@ async def test_a_logout_is_not_undone_by_a_running_client(
             await client.call_tool("read", {})
     assert await store.grants() == [] and server.refreshes == 0
     assert oauth.tokens is not None and oauth.tokens.refresh_token is None
+
+
+def test_which_stored_login_is_resumed() -> None:
+    """pick_stored: refreshable, covering the URL, fitting the configured client and scopes;
+    the most specific resource first; a configured secret wins over the stored one."""
+    from mcpkit.auth.metadata import AuthorizationServerMetadata
+    from mcpkit.auth.tokens import ClientRegistration, TokenKey, TokenSet
+    from mcpkit.client.oauth_resume import Configured, pick_stored
+
+    def grant(resource: str, client_id: str = "c1", issuer: str = "https://as",
+              scopes: tuple[str, ...] = ("read",), source: str = "dcr",
+              metadata_issuer: str | None = None) -> StoredGrant:
+        metadata = AuthorizationServerMetadata(
+            issuer=metadata_issuer or issuer, authorization_endpoint="https://as/a",
+            token_endpoint="https://as/t")
+        return StoredGrant(TokenKey(resource, issuer, client_id), TokenSet("at"), scopes,
+                           metadata, ClientRegistration(client_id, "stored", "none", source))
+
+    nobody = Configured(None, None, None)
+    root, mcp = grant("https://s.example"), grant("https://s.example/mcp")
+    url = "https://s.example/mcp"
+    assert pick_stored([root, mcp], url, None, nobody) is mcp
+    assert pick_stored([root], url, None, nobody) is root
+    assert pick_stored([grant("https://other.example")], url, None, nobody) is None
+    assert pick_stored([mcp], url, ["read", "write"], nobody) is None  # a scope not granted
+    assert pick_stored([mcp], url, None, Configured("c2", None, None)) is None
+    assert pick_stored([mcp], url, None, Configured(None, None, "https://as2")) is None
+    bare = StoredGrant(TokenKey(url, "https://as", "c1"), TokenSet("at"))
+    assert pick_stored([bare], url, None, nobody) is None  # nothing to refresh with
+    lying = grant(url, metadata_issuer="https://evil")
+    assert pick_stored([lying], url, None, nobody) is None
+    configured = grant(url, source="configured")
+    chosen = pick_stored([configured], url, None, Configured("c1", "rotated", None))
+    assert chosen is not None and chosen.client is not None
+    assert chosen.client.client_secret == "rotated"

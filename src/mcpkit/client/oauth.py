@@ -34,12 +34,7 @@ import anyio
 
 from mcpkit.auth.challenge import BearerChallenge, parse_bearer_challenge
 from mcpkit.auth.errors import AuthorizationError, AuthorizationNotConfigured
-from mcpkit.auth.metadata import (
-    MAX_DOCUMENT_BYTES,
-    AuthorizationServerMetadata,
-    check_pkce,
-    resource_matches,
-)
+from mcpkit.auth.metadata import MAX_DOCUMENT_BYTES, AuthorizationServerMetadata, check_pkce
 from mcpkit.auth.scopes import select_scopes, union
 from mcpkit.auth.tokens import (
     REFRESH_MARGIN_S,
@@ -56,6 +51,7 @@ from mcpkit.client.oauth_discovery import find_resource, find_server, legacy_ser
 from mcpkit.client.oauth_http import HTTP_TIMEOUT_S, OAuthHttp
 from mcpkit.client.oauth_redirect import Redirect
 from mcpkit.client.oauth_registration import Identity, RegistrationStore
+from mcpkit.client.oauth_resume import Configured, pick_stored
 from mcpkit.client.shared_refresh import LoginRemoved, refresh_shared
 from mcpkit.client.token_records import StoredGrant, TokenStoreError
 from mcpkit.client.token_store import PersistentTokenStore
@@ -287,39 +283,20 @@ class OAuth:
                       "new login" if new_grant else "tokens", grant.resource, exc)
 
     async def _load(self, url: str) -> bool:
-        """Once per OAuth: take the stored grant for `url` (the longest matching resource,
-        then the latest expiry) from a persistent store, when it fits the configured client
-        and scopes and can be refreshed; whether one was taken. Runs under `_lock`."""
-        if self._looked_in_store or not isinstance(self.store, PersistentTokenStore):
-            self._looked_in_store = True
+        """Once per OAuth, under `_lock`: resume the stored login for `url` that fits
+        (mcpkit.client.oauth_resume); whether there was one."""
+        looked, self._looked_in_store = self._looked_in_store, True
+        if looked or not isinstance(self.store, PersistentTokenStore):
             return False
-        self._looked_in_store = True
-        usable = [g for g in await self.store.grants(url) if self._fits(g, url)]
-        if not usable:
+        chosen = pick_stored(await self.store.grants(url), url, self.scopes, Configured(
+            self.client_id, self._client_secret, self.client_issuer))
+        if chosen is None or chosen.metadata is None or chosen.client is None:
             return False
-        best = max(usable, key=lambda g: (len(g.resource), g.tokens.expires_at or 0.0))
-        assert best.metadata is not None and best.client is not None  # _fits checked
-        client = best.client
-        if client.source == "configured" and self._client_secret is not None:
-            # the secret configured now wins over the one stored with the login (rotated?)
-            client = dataclasses.replace(client, client_secret=self._client_secret)
-        self._grant = _Grant(best.metadata, client, best.resource, list(best.scopes),
-                             best.tokens)
+        self._grant = _Grant(chosen.metadata, chosen.client, chosen.resource,
+                             list(chosen.scopes), chosen.tokens)
         log.info("using the stored login for %s (issuer %s, client %s, %s store)",
-                 best.resource, best.issuer, best.client_id,
-                 self.store.kind)
+                 chosen.resource, chosen.issuer, chosen.client_id, self.store.kind)
         return True
-
-    def _fits(self, grant: StoredGrant, url: str) -> bool:
-        if grant.metadata is None or grant.client is None:
-            return False  # bare tokens: nothing to refresh them with
-        if not resource_matches(grant.resource, url):
-            return False
-        if self.client_id is not None and grant.client_id != self.client_id:
-            return False
-        if self.client_issuer is not None and grant.issuer != self.client_issuer:
-            return False
-        return self.scopes is None or set(self.scopes) <= set(grant.scopes)
 
     async def _client(self, metadata: AuthorizationServerMetadata,
                       scopes: Sequence[str]) -> ClientRegistration:
