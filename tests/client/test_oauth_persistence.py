@@ -13,11 +13,13 @@ import os
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import anyio
 import msgspec
 import pytest
+from tests.client.keyring_service import secret_service
 from tests.client.oauth_server import AuthServer, app
 from tests.procs import serve_in_thread
 
@@ -71,11 +73,12 @@ async def expire(server: AuthServer, store: PersistentTokenStore, grant: StoredG
     await store.put(grant.key, dataclasses.replace(grant.tokens, expires_at=time.time() - 60))
 
 
-async def worker(server: AuthServer, directory: Path, *flags: str) -> dict[str, object]:
+async def worker(server: AuthServer, directory: Path, *flags: str,
+                 env: dict[str, str] | None = None) -> dict[str, object]:
     with anyio.fail_after(WORKER_TIMEOUT_S):
         done = await anyio.run_process(
             [sys.executable, "-m", "tests.client.oauth_store_worker", server.resource,
-             str(directory), *flags], check=False, env=dict(os.environ))
+             str(directory), *flags], check=False, env={**os.environ, **(env or {})})
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     report: dict[str, object] = msgspec.json.decode(done.stdout.splitlines()[-1])
     return report
@@ -88,24 +91,58 @@ def assert_no_secrets(server: AuthServer, *texts: str) -> None:
             assert secret not in text
 
 
-async def test_a_restart_keeps_the_login(server: AuthServer, tmp_path: Path) -> None:
-    directory = tmp_path / "store"
-    first = await worker(server, directory, "--login")
+@pytest.mark.parametrize("kind", ["file", "keyring"])
+async def test_a_restart_keeps_the_login(server: AuthServer, tmp_path: Path, kind: str) -> None:
+    """Three processes in turn, on the file store or a real Secret Service (gnome-keyring on
+    a private bus): the first logs in; the next ones resume that login."""
+    with ExitStack() as stack:
+        env = stack.enter_context(secret_service(tmp_path / "keyring")).env if (
+            kind == "keyring") else {}
+        flags = ["--keyring"] if kind == "keyring" else []
+        await restart_keeps_the_login(server, tmp_path / "store", flags, env)
+
+
+async def restart_keeps_the_login(server: AuthServer, directory: Path, flags: list[str],
+                                  env: dict[str, str]) -> None:
+    first = await worker(server, directory, "--login", *flags, env=env)
     assert first["text"] == "read ok"
     assert len(server.authorize_requests) == 1 and server.registrations == 1
     # a new process: the stored access token, no authorization, no registration
-    second = await worker(server, directory)
+    second = await worker(server, directory, *flags, env=env)
     assert second == first
     assert len(server.authorize_requests) == 1 and server.registrations == 1
     # expired meanwhile: the next process refreshes from what the store kept - no 401, no
     # discovery (the token endpoint and the client's credentials are in the store)
-    store = open_token_store("file", directory=directory)
-    await expire(server, store, (await store.grants())[0])
+    await expire_in_a_process(server, directory, flags, env)
     discovered = server.metadata_requests
-    third = await worker(server, directory)
+    third = await worker(server, directory, *flags, env=env)
     assert third["text"] == "read ok" and third["token"] != first["token"]
     assert server.refreshes == 1 and server.metadata_requests == discovered
     assert len(server.authorize_requests) == 1 and server.registrations == 1
+
+
+EXPIRE = """
+import sys, time, dataclasses, anyio
+from pathlib import Path
+from mcpkit.client.token_store import open_token_store
+store = open_token_store(sys.argv[2], directory=Path(sys.argv[1]))
+async def main():
+    [grant] = await store.grants()
+    await store.put(grant.key, dataclasses.replace(grant.tokens, expires_at=time.time() - 60))
+    print(grant.tokens.access_token)
+anyio.run(main)
+"""
+
+
+async def expire_in_a_process(server: AuthServer, directory: Path, flags: list[str],
+                              env: dict[str, str]) -> None:
+    """`expire`, from a process that has the store's environment (the keyring's bus)."""
+    kind = "keyring" if flags else "file"
+    with anyio.fail_after(WORKER_TIMEOUT_S):
+        done = await anyio.run_process([sys.executable, "-c", EXPIRE, str(directory), kind],
+                                       check=False, env={**os.environ, **env})
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    server.access[done.stdout.decode().strip()].expires_at = 0
 
 
 async def test_eight_processes_refresh_one_expired_token_once(
