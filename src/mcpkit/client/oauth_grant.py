@@ -30,6 +30,11 @@ class InvalidClient(AuthorizationError):
     """The token endpoint answered `invalid_client`: the registration is no longer valid."""
 
 
+class InvalidGrant(AuthorizationError):
+    """The token endpoint answered `invalid_grant`: the code or refresh token is dead (expired,
+    revoked, or already used). The only refresh failure that drops a stored refresh token."""
+
+
 @dataclass(frozen=True, slots=True, repr=False)
 class Request:
     """One authorization request: its URL and what the redirect must be checked against."""
@@ -118,6 +123,8 @@ async def _token_request(http: OAuthHttp, metadata: AuthorizationServerMetadata,
         code = reply.oauth_error()
         what = f"the token endpoint {endpoint} refused (HTTP {reply.status}"
         what += f", {code})" if code else ")"
-        raise (InvalidClient if code == "invalid_client" else AuthorizationError)(what)
+        kind = {"invalid_client": InvalidClient, "invalid_grant": InvalidGrant}.get(
+            code or "", AuthorizationError)
+        raise kind(what)
     return parse_token_response(reply.body, max_bytes=http.max_bytes,
                                 previous_refresh=previous_refresh, dpop=dpop is not None)
