@@ -42,6 +42,7 @@ class AuthServer:
     withheld: set[str] = field(default_factory=set)
     """Scopes the AS never grants, whatever is asked (a step-up that cannot succeed)."""
     clients: dict[str, str] = field(default_factory=dict)  # id -> secret
+    redirect_uris: dict[str, list[str]] = field(default_factory=dict)  # id -> registered
     codes: dict[str, dict[str, Any]] = field(default_factory=dict)
     access: dict[str, Issued] = field(default_factory=dict)
     refresh: dict[str, list[str]] = field(default_factory=dict)
@@ -86,6 +87,7 @@ class AuthServer:
         self.registrations += 1
         client_id, secret = f"client-{self.registrations}", secrets.token_urlsafe(16)
         self.clients[client_id] = secret
+        self.redirect_uris[client_id] = list(body["redirect_uris"])
         self.secrets_seen.add(secret)
         return JSONResponse({"client_id": client_id, "client_secret": secret,
                              "token_endpoint_auth_method": "client_secret_basic",
@@ -96,6 +98,8 @@ class AuthServer:
         self.authorize_requests.append(q)
         assert q["response_type"] == "code" and q["code_challenge_method"] == "S256"
         assert q["resource"] == self.resource and q["client_id"] in self.clients
+        if q["redirect_uri"] not in self.redirect_uris[q["client_id"]]:  # exact match
+            return JSONResponse({"error": "invalid_request"}, status_code=400)
         code = secrets.token_urlsafe(16)
         self.secrets_seen.add(code)
         self.codes[code] = q
@@ -120,7 +124,8 @@ class AuthServer:
             asked = self.codes.pop(str(form["code"]), None)
             verifier = str(form["code_verifier"])
             self.secrets_seen.add(verifier)
-            if asked is None or create_s256_code_challenge(verifier) != asked["code_challenge"]:
+            if asked is None or create_s256_code_challenge(verifier) != asked["code_challenge"] \
+                    or form.get("redirect_uri") != asked["redirect_uri"]:
                 return JSONResponse({"error": "invalid_grant"}, status_code=400)
             scopes = [s for s in asked.get("scope", "").split() if s not in self.withheld]
         elif form["grant_type"] == "refresh_token":
