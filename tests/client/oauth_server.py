@@ -43,6 +43,8 @@ class AuthServer:
     """Scopes the AS never grants, whatever is asked (a step-up that cannot succeed)."""
     clients: dict[str, str] = field(default_factory=dict)  # id -> secret
     redirect_uris: dict[str, list[str]] = field(default_factory=dict)  # id -> registered
+    documents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Client ID Metadata Documents by URL, as if fetched (any: CIMD is advertised)."""
     codes: dict[str, dict[str, Any]] = field(default_factory=dict)
     access: dict[str, Issued] = field(default_factory=dict)
     refresh: dict[str, list[str]] = field(default_factory=dict)
@@ -72,7 +74,9 @@ class AuthServer:
             "response_types_supported": ["code"],
             "grant_types_supported": ["authorization_code", "refresh_token"],
             "code_challenge_methods_supported": ["S256"],
-            "token_endpoint_auth_methods_supported": ["client_secret_basic"],
+            "token_endpoint_auth_methods_supported": ["client_secret_basic"] + (
+                ["none"] if self.documents else []),
+            "client_id_metadata_document_supported": bool(self.documents),
             "authorization_response_iss_parameter_supported": (
                 self.iss_in_redirect is not None if self.advertise_iss is None
                 else self.advertise_iss),
@@ -97,8 +101,10 @@ class AuthServer:
         q = dict(request.query_params)
         self.authorize_requests.append(q)
         assert q["response_type"] == "code" and q["code_challenge_method"] == "S256"
-        assert q["resource"] == self.resource and q["client_id"] in self.clients
-        if q["redirect_uri"] not in self.redirect_uris[q["client_id"]]:  # exact match
+        assert q["resource"] == self.resource
+        document = self.documents.get(q["client_id"])
+        allowed = document["redirect_uris"] if document else self.redirect_uris[q["client_id"]]
+        if q["redirect_uri"] not in allowed:  # exact match
             return JSONResponse({"error": "invalid_request"}, status_code=400)
         code = secrets.token_urlsafe(16)
         self.secrets_seen.add(code)
@@ -113,7 +119,7 @@ class AuthServer:
     async def token(self, request: Request) -> Response:
         form = dict((await request.form()).items())
         self.token_requests.append({k: str(v) for k, v in form.items()})
-        client_id = self._client(request)
+        client_id = self._client(request, form)
         if client_id is None or self.reject_client_once:
             self.reject_client_once = False
             self.clients.clear()
@@ -144,10 +150,11 @@ class AuthServer:
                              "scope": " ".join(scopes)},
                             headers={"Cache-Control": "no-store"})
 
-    def _client(self, request: Request) -> str | None:
+    def _client(self, request: Request, form: dict[str, Any]) -> str | None:
         header = request.headers.get("authorization", "")
         if not header.startswith("Basic "):
-            return None
+            form_id = str(form.get("client_id", ""))
+            return form_id if form_id in self.documents else None  # a public CIMD client
         client_id, _, secret = base64.b64decode(header[6:]).decode().partition(":")
         return client_id if self.clients.get(client_id) == secret else None
 

@@ -45,6 +45,7 @@ from mcpkit.auth.tokens import (
     mask,
 )
 from mcpkit.client import oauth_grant, oauth_registration
+from mcpkit.client.oauth_client_metadata import check_client_metadata_url
 from mcpkit.client.oauth_discovery import find_resource, find_server, legacy_server
 from mcpkit.client.oauth_http import HTTP_TIMEOUT_S, OAuthHttp
 from mcpkit.client.oauth_redirect import DEFAULT_REDIRECT_URIS, ListeningRedirect, Redirect
@@ -118,8 +119,9 @@ class OAuth:
         self.client_id = client_id
         self._client_secret = client_secret
         self.client_issuer = client_issuer
+        metadata_url = client_metadata_url or os.environ.get(CLIENT_METADATA_URL_ENV) or None
         self.client_metadata_url = (
-            client_metadata_url or os.environ.get(CLIENT_METADATA_URL_ENV) or None)
+            check_client_metadata_url(metadata_url) if metadata_url else None)
         self.redirect_uri = redirect_uri
         self.scopes = list(scopes) if scopes is not None else None
         self.client_name = client_name
