@@ -2,8 +2,9 @@
 
 One ASGI app on 127.0.0.1 (served by tests.procs.serve_in_thread): RFC 9728 metadata, RFC 8414
 metadata, DCR, /authorize (redirects at once), /token (PKCE S256 checked, resource checked,
-refresh tokens rotated), and /mcp: a mcpkit Server behind a bearer check (401 with a
-`WWW-Authenticate` challenge; 403 insufficient_scope for the `write` tool without mcp:write).
+refresh tokens rotated), and /mcp: a mcpkit Server (Streamable HTTP, HTTP+SSE, WebSocket)
+behind a bearer check (401 with a `WWW-Authenticate` challenge, on a WebSocket handshake too;
+403 insufficient_scope for the `write` tool without mcp:write).
 Everything it issued or received is recorded so tests can look for leaks."""
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class AuthServer:
     authorize_requests: list[dict[str, str]] = field(default_factory=list)
     token_requests: list[dict[str, str]] = field(default_factory=list)
     registrations: int = 0
+    websocket_handshakes: int = 0
     secrets_seen: set[str] = field(default_factory=set)
     """Every token, code, verifier and client secret: none may appear in logs or errors."""
 
@@ -215,6 +217,9 @@ def app(auth: AuthServer) -> Any:
     }
 
     async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "websocket":  # WebSocket /mcp: the bearer check on the handshake
+            await _websocket(auth, mcp, scope, receive, send)
+            return
         if scope["type"] != "http":
             return
         path = scope["path"]
@@ -244,6 +249,22 @@ def app(auth: AuthServer) -> Any:
         await response(scope, receive, send)
 
     return asgi
+
+
+async def _websocket(auth: AuthServer, mcp: Any, scope: dict[str, Any], receive: Any,
+                     send: Any) -> None:
+    """A refused handshake is answered with the HTTP 401 and its challenge (the ASGI
+    `websocket.http.response` extension); an accepted one goes to the MCP app."""
+    auth.websocket_handshakes += 1
+    headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+    refusal = auth.check(headers.get("authorization", ""), b"")
+    if refusal is None:
+        await mcp(scope, receive, send)
+        return
+    await receive()  # websocket.connect
+    await send({"type": "websocket.http.response.start", "status": refusal.status_code,
+                "headers": refusal.raw_headers})
+    await send({"type": "websocket.http.response.body", "body": refusal.body})
 
 
 async def _call(handler: Any, request: Request) -> Response:
