@@ -85,6 +85,18 @@ async def test_login_again_authorizes_again_and_reuses_the_registration(
     assert len(server.authorize_requests) == 2 and server.registrations == 1
 
 
+async def test_login_without_a_401_discovers_from_the_well_known_metadata(
+        server: AuthServer) -> None:
+    """The probe is not refused (404 here): discovery starts at the protected-resource
+    metadata's well-known URLs, and the login works all the same."""
+    server.resource_path = ""  # the resource is the whole origin
+    redirect = LoopbackRedirect(ports=[free_port()], opener=browser([]), output=Printed())
+    tokens = await OAuth(redirect=redirect).login(server.base + "/elsewhere")
+    assert tokens.access_token in server.access
+    [asked] = server.authorize_requests
+    assert asked["resource"] == server.base
+
+
 def test_the_paste_flow_in_a_real_process(server: AuthServer) -> None:
     port = free_port()
     proc = subprocess.Popen(

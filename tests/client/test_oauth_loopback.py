@@ -5,6 +5,7 @@ busy and taken, the timeout, and the paste flow's checks on what is pasted."""
 from __future__ import annotations
 
 import io
+import logging
 import socket
 import urllib.parse
 from collections.abc import Awaitable, Callable, Iterator
@@ -102,7 +103,9 @@ def test_the_default_range_is_what_is_registered() -> None:
     assert LoopbackRedirect(port=40001).redirect_uris == ["http://127.0.0.1:40001/callback"]
 
 
-async def test_the_callback_returns_the_redirect_and_the_browser_gets_a_page() -> None:
+async def test_the_callback_returns_the_redirect_and_the_browser_gets_a_page(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
     redirect = quiet(ports=ports())
     pages: list[tuple[int, str]] = []
 
@@ -120,6 +123,7 @@ async def test_the_callback_returns_the_redirect_and_the_browser_gets_a_page() -
     assert pages[0][0] == 200 and "authorized" in pages[0][1]
     assert redirect.opened == [auth_url(redirect.redirect_uris[0])]  # type: ignore[attr-defined]
     assert auth_url(redirect.redirect_uris[0]) in redirect.output.getvalue()  # type: ignore[union-attr]
+    assert "the-code" not in caplog.text and STATE not in caplog.text  # printed, not logged
 
 
 async def test_a_wrong_state_gets_an_error_page_and_the_wait_goes_on() -> None:
