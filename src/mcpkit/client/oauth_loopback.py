@@ -136,7 +136,7 @@ class LoopbackRedirect:
             if value <= 0:
                 raise InvalidArgument(f"{name} must be positive, not {value}")
         self.port = port
-        self.range = tuple(ports)
+        self.port_range = tuple(ports)
         self.open_browser = open_browser
         self.paste = paste
         self.opener = opener
@@ -148,8 +148,8 @@ class LoopbackRedirect:
         self.max_paste_chars = max_paste_chars
         self.max_paste_attempts = max_paste_attempts
         self.redirect_uris: list[str] = (
-            [loopback_uri(port)] if port is not None and port not in self.range
-            else [loopback_uri(p) for p in self.range])
+            [loopback_uri(port)] if port is not None and port not in self.port_range
+            else [loopback_uri(p) for p in self.port_range])
         """What is registered: the whole range (any free port of it works), or the one
         custom port."""
 
@@ -159,7 +159,7 @@ class LoopbackRedirect:
 
     def ports(self) -> list[int]:
         """The ports to try, in order."""
-        return [self.port] if self.port is not None else list(self.range)
+        return [self.port] if self.port is not None else list(self.port_range)
 
     @asynccontextmanager
     async def listen(self) -> AsyncIterator[_Listener | _Pasted]:
