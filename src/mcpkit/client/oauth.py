@@ -192,7 +192,7 @@ class OAuth:
         log.info("authorizing at %s for %s (scopes: %s)", metadata.issuer, resource,
                  " ".join(scopes) or "none")
         for registration_attempt in range(2):
-            client = await self._client(metadata, scopes)
+            client = await self._client(metadata)
             try:
                 tokens = await self._code_grant(metadata, client, resource, scopes)
             except oauth_grant.InvalidClient:
@@ -231,8 +231,7 @@ class OAuth:
         key = TokenKey(grant.resource, grant.metadata.issuer, grant.client.client_id)
         await self.store.put(key, grant.tokens)
 
-    async def _client(self, metadata: AuthorizationServerMetadata,
-                      scopes: Sequence[str]) -> ClientRegistration:
+    async def _client(self, metadata: AuthorizationServerMetadata) -> ClientRegistration:
         identity = Identity(
             self.client_id, self._client_secret, self.client_issuer, self.client_metadata_url,
             self.redirect_uri, self.redirect_uri != DEFAULT_REDIRECT_URI, self.client_name)
@@ -246,7 +245,7 @@ class OAuth:
         kept = await self.registrations.get(metadata.issuer, self.redirect_uri)
         if kept is not None:
             return kept
-        registered = await oauth_registration.register(self._http, identity, metadata, scopes)
+        registered = await oauth_registration.register(self._http, identity, metadata)
         await self.registrations.put(metadata.issuer, self.redirect_uri, registered)
         log.info("registered client %s at %s", registered.client_id, metadata.issuer)
         return registered
