@@ -1,0 +1,207 @@
+"""mcpkit's OAuth client against a real authorization server: `Client(url, auth=OAuth(…))`
+over real HTTP to a protected MCP server (tests/auth_e2e/protected_server.py) that accepts
+only the JWT access tokens of the `oidc-provider` npm package (tests/auth_e2e/provider.mjs),
+both processes on 127.0.0.1. What the provider did is read from its event log, never from the
+client's word: logins, registrations, grants by type, refresh-token consumption, revocations.
+
+- a full login in real headless Chromium (Debian's chromium, Playwright) in both eras, and the
+  same pages scripted over plain HTTP with the era detected;
+- refresh before expiry and at expiry with no new login; rotation (the old refresh token is
+  refused, and the provider revokes the grant on its reuse); step-up to mcp:write; one
+  registration for two logins;
+- the provider's client-credentials grant, plain and DPoP-bound (mcpkit's DPoP proofs)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from typing import Any
+
+import aiohttp
+import anyio
+import pytest
+from tests.auth_e2e.logins import BrowserLogin, FormLogin
+from tests.auth_e2e.stack import Stack
+from tests.browser import chromium_path
+
+from mcpkit import Client
+from mcpkit.auth.assertions import client_credentials_form
+from mcpkit.auth.client_auth import basic_authorization
+from mcpkit.auth.dpop import DPoPKey
+from mcpkit.auth.tokens import MemoryRegistrationStore
+from mcpkit.client.oauth import DEFAULT_REDIRECT_URI, OAuth
+
+pytestmark = pytest.mark.anyio
+
+LEGACY = "2025-11-25"
+MODERN = "2026-07-28"
+
+
+def claims(jwt: str) -> dict[str, Any]:
+    """A JWT's payload, unverified (the protected server verified it; this only reads it)."""
+    payload = jwt.split(".")[1]
+    padded = payload + "=" * (-len(payload) % 4)
+    decoded: dict[str, Any] = json.loads(base64.urlsafe_b64decode(padded))
+    return decoded
+
+
+async def read(client: Client) -> str:
+    result = await client.call_tool("read", {})
+    return result.content[0].text  # type: ignore[union-attr,no-any-return]
+
+
+async def token_request(stack: Stack, form: dict[str, str],
+                        headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+    async with aiohttp.ClientSession() as http, http.post(
+            f"{stack.issuer}/token", data=form, headers=headers or {}) as reply:
+        return reply.status, await reply.json()
+
+
+# --- logging in --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("era", [LEGACY, MODERN])
+async def test_browser_login_in_headless_chromium(stack: Stack, era: str) -> None:
+    """Chromium shows the provider's sign-in and consent pages; the redirect it is sent to
+    carries the code back; the tool call then succeeds in the pinned era."""
+    login = BrowserLogin(chromium_path())
+    mark = stack.mark()
+    oauth = OAuth(redirect=login, redirect_uri=login.redirect_uri)
+    async with Client(stack.resource, era=era, auth=oauth) as client:
+        assert await read(client) == "read ok"
+        assert client.protocol_version == era
+    assert login.pages == ["login", "consent"]  # a real sign-in, then consent
+    assert len(stack.events_since(mark, "registration_create.success")) == 1
+    [grant] = stack.events_since(mark, "grant.success")
+    assert grant["grant_type"] == "authorization_code"
+    assert oauth.tokens is not None
+    token = claims(oauth.tokens.access_token)
+    assert token["iss"] == stack.issuer and token["aud"] == stack.resource  # RFC 9068 / 8707
+
+
+async def test_scripted_login_detects_the_era_and_keeps_secrets_out_of_logs(
+        stack: Stack, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    login = FormLogin()
+    oauth = OAuth(redirect=login)
+    async with Client(stack.resource, auth=oauth) as client:
+        assert await read(client) == "read ok"
+        assert client.protocol_version == MODERN  # the server speaks both: the newer one
+    assert login.pages == ["login", "consent"]
+    tokens = oauth.tokens
+    assert tokens is not None and tokens.refresh_token
+    assert "mcp:read" in tokens.scope.split()
+    for secret in (tokens.access_token, tokens.refresh_token):
+        assert secret not in caplog.text and secret not in repr(oauth)
+
+
+# --- after the login ---------------------------------------------------------------------
+
+
+async def test_refresh_before_expiry_needs_no_new_login(stack: Stack) -> None:
+    stack.set_access_token_ttl(20)  # inside the client's 30 s margin: refreshed before use
+    login = FormLogin()
+    oauth = OAuth(redirect=login)
+    mark = stack.mark()
+    async with Client(stack.resource, era=MODERN, auth=oauth) as client:
+        assert await read(client) == "read ok"
+        first = oauth.tokens
+        assert await read(client) == "read ok"
+        assert oauth.tokens is not first
+    assert login.pages == ["login", "consent"]  # one login only
+    grants = [e["grant_type"] for e in stack.events_since(mark, "grant.success")]
+    assert grants[0] == "authorization_code"
+    assert grants.count("authorization_code") == 1 and "refresh_token" in grants
+
+
+async def test_refresh_at_expiry(stack: Stack) -> None:
+    stack.set_access_token_ttl(1)
+    login = FormLogin()
+    oauth = OAuth(redirect=login, refresh_margin_s=0)  # only once it has really expired
+    mark = stack.mark()
+    async with Client(stack.resource, era=LEGACY, auth=oauth) as client:
+        assert await read(client) == "read ok"
+        expired = oauth.tokens
+        assert expired is not None and expired.expires_at is not None
+        await anyio.sleep(1.2)  # the 1 s token is now expired for client and server alike
+        assert await read(client) == "read ok"
+        assert oauth.tokens is not expired
+    assert login.pages == ["login", "consent"]
+    refreshes = stack.events_since(mark, "grant.success", grant_type="refresh_token")
+    assert len(refreshes) >= 1
+    assert not stack.events_since(mark, "grant.error")
+
+
+async def test_rotation_refuses_the_old_refresh_token(stack: Stack) -> None:
+    stack.set_access_token_ttl(20)
+    registrations = MemoryRegistrationStore()
+    oauth = OAuth(redirect=FormLogin(), registrations=registrations)
+    mark = stack.mark()
+    async with Client(stack.resource, era=MODERN, auth=oauth) as client:
+        await read(client)
+        assert oauth.tokens is not None
+        old = oauth.tokens.refresh_token
+        await read(client)  # refreshed before use: a new refresh token
+        assert oauth.tokens.refresh_token and old and oauth.tokens.refresh_token != old
+    assert stack.events_since(mark, "refresh_token.consumed")
+    registration = await registrations.get(stack.issuer, DEFAULT_REDIRECT_URI)
+    assert registration is not None
+    status, answer = await token_request(stack, {
+        "grant_type": "refresh_token", "refresh_token": old, "client_id": registration.client_id,
+        "resource": stack.resource})
+    assert (status, answer["error"]) == (400, "invalid_grant")
+    # reuse of a rotated refresh token: the provider revokes the whole grant
+    assert stack.events_since(mark, "grant.revoked", client_id=registration.client_id)
+
+
+async def test_step_up_to_the_write_scope(stack: Stack) -> None:
+    login = FormLogin()
+    mark = stack.mark()
+    async with Client(stack.resource, era=MODERN, auth=OAuth(redirect=login)) as client:
+        assert await read(client) == "read ok"
+        result = await client.call_tool("write", {})  # 403 insufficient_scope first
+        assert result.content[0].text == "write ok"  # type: ignore[union-attr]
+    # the provider's session is kept: the step-up asks only for consent to the new scope
+    assert login.pages == ["login", "consent", "consent"]
+    first, second = stack.events_since(mark, "authorization.success")
+    assert "mcp:write" not in first["scope"].split()
+    assert {"mcp:read", "mcp:write"} <= set(second["scope"].split())
+    assert len(stack.events_since(mark, "registration_create.success")) == 1
+
+
+async def test_one_registration_serves_two_logins(stack: Stack) -> None:
+    registrations = MemoryRegistrationStore()  # what one process keeps
+    mark = stack.mark()
+    for _ in range(2):
+        oauth = OAuth(redirect=FormLogin(), registrations=registrations)
+        async with Client(stack.resource, era=MODERN, auth=oauth) as client:
+            assert await read(client) == "read ok"
+    assert len(stack.events_since(mark, "registration_create.success")) == 1
+    codes = stack.events_since(mark, "grant.success", grant_type="authorization_code")
+    assert len(codes) == 2 and codes[0]["client_id"] == codes[1]["client_id"]
+
+
+# --- machine grants at the provider ------------------------------------------------------
+
+
+async def test_client_credentials_bearer_token_reaches_the_tool(stack: Stack) -> None:
+    form = client_credentials_form(scope=["mcp:read"], resource=stack.resource)
+    status, answer = await token_request(stack, dict(form), {
+        "Authorization": basic_authorization(stack.machine_client_id, stack.machine_secret)})
+    assert status == 200, answer
+    assert answer["token_type"] == "Bearer" and "refresh_token" not in answer
+    async with Client(stack.resource, era=MODERN,
+                      bearer_token=answer["access_token"]) as client:
+        assert await read(client) == "read ok"
+
+
+async def test_client_credentials_with_dpop_binds_the_token_to_the_key(stack: Stack) -> None:
+    key = DPoPKey.generate()
+    form = client_credentials_form(scope=["mcp:read"], resource=stack.resource)
+    status, answer = await token_request(stack, dict(form), {
+        "Authorization": basic_authorization(stack.machine_client_id, stack.machine_secret),
+        "DPoP": key.proof("POST", f"{stack.issuer}/token")})
+    assert status == 200, answer
+    assert answer["token_type"] == "DPoP"
+    assert claims(answer["access_token"])["cnf"] == {"jkt": key.jkt}
