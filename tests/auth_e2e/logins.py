@@ -55,6 +55,8 @@ class FormLogin:
     redirect_uri: str = DEFAULT_REDIRECT_URI
     pages: list[str] = field(default_factory=list)
     """The login/consent pages shown, in order ("login", "consent")."""
+    returned: list[list[str]] = field(default_factory=list)
+    """The parameter names of each redirect back to the client (never their values)."""
     _jar: aiohttp.CookieJar | None = None
 
     async def __call__(self, authorization_url: str) -> str:
@@ -72,6 +74,8 @@ class FormLogin:
                     if reply.status in (302, 303):
                         url = urllib.parse.urljoin(url, reply.headers["Location"])
                         if url.startswith(self.redirect_uri):
+                            query = urllib.parse.urlsplit(url).query
+                            self.returned.append(sorted(urllib.parse.parse_qs(query)))
                             return url
                         form = None
                         continue

@@ -6,7 +6,8 @@ client's word: logins, registrations, grants by type, refresh-token consumption,
 
 - a full login in real headless Chromium (Debian's chromium, Playwright) in both eras, and the
   same pages scripted over plain HTTP with the era detected;
-- refresh before expiry and at expiry with no new login; rotation (the old refresh token is
+- refresh before expiry and at expiry with no new login, once for eight concurrent calls;
+  rotation (the old refresh token is
   refused, and the provider revokes the grant on its reuse); step-up to mcp:write; one
   registration for two logins;
 - the provider's client-credentials grant, plain and DPoP-bound (mcpkit's DPoP proofs)."""
@@ -89,6 +90,7 @@ async def test_scripted_login_detects_the_era_and_keeps_secrets_out_of_logs(
         assert await read(client) == "read ok"
         assert client.protocol_version == MODERN  # the server speaks both: the newer one
     assert login.pages == ["login", "consent"]
+    assert login.returned == [["code", "iss", "state"]]  # RFC 9207: checked by the client
     tokens = oauth.tokens
     assert tokens is not None and tokens.refresh_token
     assert "mcp:read" in tokens.scope.split()
@@ -99,12 +101,13 @@ async def test_scripted_login_detects_the_era_and_keeps_secrets_out_of_logs(
 # --- after the login ---------------------------------------------------------------------
 
 
-async def test_refresh_before_expiry_needs_no_new_login(stack: Stack) -> None:
+@pytest.mark.parametrize("era", [LEGACY, MODERN])
+async def test_refresh_before_expiry_needs_no_new_login(stack: Stack, era: str) -> None:
     stack.set_access_token_ttl(20)  # inside the client's 30 s margin: refreshed before use
     login = FormLogin()
     oauth = OAuth(redirect=login)
     mark = stack.mark()
-    async with Client(stack.resource, era=MODERN, auth=oauth) as client:
+    async with Client(stack.resource, era=era, auth=oauth) as client:
         assert await read(client) == "read ok"
         first = oauth.tokens
         assert await read(client) == "read ok"
@@ -133,6 +136,27 @@ async def test_refresh_at_expiry(stack: Stack) -> None:
     assert not stack.events_since(mark, "grant.error")
 
 
+async def test_concurrent_calls_refresh_once(stack: Stack) -> None:
+    """Eight calls at once find the token about to expire: one refresh at the provider, all
+    eight answered (a second use of the rotated token would have revoked the grant)."""
+    stack.set_access_token_ttl(20)
+    oauth = OAuth(redirect=FormLogin())
+    async with Client(stack.resource, era=MODERN, auth=oauth) as client:
+        await read(client)
+        mark = stack.mark()
+        answers: list[str] = []
+
+        async def one() -> None:
+            answers.append(await read(client))
+
+        async with anyio.create_task_group() as group:
+            for _ in range(8):
+                group.start_soon(one)
+    assert answers == ["read ok"] * 8
+    assert len(stack.events_since(mark, "grant.success", grant_type="refresh_token")) == 1
+    assert not stack.events_since(mark, "grant.revoked")
+
+
 async def test_rotation_refuses_the_old_refresh_token(stack: Stack) -> None:
     stack.set_access_token_ttl(20)
     registrations = MemoryRegistrationStore()
@@ -155,10 +179,11 @@ async def test_rotation_refuses_the_old_refresh_token(stack: Stack) -> None:
     assert stack.events_since(mark, "grant.revoked", client_id=registration.client_id)
 
 
-async def test_step_up_to_the_write_scope(stack: Stack) -> None:
+@pytest.mark.parametrize("era", [LEGACY, MODERN])
+async def test_step_up_to_the_write_scope(stack: Stack, era: str) -> None:
     login = FormLogin()
     mark = stack.mark()
-    async with Client(stack.resource, era=MODERN, auth=OAuth(redirect=login)) as client:
+    async with Client(stack.resource, era=era, auth=OAuth(redirect=login)) as client:
         assert await read(client) == "read ok"
         result = await client.call_tool("write", {})  # 403 insufficient_scope first
         assert result.content[0].text == "write ok"  # type: ignore[union-attr]
