@@ -10,7 +10,9 @@ client's word: logins, registrations, grants by type, refresh-token consumption,
   rotation (the old refresh token is
   refused, and the provider revokes the grant on its reuse); step-up to mcp:write; one
   registration for two logins;
-- the provider's client-credentials grant, plain and DPoP-bound (mcpkit's DPoP proofs)."""
+- the provider's client-credentials grant, plain and DPoP-bound (mcpkit's DPoP proofs);
+- and that the provider refuses an authorization request without S256 PKCE or for another
+  resource, so the logins above prove the client sent both."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import base64
 import json
 import logging
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
 import anyio
@@ -230,3 +233,31 @@ async def test_client_credentials_with_dpop_binds_the_token_to_the_key(stack: St
     assert status == 200, answer
     assert answer["token_type"] == "DPoP"
     assert claims(answer["access_token"])["cnf"] == {"jkt": key.jkt}
+
+
+# --- the provider holds the client to the rules (so the passes above mean something) -----
+
+
+@pytest.mark.parametrize(("change", "error"), [
+    ({"code_challenge": None, "code_challenge_method": None}, "invalid_request"),  # no PKCE
+    ({"code_challenge_method": "plain"}, "invalid_request"),  # S256 only
+    ({"resource": "http://127.0.0.1:1/elsewhere"}, "invalid_target"),  # RFC 8707
+], ids=["no-pkce", "plain-pkce", "another-resource"])
+async def test_the_provider_refuses_what_mcpkit_must_not_send(
+        stack: Stack, change: dict[str, str | None], error: str) -> None:
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{stack.issuer}/reg", json={
+                "redirect_uris": [DEFAULT_REDIRECT_URI], "application_type": "native",
+                "token_endpoint_auth_method": "none"}) as reply:
+            assert reply.status == 201
+            client_id = (await reply.json())["client_id"]
+        params: dict[str, str | None] = {
+            "client_id": client_id, "response_type": "code", "redirect_uri": DEFAULT_REDIRECT_URI,
+            "state": "s", "code_challenge": "x" * 43, "code_challenge_method": "S256",
+            "resource": stack.resource, **change}
+        query = {k: v for k, v in params.items() if v is not None}
+        async with http.get(f"{stack.issuer}/auth", params=query,
+                            allow_redirects=False) as reply:
+            location = reply.headers.get("Location", "")
+    assert location.startswith(DEFAULT_REDIRECT_URI), (reply.status, location)
+    assert parse_qs(urlsplit(location).query)["error"] == [error]
