@@ -4,9 +4,9 @@ authorization is a later issue, so none of this is in src/).
     python -m tests.auth_e2e.protected_server --port PORT --issuer URL
 
 An mcpkit `Server` over Streamable HTTP (both eras) at http://127.0.0.1:PORT/mcp, behind an
-ASGI middleware that accepts only the issuer's RFC 9068 JWT access tokens for this resource:
-signature (the issuer's JWKS, read once at startup), `typ` at+jwt, `iss`, `aud` = this URL,
-`exp`. Otherwise it answers like an MCP resource server:
+ASGI middleware that accepts only the issuer's RFC 9068 JWT access tokens for this resource,
+as bearer tokens or DPoP-bound (tests/auth_e2e/token_check.py; the issuer's JWKS is read once
+at startup). Otherwise it answers like an MCP resource server:
 
     no or bad token      401  WWW-Authenticate: Bearer scope="mcp:read", resource_metadata="…"
     `write`, no mcp:write 403  Bearer error="insufficient_scope", scope="mcp:read mcp:write", …
@@ -18,13 +18,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import urllib.request
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from joserfc import jwt
-from joserfc.errors import JoseError
-from joserfc.jwk import KeySet
+from tests.auth_e2e.token_check import Presented, TokenCheck
 
 from mcpkit import Server
 
@@ -56,40 +53,6 @@ def mcp_server() -> Server:
     return server
 
 
-def fetch_json(url: str) -> dict[str, Any]:
-    with urllib.request.urlopen(url, timeout=10) as reply:
-        doc: dict[str, Any] = json.loads(reply.read())
-        return doc
-
-
-class TokenCheck:
-    """Accepts the issuer's JWT access tokens for `resource`; `scopes()` says which."""
-
-    def __init__(self, issuer: str, resource: str) -> None:
-        metadata = fetch_json(f"{issuer}/.well-known/oauth-authorization-server")
-        self.keys = KeySet.import_key_set(fetch_json(metadata["jwks_uri"]))
-        self.claims = jwt.JWTClaimsRegistry(
-            iss={"essential": True, "value": issuer},
-            aud={"essential": True, "value": resource},
-            exp={"essential": True})
-
-    def scopes(self, authorization: str) -> set[str] | None:
-        """The token's scopes, or None when it is missing, forged, expired or not ours."""
-        scheme, _, value = authorization.partition(" ")
-        if scheme.lower() != "bearer" or not value:
-            return None
-        try:
-            token = jwt.decode(value, self.keys, algorithms=["ES256", "RS256"])
-            self.claims.validate(token.claims)
-        except (JoseError, ValueError):
-            return None
-        if token.header.get("typ", "").lower() not in ("at+jwt", "application/at+jwt"):
-            return None
-        if "cnf" in token.claims:  # sender-constrained (DPoP): not usable as a bearer token
-            return None
-        return set(str(token.claims.get("scope", "")).split())
-
-
 class Protected:
     """The ASGI middleware in front of the MCP app (see the module docstring)."""
 
@@ -119,13 +82,18 @@ class Protected:
             return
         messages, body = await read_all(receive)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        granted = self.check.scopes(headers.get("authorization", ""))
+        authorization = headers.get("authorization", "")
+        granted = self.check.scopes(Presented(
+            scope["method"], f"http://{headers.get('host', '')}{path}", authorization,
+            headers.get("dpop")))
+        dpop = authorization.lower().startswith("dpop ")
         if granted is None:
-            error = "invalid_token" if "authorization" in headers else None
-            await self.refuse(send, 401, error, READ_SCOPE)
+            error = "invalid_token" if authorization else None
+            await self.refuse(send, 401, error, READ_SCOPE, dpop=dpop)
             return
         if calls_tool(body, "write") and WRITE_SCOPE not in granted:
-            await self.refuse(send, 403, "insufficient_scope", f"{READ_SCOPE} {WRITE_SCOPE}")
+            await self.refuse(send, 403, "insufficient_scope", f"{READ_SCOPE} {WRITE_SCOPE}",
+                              dpop=dpop)
             return
         pending = iter(messages)
 
@@ -134,11 +102,16 @@ class Protected:
 
         await self.app(scope, replay, send)
 
-    async def refuse(self, send: Send, status: int, error: str | None, scopes: str) -> None:
+    async def refuse(self, send: Send, status: int, error: str | None, scopes: str, *,
+                     dpop: bool = False) -> None:
+        """A challenge in the scheme the request used (RFC 9449 §7.1 for DPoP)."""
         params = ([f'error="{error}"'] if error else []) + [
             f'scope="{scopes}"', f'resource_metadata="{self.metadata_url}"']
+        if dpop:
+            params.append('algs="ES256"')
+        challenge = ("DPoP " if dpop else "Bearer ") + ", ".join(params)
         await respond(send, status, {"error": error or "unauthorized"},
-                      [(b"www-authenticate", ("Bearer " + ", ".join(params)).encode())])
+                      [(b"www-authenticate", challenge.encode())])
 
 
 async def read_all(receive: Receive) -> tuple[list[Message], bytes]:

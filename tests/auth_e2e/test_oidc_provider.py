@@ -10,7 +10,8 @@ client's word: logins, registrations, grants by type, refresh-token consumption,
   rotation (the old refresh token is
   refused, and the provider revokes the grant on its reuse); step-up to mcp:write; one
   registration for two logins;
-- the provider's client-credentials grant, plain and DPoP-bound (mcpkit's DPoP proofs);
+- the provider's client-credentials grant, plain and DPoP-bound (mcpkit's DPoP proofs), the
+  bound token taken by the protected server only with a fresh proof by its key;
 - and that the provider refuses an authorization request without S256 PKCE or for another
   resource, so the logins above prove the client sent both."""
 
@@ -225,6 +226,8 @@ async def test_client_credentials_bearer_token_reaches_the_tool(stack: Stack) ->
 
 
 async def test_client_credentials_with_dpop_binds_the_token_to_the_key(stack: Stack) -> None:
+    """The provider binds the token to the proof's key; the protected server then takes it
+    only with a fresh proof by that key (so a DPoP client can be tested end to end here)."""
     key = DPoPKey.generate()
     form = client_credentials_form(scope=["mcp:read"], resource=stack.resource)
     status, answer = await token_request(stack, dict(form), {
@@ -232,7 +235,27 @@ async def test_client_credentials_with_dpop_binds_the_token_to_the_key(stack: St
         "DPoP": key.proof("POST", f"{stack.issuer}/token")})
     assert status == 200, answer
     assert answer["token_type"] == "DPoP"
-    assert claims(answer["access_token"])["cnf"] == {"jkt": key.jkt}
+    token = answer["access_token"]
+    assert claims(token)["cnf"] == {"jkt": key.jkt}
+
+    proof = key.proof("POST", stack.resource, access_token=token)
+    assert await initialize(stack, f"DPoP {token}", proof) == 200
+    assert await initialize(stack, f"DPoP {token}", proof) == 401  # a replayed proof
+    other = DPoPKey.generate().proof("POST", stack.resource, access_token=token)
+    assert await initialize(stack, f"DPoP {token}", other) == 401  # not the bound key
+    assert await initialize(stack, f"Bearer {token}", None) == 401  # bound: no bearer use
+
+
+async def initialize(stack: Stack, authorization: str, proof: str | None) -> int:
+    """The status of a raw 2025-11-25 `initialize` POST with these credentials."""
+    headers = {"Authorization": authorization, "Accept": "application/json, text/event-stream",
+               **({"DPoP": proof} if proof else {})}
+    message = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": LEGACY, "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}}
+    async with aiohttp.ClientSession() as http, http.post(
+            stack.resource, json=message, headers=headers) as reply:
+        return reply.status
 
 
 # --- the provider holds the client to the rules (so the passes above mean something) -----
