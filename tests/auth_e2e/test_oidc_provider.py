@@ -7,9 +7,8 @@ client's word: logins, registrations, grants by type, refresh-token consumption,
 - a full login in real headless Chromium (Debian's chromium, Playwright) in both eras, and the
   same pages scripted over plain HTTP with the era detected;
 - refresh before expiry and at expiry with no new login, once for eight concurrent calls;
-  rotation (the old refresh token is
-  refused, and the provider revokes the grant on its reuse); step-up to mcp:write; one
-  registration for two logins;
+  rotation (the old refresh token is refused, and the provider revokes the grant on its
+  reuse); step-up to mcp:write; one registration for two logins;
 - the provider's client-credentials grant, plain and DPoP-bound (mcpkit's DPoP proofs), the
   bound token taken by the protected server only with a fresh proof by its key;
 - and that the provider refuses an authorization request without S256 PKCE or for another
