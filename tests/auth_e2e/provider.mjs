@@ -13,8 +13,8 @@
 // and consent pages (any login and password are accepted).
 //
 // Keys are generated per run; nothing is written but FILE, where every provider event the tests
-// count (grants by type, refresh-token consumption, revocations, registrations) is appended as
-// one JSON line. A control route for the tests, POST /__test/settings?access_token_ttl=N, sets
+// count (grants by type, refresh-token consumption, revocations and destroyed tokens,
+// registrations) is appended as one JSON line. A control route for the tests, POST /__test/settings?access_token_ttl=N, sets
 // the access-token lifetime of later grants (seconds). Prints one JSON line with the issuer
 // when it listens; exits when stdin closes (the test process is gone) or after --max-life-s.
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
@@ -96,6 +96,10 @@ provider.on('grant.success', (ctx) => record('grant.success', fromCtx(ctx)));
 provider.on('grant.error', (ctx, err) => record('grant.error', { ...fromCtx(ctx), error: err.error }));
 provider.on('grant.revoked', (ctx, grantId) => record('grant.revoked', { ...fromCtx(ctx), grant_id: grantId }));
 provider.on('refresh_token.consumed', (token) => record('refresh_token.consumed', { client_id: token.clientId, grant_id: token.grantId }));
+// revocation (a logout) destroys the token; the grant's other tokens go with grant.revoked
+for (const kind of ['access_token', 'refresh_token', 'client_credentials']) {
+  provider.on(`${kind}.destroyed`, (token) => record(`${kind}.destroyed`, { client_id: token.clientId, grant_id: token.grantId }));
+}
 provider.on('registration_create.success', (ctx, client) => record('registration_create.success', { client_id: client.clientId }));
 provider.on('authorization.success', (ctx) => record('authorization.success', { client_id: ctx.oidc.client?.clientId, scope: ctx.oidc.params.scope }));
 provider.on('server_error', (ctx, err) => record('server_error', { message: String(err) }));

@@ -11,7 +11,8 @@
 
 The provider (tests/auth_e2e/provider.mjs) appends every event the tests count to a JSON-lines
 file: `grant.success` / `grant.error` (with `grant_type`, `client_id`), `refresh_token.consumed`,
-`grant.revoked`, `registration_create.success`, `authorization.success` (with `scope`).
+`grant.revoked`, `{access,refresh}_token.destroyed` (revoked, e.g. by a logout),
+`registration_create.success`, `authorization.success` (with `scope`).
 Both processes lead their own process group and are stopped by it; the provider also exits
 when its stdin (a pipe held here) closes, so it cannot outlive the test process."""
 

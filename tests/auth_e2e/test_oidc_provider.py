@@ -8,7 +8,8 @@ client's word: logins, registrations, grants by type, refresh-token consumption,
   same pages scripted over plain HTTP with the era detected;
 - refresh before expiry and at expiry with no new login, once for eight concurrent calls;
   rotation (the old refresh token is refused, and the provider revokes the grant on its
-  reuse); step-up to mcp:write; one registration for two logins;
+  reuse); revocation (a logout's part at the provider); step-up to mcp:write; one
+  registration for two logins;
 - the provider's client-credentials grant, plain and DPoP-bound (mcpkit's DPoP proofs), the
   bound token taken by the protected server only with a fresh proof by its key;
 - and that the provider refuses an authorization request without S256 PKCE or for another
@@ -183,6 +184,27 @@ async def test_rotation_refuses_the_old_refresh_token(stack: Stack) -> None:
     assert (status, answer["error"]) == (400, "invalid_grant")
     # reuse of a rotated refresh token: the provider revokes the whole grant
     assert stack.events_since(mark, "grant.revoked", client_id=registration.client_id)
+
+
+async def test_revoked_refresh_token_is_refused(stack: Stack) -> None:
+    """What a logout does at the provider (RFC 7009), seen in its event log."""
+    registrations = MemoryRegistrationStore()
+    oauth = OAuth(redirect=FormLogin(), registrations=registrations)
+    async with Client(stack.resource, era=MODERN, auth=oauth) as client:
+        await read(client)
+    registration = await registrations.get(stack.issuer, DEFAULT_REDIRECT_URI)
+    assert registration is not None and oauth.tokens and oauth.tokens.refresh_token
+    refresh, mark = oauth.tokens.refresh_token, stack.mark()
+    async with aiohttp.ClientSession() as http, http.post(
+            f"{stack.issuer}/token/revocation", data={
+                "token": refresh, "token_type_hint": "refresh_token",
+                "client_id": registration.client_id}) as reply:
+        assert reply.status == 200
+    assert stack.events_since(mark, "refresh_token.destroyed", client_id=registration.client_id)
+    status, answer = await token_request(stack, {
+        "grant_type": "refresh_token", "refresh_token": refresh,
+        "client_id": registration.client_id, "resource": stack.resource})
+    assert (status, answer["error"]) == (400, "invalid_grant")
 
 
 @pytest.mark.parametrize("era", [LEGACY, MODERN])
