@@ -70,6 +70,7 @@ class AuthServer:
     metadata_requests: int = 0
     """GETs of a well-known metadata document (discovery)."""
     websocket_handshakes: int = 0
+    registration_requests: list[dict[str, Any]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     secrets_seen: set[str] = field(default_factory=set)
     """Every token, code, verifier and client secret: none may appear in logs or errors."""
@@ -108,6 +109,7 @@ class AuthServer:
         body = msgspec.json.decode(await request.body())
         assert body["application_type"] == "native"
         assert "refresh_token" in body["grant_types"]
+        self.registration_requests.append(body)
         self.registrations += 1
         client_id, secret = f"client-{self.registrations}", secrets.token_urlsafe(16)
         self.clients[client_id] = secret
