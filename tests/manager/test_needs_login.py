@@ -2,7 +2,9 @@
 `ServerManager`, in `mcp list` ("needs login", and a status and login command in --json), in
 `mcp test`, and when it is added (`mcp add` probes it, bounded, and never fails). The server
 is tests/client/oauth_server.py on 127.0.0.1: a 401 with `WWW-Authenticate: Bearer
-resource_metadata=…` to any request without a token."""
+resource_metadata=…` to any request without a token. A server whose entry says
+`grant: client_credentials` needs no login: the manager gets its tokens
+(tests/client/machine_server.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import socket
 from collections.abc import Iterator
 
 import pytest
+from tests.client import machine_server
 from tests.client.oauth_server import AuthServer, app
 from tests.manager.test_cli import User, error_line, hint
 from tests.procs import serve_in_thread
@@ -86,3 +89,27 @@ def test_the_add_probe_is_bounded_and_never_fails_the_add(user: User) -> None:
     # unset variables: nothing to probe with, and still added
     user.ok("mcp", "add", "later", "http://127.0.0.1:9/${MCP_PATH}")
     assert "later" in user.servers(user.user_file)
+
+
+@pytest.mark.anyio
+async def test_the_client_credentials_grant_of_an_entry_needs_no_login() -> None:
+    secret = "svc-secret-7f3a9c"
+    machine = machine_server.MachineServer(client_secrets={"svc": secret})
+    with serve_in_thread(machine_server.app(machine), name="machine-oauth") as base:
+        machine.base = base
+        oauth = {"client_id": "svc", "client_secret_env": "SVC_SECRET",
+                 "grant": "client_credentials"}
+        configs = [from_entry("svc", {"url": machine.resource, "oauth": oauth,
+                                      "startup_timeout_sec": 10}),
+                   from_entry("unset", {"url": machine.resource, "startup_timeout_sec": 10,
+                                        "oauth": {**oauth, "client_secret_env": "UNSET_X"}})]
+        async with ServerManager(configs, environ={"SVC_SECRET": secret}) as manager:
+            svc, unset = manager.server("svc"), manager.server("unset")
+            assert svc.status is Status.READY, svc.error
+            result = await manager.call_tool("mcp__svc__read", {})
+            assert result.content[0].text == "read ok"  # type: ignore[union-attr]
+            # no secret to send: refused, and a login would not help (nobody logs in)
+            assert unset.status is Status.FAILED and unset.login is None
+            assert secret not in (unset.error or "")
+        assert [form["grant_type"] for form in machine.token_requests] == \
+            ["client_credentials"]

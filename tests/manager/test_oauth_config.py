@@ -83,7 +83,9 @@ def test_every_key_read_and_written_back_unchanged() -> None:
     ({"store": "disk"}, "\"store\" must be one of auto, keyring, file, not 'disk'"),
     ({"grant": "password"}, '"grant" must be one of authorization_code, client_credentials, '
      "not 'password'"),
-    ({"grant": "client_credentials"}, 'the client_credentials grant needs a "client_id"'),
+    ({"grant": "client_credentials"}, 'the client_credentials grant needs a "client_id" and '
+     'the "client_secret_env" holding its secret'),
+    ({"grant": "client_credentials", "client_id": "a"}, "the client_credentials grant needs"),
     ({"client_metadata_url": "http://app.example/client.json"}, '"client_metadata_url" must '
      "be an https:// URL with a path"),
     ({"client_metadata_url": "https://app.example"}, "must be an https:// URL with a path"),

@@ -9,6 +9,9 @@
     mcpkit mcp get NAME [--json]           every field, secrets masked
     mcpkit mcp remove|enable|disable NAME [--scope user|project|local]
     mcpkit mcp test NAME [--json] [-v]     connect, list the tools, time it
+    mcpkit mcp login NAME [--scopes S1,S2] [--no-browser] [--callback-port N]
+    mcpkit mcp logout NAME                 forget the login (the tokens)
+    mcpkit mcp auth status [NAME] [--json] issuer, client id, scopes, expiry, store; no token
     mcpkit mcp import --from claude|claude-desktop|cursor|vscode|codex|opencode [PATH]
                    [--dry-run]             every file of the tool, or PATH
     mcpkit mcp add-from-claude-desktop     = import --from claude-desktop
@@ -65,6 +68,8 @@ MAX_IMPORT_FILE_BYTES = 64 * 1024 * 1024
 """`imports.MAX_IMPORT_FILE_BYTES`, repeated so that building the parser imports nothing
 heavy."""
 INTERRUPTED = 130
+LOGIN_TIMEOUT_S = 300.0
+"""How long `mcp login` waits for the user to log in (the browser's redirect, a paste)."""
 PROBE_TIMEOUT_S = 5.0
 """How long `mcp add` of a URL server waits to see whether the server requires login."""
 TRANSPORT_CHOICES = ("http", "sse", "ws", "stdio")
@@ -111,6 +116,8 @@ def add_commands(sub: Any) -> None:
         verb = _command(verbs, name, f"cli_edit.run_{name}", about)
         verb.add_argument("name")
         _scope_option(verb, None)
+
+    _login_commands(verbs)
 
     test = _command(verbs, "test", "cli_servers.run_test",
                     "connect to a server, list its tools, time it")
@@ -309,12 +316,54 @@ def _add_parser(verbs: Any) -> None:
     add.add_argument("--disabled", action="store_true", help="add it disabled")
     add.add_argument("--no-probe", action="store_true",
                      help="do not connect to a URL server to see whether it requires login")
-    add.add_argument("--probe-timeout", type=float, metavar="S", default=PROBE_TIMEOUT_S,
+    add.add_argument("--probe-timeout", type=positive_float, metavar="S",
+                     default=PROBE_TIMEOUT_S,
                      help="how long that check may take (default: %(default)s s; it never "
                           "fails the add)")
     _scope_option(add, "user")
     add.add_argument("--force", action="store_true", help="replace an entry of the same name")
     add.set_defaults(loose=True)
+
+
+def _login_commands(verbs: Any) -> None:
+    """`mcp login`, `mcp logout` and `mcp auth status` (`cli_login`)."""
+    login = _command(verbs, "login", "cli_login.run_login",
+                     "log in to a URL server (OAuth): in the browser, or --no-browser")
+    login.add_argument("name")
+    login.add_argument("--scopes", metavar="S1,S2",
+                       help="the scopes to ask for this time, comma- or space-separated "
+                            "(default: the entry's oauth.scopes, else what the server asks)")
+    login.add_argument("--no-browser", action="store_true",
+                       help="print the URL only; after logging in (on any machine), paste "
+                            "the address the browser ends on")
+    login.add_argument("--callback-port", type=int, metavar="PORT",
+                       help="the loopback redirect's port (default: the entry's "
+                            "oauth.callback_port, else the first free of mcpkit's range)")
+    login.add_argument("--timeout", type=positive_float, metavar="S",
+                       default=LOGIN_TIMEOUT_S,
+                       help="how long to wait for the login (default: %(default)s s)")
+    _verbose_option(login)
+    logout = _command(verbs, "logout", "cli_login.run_logout",
+                      "forget a URL server's login (its tokens)")
+    logout.add_argument("name")
+    auth = verbs.add_parser("auth", help="OAuth logins: status",
+                            description="The OAuth logins mcpkit keeps.")
+    auth_verbs = auth.add_subparsers(dest="auth_verb", required=True, metavar="VERB")
+    status = _command(auth_verbs, "status", "cli_login.run_status",
+                      "each URL server's login: issuer, client id, scopes, expiry, store "
+                      "(never a token)")
+    status.add_argument("name", nargs="?", help="one server (default: every URL server)")
+    status.add_argument("--json", action="store_true", help="print JSON (no token in it)")
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
+    return value
 
 
 def _oauth_options(add: argparse.ArgumentParser) -> None:

@@ -1,4 +1,5 @@
-"""When a server that did not start needs a login (`needs_auth`), not a fix.
+"""Logins of the manager's servers: when a server that did not start needs one
+(`needs_auth`), not a fix; and how a server is authorized when it starts (`server_auth`).
 
 A remote server needs a login when it asked for OAuth and had no usable token:
 
@@ -14,9 +15,20 @@ stay failures, whose fix `diagnose` gives.
 
 from __future__ import annotations
 
+import logging
 import shlex
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
 
+from mcpkit.errors import McpkitError
 from mcpkit.manager.config import ServerConfig
+
+if TYPE_CHECKING:
+    from mcpkit.client.oauth import OAuth
+    from mcpkit.client.oauth_machine import MachineAuth
+
+log = logging.getLogger(__name__)
 
 MAX_CAUSES = 20
 """How far down an exception's causes the search goes (a cycle cannot loop)."""
@@ -31,6 +43,8 @@ def needs_login(config: ServerConfig, failure: BaseException | None) -> bool:
     """Whether `failure` (why the server did not start) asks for `mcpkit mcp login`."""
     if config.type == "stdio" or config.static_credentials or failure is None:
         return False
+    if config.oauth is not None and config.oauth.grant == "client_credentials":
+        return False  # the client gets its own tokens: a refusal is a failure to fix
     from mcpkit.auth.challenge import parse_bearer_challenge
     from mcpkit.auth.errors import AuthorizationFailed, AuthorizationNotConfigured
     from mcpkit.transports.client.base import HttpStatusError
@@ -55,3 +69,36 @@ def _causes(failure: BaseException) -> list[BaseException]:
         found.append(current)
         current = current.__cause__ or current.__context__
     return found
+
+
+async def server_auth(config: ServerConfig, environ: Mapping[str, str]
+                      ) -> OAuth | MachineAuth | None:
+    """How the manager authorizes at a URL server with no token of its own: the
+    client_credentials grant of its `oauth` table, or an `OAuth` with the login kept for it
+    (`mcpkit mcp login`), refreshed as needed; None when there is neither. The `OAuth` has no
+    redirect: when the kept login can no longer be used, the server is `needs_auth`; nothing
+    prompts and nothing is registered. A store that cannot be read (or a secret variable that
+    is not set) is logged and treated as no login: the server may start without one."""
+    if config.type == "stdio" or config.static_credentials or config.url is None:
+        return None
+    from mcpkit.client.token_store import open_token_store
+    from mcpkit.manager.oauth_settings import OAuthSettings
+
+    settings = config.oauth or OAuthSettings()
+    try:
+        if settings.grant == "client_credentials":
+            return settings.build_machine(environ=environ)
+        store = open_token_store(settings.store)
+        if not await store.grants(http_form(config.url)):
+            return None
+        return settings.build(environ=environ, store=store)
+    except McpkitError as exc:
+        log.warning("the login kept for MCP server %s cannot be used: %s", config.name, exc)
+        return None
+
+
+def http_form(url: str) -> str:
+    """A WebSocket server's logins are kept under its http(s) URL (its resource's form)."""
+    parts = urlsplit(url)
+    scheme = {"ws": "http", "wss": "https"}.get(parts.scheme.lower())
+    return urlunsplit(parts._replace(scheme=scheme)) if scheme else url

@@ -41,6 +41,7 @@ from mcpkit.manager.config_errors import ConfigError, json_type
 if TYPE_CHECKING:
     from mcpkit.auth.tokens import TokenStore
     from mcpkit.client.oauth import OAuth
+    from mcpkit.client.oauth_machine import MachineAuth
     from mcpkit.client.oauth_redirect import Redirect
 
 OAUTH_KEYS = frozenset({"client_id", "client_secret_env", "scopes", "callback_port", "store",
@@ -109,9 +110,10 @@ class OAuthSettings:
         if self.client_secret_env is not None and self.client_id is None:
             raise ConfigError(f"{where}: \"client_secret_env\" needs the \"client_id\" the "
                               "secret belongs to")
-        if self.grant == "client_credentials" and self.client_id is None:
+        if self.grant == "client_credentials" and (self.client_id is None
+                                                   or self.client_secret_env is None):
             raise ConfigError(f"{where}: the client_credentials grant needs a \"client_id\" "
-                              "(and usually \"client_secret_env\")")
+                              "and the \"client_secret_env\" holding its secret")
 
     def to_table(self) -> dict[str, Any]:
         """The table as `mcp add` writes it, defaults left out."""
@@ -162,6 +164,20 @@ class OAuthSettings:
                      client_metadata_url=self.client_metadata_url,
                      scopes=list(chosen) if chosen is not None else None, store=store,
                      **options)
+
+
+    def build_machine(self, *, environ: Mapping[str, str]) -> MachineAuth:
+        """The `MachineAuth` of the client_credentials grant: the client gets its own tokens
+        (client_secret_basic/post, as the server's metadata says), nobody logs in."""
+        from mcpkit.client.oauth_machine import MachineAuth
+        from mcpkit.client.oauth_machine_grants import ClientCredentialsGrant
+
+        if self.grant != "client_credentials" or self.client_id is None:
+            raise ConfigError("build_machine() is for the client_credentials grant, with a "
+                              "client_id")
+        grant = ClientCredentialsGrant(self.client_id,
+                                       client_secret=self.client_secret(environ))
+        return MachineAuth(grant, scopes=list(self.scopes) if self.scopes else None)
 
 
 # --- the checks -----------------------------------------------------------------------------
