@@ -8,6 +8,8 @@
 #   services     scripts/install_services.sh: PostgreSQL and redis-server binaries for the hub's
 #                tests (as root; a no-op when present). Not root and missing: a note, and
 #                those tests skip - the closing lines say so and how to bring them in
+#   keyring      scripts/install_keyring.sh: gnome-keyring and dbus-daemon for the OAuth token
+#                store's keyring tests (same rules as services)
 #   ruff         ruff check src tests bench scripts
 #   mypy         mypy src
 #   pytest       pytest -q [extra args]   (exit 5 "no tests collected" is a failure)
@@ -97,6 +99,18 @@ services_step() {
   return 0
 }
 
+keyring_step() {
+  if [ "$EUID" -eq 0 ]; then
+    bash scripts/install_keyring.sh </dev/null
+    return
+  fi
+  if ! bash scripts/install_keyring.sh </dev/null; then
+    echo "test.sh: gnome-keyring/dbus-daemon are missing and this is not root, so the token" \
+         "store's keyring tests will skip; bring them in with: sudo scripts/install_keyring.sh" >&2
+  fi
+  return 0
+}
+
 skipped_report() {
   if [ -s "$SKIPS" ]; then
     echo
@@ -112,6 +126,7 @@ export MCPKIT_SKIP_SUMMARY="$SKIPS"
 
 run_step js-peers bash scripts/install_js_peers.sh
 run_step services services_step
+run_step keyring keyring_step
 run_step ruff "$PY" -m ruff check src tests bench scripts
 run_step mypy "$PY" -m mypy src
 STEP_LABEL="$PY -m pytest -q $*" run_step pytest pytest_step "$@"

@@ -2,20 +2,23 @@
 
 One ASGI app on 127.0.0.1 (served by tests.procs.serve_in_thread): RFC 9728 metadata, RFC 8414
 metadata, DCR, /authorize (redirects at once), /token (PKCE S256 checked, resource checked,
-refresh tokens rotated), and /mcp: a mcpkit Server (Streamable HTTP, HTTP+SSE, WebSocket)
-behind a bearer check (401 with a `WWW-Authenticate` challenge, on a WebSocket handshake too;
-403 insufficient_scope for the `write` tool without mcp:write).
+refresh tokens rotated: a rotated one used again revokes its whole family, as RFC 9700
+§4.14.2 has servers detect a stolen token), and /mcp: a mcpkit Server (Streamable HTTP,
+HTTP+SSE, WebSocket) behind a bearer check (401 with a `WWW-Authenticate` challenge, on a
+WebSocket handshake too; 403 insufficient_scope for the `write` tool without mcp:write).
 Everything it issued or received is recorded so tests can look for leaks."""
 
 from __future__ import annotations
 
 import base64
 import secrets
+import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import msgspec
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from starlette.requests import Request
@@ -53,6 +56,20 @@ class AuthServer:
     token_requests: list[dict[str, str]] = field(default_factory=list)
     registrations: int = 0
     websocket_handshakes: int = 0
+    refreshes: int = 0
+    """Refresh-token grants answered with new tokens."""
+    refresh_delay_s: float = 0.0
+    """How long each refresh takes (widens the window in which other refreshers would race)."""
+    refresh_failures: list[int] = field(default_factory=list)
+    """HTTP statuses the next refresh requests are answered with, one each (500: a server
+    fault that says nothing about the refresh token)."""
+    families: dict[str, int] = field(default_factory=dict)
+    """Refresh token (current or rotated away) -> its family (one per authorization)."""
+    rotated: set[str] = field(default_factory=set)
+    reuse_detected: int = 0
+    metadata_requests: int = 0
+    """GETs of a well-known metadata document (discovery)."""
+    _lock: threading.Lock = field(default_factory=threading.Lock)
     secrets_seen: set[str] = field(default_factory=set)
     """Every token, code, verifier and client secret: none may appear in logs or errors."""
 
@@ -137,9 +154,23 @@ class AuthServer:
                 return JSONResponse({"error": "invalid_grant"}, status_code=400)
             scopes = [s for s in asked.get("scope", "").split() if s not in self.withheld]
         elif form["grant_type"] == "refresh_token":
-            old = self.refresh.pop(str(form["refresh_token"]), None)  # rotated: single use
-            if old is None:
-                return JSONResponse({"error": "invalid_grant"}, status_code=400)
+            presented = str(form["refresh_token"])
+            await anyio.sleep(self.refresh_delay_s)
+            if self.refresh_failures:
+                return JSONResponse({"error": "server_error"},
+                                    status_code=self.refresh_failures.pop(0))
+            with self._lock:
+                if presented in self.rotated:  # reuse of a rotated token: revoke the family
+                    self.reuse_detected += 1
+                    family = self.families[presented]
+                    for token in [t for t, f in self.families.items() if f == family]:
+                        self.refresh.pop(token, None)
+                    return JSONResponse({"error": "invalid_grant"}, status_code=400)
+                old = self.refresh.pop(presented, None)  # rotated: single use
+                if old is None:
+                    return JSONResponse({"error": "invalid_grant"}, status_code=400)
+                self.rotated.add(presented)
+                self.refreshes += 1
             scopes = old
         else:
             return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
@@ -147,6 +178,8 @@ class AuthServer:
         self.secrets_seen |= {access, refresh}
         self.access[access] = Issued(scopes, time.time() + self.token_lifetime_s)
         self.refresh[refresh] = scopes
+        previous = str(form.get("refresh_token", ""))
+        self.families[refresh] = self.families.get(previous, len(self.families) + 1)
         return JSONResponse({"access_token": access, "token_type": "Bearer",
                              "expires_in": self.token_lifetime_s, "refresh_token": refresh,
                              "scope": " ".join(scopes)},
@@ -243,6 +276,8 @@ def app(auth: AuthServer) -> Any:
 
             await mcp(scope, replay, send)
             return
+        if path.startswith("/.well-known/"):
+            auth.metadata_requests += 1
         handler = routes.get((scope["method"], path))
         request = Request(scope, receive)
         response = Response(status_code=404) if handler is None else await _call(handler, request)

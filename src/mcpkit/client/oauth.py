@@ -11,6 +11,12 @@ The transport asks `headers()` before each POST and hands 401/403 answers to `ch
         the challenged ones (step-up); other 403s reach the caller
     a token about to expire (`refresh_margin_s`) is refreshed before it is sent
 
+With a persistent store (`store=open_token_store(…)`, mcpkit.client.token_store) a login
+outlives the process: the first request for a resource with no grant in memory uses (and
+refreshes) the stored grant for it instead of authorizing again, every refresh runs under the
+store's cross-process lock with the store read again (mcpkit.client.shared_refresh), and DCR
+registrations are kept there too (unless `registrations=` is given).
+
 `await oauth.login(url)` authorizes at once (`mcpkit mcp login`), without waiting for a 401.
 A WebSocket server (ws://, wss://) is discovered and named as a resource at its http(s) URL.
 
@@ -22,6 +28,7 @@ issuer, and configured credentials stay with the issuer they were first used at 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import urllib.parse
@@ -47,9 +54,14 @@ from mcpkit.auth.tokens import (
 from mcpkit.client import oauth_grant, oauth_registration
 from mcpkit.client.oauth_client_metadata import check_client_metadata_url
 from mcpkit.client.oauth_discovery import find_resource, find_server, legacy_server
+from mcpkit.client.oauth_dpop import DPoPOption, dpop_from_option
 from mcpkit.client.oauth_http import HTTP_TIMEOUT_S, OAuthHttp
 from mcpkit.client.oauth_redirect import DEFAULT_REDIRECT_URIS, ListeningRedirect, Redirect
 from mcpkit.client.oauth_registration import Identity, RegistrationStore
+from mcpkit.client.oauth_resume import Configured, pick_stored
+from mcpkit.client.shared_refresh import LoginRemoved, refresh_shared
+from mcpkit.client.token_records import StoredGrant, TokenStoreError
+from mcpkit.client.token_store import PersistentTokenStore
 from mcpkit.errors import InvalidArgument
 
 log = logging.getLogger(__name__)
@@ -80,6 +92,10 @@ class _Grant:
     refreshed_on_401: bool = False
     """The current token came from a refresh forced by a 401: the next 401 re-authorizes."""
 
+    @property
+    def key(self) -> TokenKey:
+        return TokenKey(self.resource, self.metadata.issuer, self.client.client_id)
+
 
 class OAuth:
     """The authorization group of a `Client` (see the module docstring)."""
@@ -101,6 +117,7 @@ class OAuth:
         refresh_margin_s: float = REFRESH_MARGIN_S,
         max_document_bytes: int = MAX_DOCUMENT_BYTES,
         http_timeout_s: float = HTTP_TIMEOUT_S,
+        dpop: DPoPOption = False,
     ) -> None:
         """`redirect`: shows the authorization URL to the user and returns the final
         redirect URL. `client_id`/`client_secret`: a pre-registered client (for
@@ -110,7 +127,8 @@ class OAuth:
         registers its own `redirect_uris` and uses the one it is bound to. `scopes`: asked
         for instead of the discovered ones (a step-up adds the challenged ones). Limits:
         `max_attempts` challenges per request, `max_document_bytes` per metadata/token response,
-        `http_timeout_s` per exchange."""
+        `http_timeout_s` per exchange. `dpop`: True (or a `DPoPKey`) asks for DPoP-bound
+        tokens (RFC 9449) and presents them with a fresh proof per request."""
         if max_attempts < 1:
             raise InvalidArgument(f"max_attempts must be at least 1, not {max_attempts}")
         if client_secret is not None and client_id is None:
@@ -126,12 +144,16 @@ class OAuth:
         self.scopes = list(scopes) if scopes is not None else None
         self.client_name = client_name
         self.store: TokenStore = store if store is not None else MemoryTokenStore()
-        self.registrations: RegistrationStore = (
-            registrations if registrations is not None else MemoryRegistrationStore())
+        if registrations is None:
+            registrations = (store.registrations if isinstance(store, PersistentTokenStore)
+                             else MemoryRegistrationStore())
+        self.registrations: RegistrationStore = registrations
         self.max_attempts = max_attempts
         self.refresh_margin_s = refresh_margin_s
         self._http = OAuthHttp(http_timeout_s, max_document_bytes)
+        self._dpop = dpop_from_option(dpop)
         self._grant: _Grant | None = None
+        self._looked_in_store = False
         self._lock = anyio.Lock()
 
     def __repr__(self) -> str:
@@ -160,7 +182,10 @@ class OAuth:
 
     # --- HttpAuth --------------------------------------------------------------------------
 
-    async def headers(self, url: str) -> Mapping[str, str]:
+    async def headers(self, url: str, method: str = "POST") -> Mapping[str, str]:
+        if self._grant is None and not self._looked_in_store:
+            async with self._lock:
+                await self._load(url)
         grant = self._grant
         if grant is None:
             return {}
@@ -173,15 +198,23 @@ class OAuth:
                     except AuthorizationError as exc:
                         log.warning("refreshing the access token failed: %s", exc)
         tokens = self.tokens
-        return {"Authorization": f"Bearer {tokens.access_token}"} if tokens else {}
+        if tokens is None:
+            return {}
+        if self._dpop is not None:
+            return self._dpop.resource_headers(method, url, tokens)
+        return {"Authorization": f"Bearer {tokens.access_token}"}
 
     async def challenge(self, url: str, status: int, headers: Mapping[str, str]) -> bool:
+        if self._dpop is not None and self._dpop.resource_challenge(url, status, headers):
+            return True  # the resource wants a DPoP nonce: the same token, a new proof
         value = next((v for k, v in headers.items() if k.lower() == "www-authenticate"), None)
         challenge = parse_bearer_challenge(value) or BearerChallenge()
         seen = self.tokens
         async with self._lock:
             if self.tokens is not seen:
                 return True  # another request re-authorized while this one waited
+            if self._grant is None and await self._load(url):
+                return True  # a login kept in the store: try it before authorizing
             grant = self._grant
             if status == 403:
                 if challenge.error != "insufficient_scope":
@@ -234,7 +267,7 @@ class OAuth:
                 await self.registrations.delete(metadata.issuer, self._registration_key())
                 continue
             self._grant = _Grant(metadata, client, resource, scopes, tokens)
-            await self._keep(self._grant)
+            await self._keep(self._grant, new_grant=True)
             return
 
     async def _code_grant(self, metadata: AuthorizationServerMetadata,
@@ -257,18 +290,62 @@ class OAuth:
             redirected = await redirect(request.url)
         code = oauth_grant.code_from_redirect(redirected, request, metadata)
         return await oauth_grant.exchange_code(self._http, metadata, client, code, request,
-                                               redirect_uri, resource)
+                                               redirect_uri, resource, self._dpop)
 
     async def _refresh(self, grant: _Grant) -> None:
-        grant.tokens = await oauth_grant.refresh(self._http, grant.metadata, grant.client,
-                                                 grant.tokens, grant.resource)
+        async def refresh(tokens: TokenSet) -> TokenSet:
+            return await oauth_grant.refresh(self._http, grant.metadata, grant.client, tokens,
+                                             grant.resource, self._dpop)
+
+        async def keep(tokens: TokenSet) -> None:
+            grant.tokens = tokens
+            await self._keep(grant)
+
+        try:
+            if isinstance(self.store, PersistentTokenStore):
+                tokens = await refresh_shared(self.store, grant.key, grant.tokens, refresh,
+                                              keep, self.refresh_margin_s)
+            else:
+                tokens = await refresh(grant.tokens)
+                await keep(tokens)
+        except (oauth_grant.InvalidGrant, LoginRemoved):
+            # dead or logged out: never sent again (the next 401 authorizes anew)
+            grant.tokens = dataclasses.replace(grant.tokens, refresh_token=None)
+            raise
+        grant.tokens = tokens
         grant.refreshed_on_401 = False
         log.info("refreshed the access token for %s", grant.resource)
-        await self._keep(grant)
 
-    async def _keep(self, grant: _Grant) -> None:
-        key = TokenKey(grant.resource, grant.metadata.issuer, grant.client.client_id)
-        await self.store.put(key, grant.tokens)
+    async def _keep(self, grant: _Grant, *, new_grant: bool = False) -> None:
+        """Store the grant's tokens; in a persistent store the whole grant (metadata, client,
+        scopes: what a refresh after a restart needs). A store that refuses is logged, and the
+        tokens are used anyway (losing a rotated refresh token would be worse)."""
+        try:
+            if isinstance(self.store, PersistentTokenStore):
+                await self.store.put_grant(StoredGrant(grant.key, grant.tokens,
+                                                       tuple(grant.scopes), grant.metadata,
+                                                       grant.client))
+            else:
+                await self.store.put(grant.key, grant.tokens)
+        except TokenStoreError as exc:
+            log.error("could not store the %s for %s: %s",
+                      "new login" if new_grant else "tokens", grant.resource, exc)
+
+    async def _load(self, url: str) -> bool:
+        """Once per OAuth, under `_lock`: resume the stored login for `url` that fits
+        (mcpkit.client.oauth_resume); whether there was one."""
+        looked, self._looked_in_store = self._looked_in_store, True
+        if looked or not isinstance(self.store, PersistentTokenStore):
+            return False
+        chosen = pick_stored(await self.store.grants(url), url, self.scopes, Configured(
+            self.client_id, self._client_secret, self.client_issuer))
+        if chosen is None or chosen.metadata is None or chosen.client is None:
+            return False
+        self._grant = _Grant(chosen.metadata, chosen.client, chosen.resource,
+                             list(chosen.scopes), chosen.tokens)
+        log.info("using the stored login for %s (issuer %s, client %s, %s store)",
+                 chosen.resource, chosen.issuer, chosen.client_id, self.store.kind)
+        return True
 
     async def _client(self, metadata: AuthorizationServerMetadata,
                       scopes: Sequence[str]) -> ClientRegistration:
