@@ -6,6 +6,7 @@ refresh tokens rotated: a rotated one used again revokes its whole family, as RF
 §4.14.2 has servers detect a stolen token), and /mcp: a mcpkit Server (Streamable HTTP,
 HTTP+SSE, WebSocket) behind a bearer check (401 with a `WWW-Authenticate` challenge, on a
 WebSocket handshake too; 403 insufficient_scope for the `write` tool without mcp:write).
+
 Everything it issued or received is recorded so tests can look for leaks."""
 
 from __future__ import annotations
@@ -55,7 +56,6 @@ class AuthServer:
     authorize_requests: list[dict[str, str]] = field(default_factory=list)
     token_requests: list[dict[str, str]] = field(default_factory=list)
     registrations: int = 0
-    websocket_handshakes: int = 0
     refreshes: int = 0
     """Refresh-token grants answered with new tokens."""
     refresh_delay_s: float = 0.0
@@ -69,6 +69,8 @@ class AuthServer:
     reuse_detected: int = 0
     metadata_requests: int = 0
     """GETs of a well-known metadata document (discovery)."""
+    websocket_handshakes: int = 0
+    registration_requests: list[dict[str, Any]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     secrets_seen: set[str] = field(default_factory=set)
     """Every token, code, verifier and client secret: none may appear in logs or errors."""
@@ -107,6 +109,7 @@ class AuthServer:
         body = msgspec.json.decode(await request.body())
         assert body["application_type"] == "native"
         assert "refresh_token" in body["grant_types"]
+        self.registration_requests.append(body)
         self.registrations += 1
         client_id, secret = f"client-{self.registrations}", secrets.token_urlsafe(16)
         self.clients[client_id] = secret

@@ -256,7 +256,7 @@ class OAuth:
         log.info("authorizing at %s for %s (scopes: %s)", metadata.issuer, resource,
                  " ".join(scopes) or "none")
         for registration_attempt in range(2):
-            client = await self._client(metadata, scopes)
+            client = await self._client(metadata)
             try:
                 tokens = await self._code_grant(metadata, client, resource, scopes)
             except oauth_grant.InvalidClient:
@@ -347,8 +347,7 @@ class OAuth:
                  chosen.resource, chosen.issuer, chosen.client_id, self.store.kind)
         return True
 
-    async def _client(self, metadata: AuthorizationServerMetadata,
-                      scopes: Sequence[str]) -> ClientRegistration:
+    async def _client(self, metadata: AuthorizationServerMetadata) -> ClientRegistration:
         uris = self.redirect_uris
         identity = Identity(
             self.client_id, self._client_secret, self.client_issuer, self.client_metadata_url,
@@ -363,7 +362,7 @@ class OAuth:
         kept = await self.registrations.get(metadata.issuer, self._registration_key())
         if kept is not None:
             return kept
-        registered = await oauth_registration.register(self._http, identity, metadata, scopes)
+        registered = await oauth_registration.register(self._http, identity, metadata)
         await self.registrations.put(metadata.issuer, self._registration_key(), registered)
         log.info("registered client %s at %s", registered.client_id, metadata.issuer)
         return registered

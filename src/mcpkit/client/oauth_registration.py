@@ -87,9 +87,13 @@ def metadata_document(identity: Identity,
     return None
 
 
-async def register(http: OAuthHttp, identity: Identity, metadata: AuthorizationServerMetadata,
-                   scopes: Sequence[str]) -> ClientRegistration:
-    """RFC 7591 registration of a native client at the AS's registration endpoint."""
+async def register(http: OAuthHttp, identity: Identity,
+                   metadata: AuthorizationServerMetadata) -> ClientRegistration:
+    """RFC 7591 registration of a native client at the AS's registration endpoint.
+
+    No `scope` is registered: an AS may check it against its own scope list, which a
+    resource's scopes (RFC 8707) need not be in, and may then hold the client to it, which
+    would refuse a later step-up's scopes (oidc-provider does both)."""
     endpoint = metadata.registration_endpoint
     if endpoint is None:
         raise AuthorizationNotConfigured(
@@ -106,7 +110,6 @@ async def register(http: OAuthHttp, identity: Identity, metadata: AuthorizationS
         "response_types": ["code"],
         "token_endpoint_auth_method": method,
         "application_type": "native",
-        **({"scope": " ".join(scopes)} if scopes else {}),
     }
     reply = await http.post_json(endpoint, request)
     if not reply.ok:
