@@ -29,13 +29,16 @@ import hmac
 import html
 import logging
 import sys
+import threading
 import urllib.parse
 import webbrowser
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 
 from mcpkit.auth.errors import AuthorizationError
 from mcpkit.client.oauth_redirect import (
@@ -50,6 +53,8 @@ if TYPE_CHECKING:
     from aiohttp import web
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 CALLBACK_TIMEOUT_S = 300.0
 """Default: how long to wait for the browser's callback (or the pasted URL)."""
@@ -193,8 +198,7 @@ class LoopbackRedirect:
         if not self.open_browser:
             return
         try:
-            opened = await anyio.to_thread.run_sync(self.opener, authorization_url,
-                                                    abandon_on_cancel=True)
+            opened = await _in_daemon_thread(lambda: self.opener(authorization_url))
         except Exception as exc:  # webbrowser.Error, OSError, …: the printed URL remains
             log.debug("opening a browser failed: %s", type(exc).__name__)
             opened = False
@@ -299,8 +303,7 @@ class _Pasted:
         for _ in range(owner.max_paste_attempts):
             owner._say(f"{reason}After authorizing, the browser goes to {self.redirect_uri}?… "
                        "(a page that does not load). Paste that page's whole URL here:")
-            line = await anyio.to_thread.run_sync(stream.readline, owner.max_paste_chars + 1,
-                                                  abandon_on_cancel=True)
+            line = await _in_daemon_thread(lambda: stream.readline(owner.max_paste_chars + 1))
             if not line:
                 raise PastedRedirectRefused("no redirect URL was pasted (the input ended)")
             if len(line.rstrip("\r\n")) > owner.max_paste_chars:
@@ -378,6 +381,32 @@ async def _bind(runner: web.AppRunner, ports: Sequence[int], chosen: bool) -> in
         f"the callback port{'s' if len(ports) > 1 else ''} {listed} on {LOOPBACK_HOST} "
         f"{'are' if len(ports) > 1 else 'is'} in use: choose {hint} with --callback-port "
         "(OAuth: LoopbackRedirect(port=…))")
+
+
+async def _in_daemon_thread(func: Callable[[], T]) -> T:
+    """`func()` in a daemon thread. A read of stdin or a browser opener that never returns is
+    abandoned when the wait ends (timeout, cancel) and must not keep the process alive at
+    exit, as an anyio worker thread (not a daemon) would."""
+    token = anyio.lowlevel.current_token()
+    done = anyio.Event()
+    outcome: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, func()))
+        except BaseException as exc:  # builtin: handed to the waiting task, raised there
+            outcome.append((False, exc))
+        try:
+            anyio.from_thread.run_sync(done.set, token=token)
+        except RuntimeError:  # the event loop is gone: nobody waits any more
+            pass
+
+    threading.Thread(target=run, daemon=True, name="mcpkit-login-io").start()
+    await done.wait()
+    succeeded, value = outcome[0]
+    if not succeeded:
+        raise value
+    return value  # type: ignore[no-any-return]
 
 
 def _page(status: int, title: str, text: str) -> web.Response:
