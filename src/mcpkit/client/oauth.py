@@ -386,4 +386,6 @@ def _http_form(url: str) -> str:
     named as a resource and probed at its http/https form."""
     parts = urllib.parse.urlsplit(url)
     scheme = {"ws": "http", "wss": "https"}.get(parts.scheme.lower())
-    return urllib.parse.urlunsplit(parts._replace(scheme=scheme)) if scheme else url
+    if scheme is None:
+        return url
+    return urllib.parse.urlunsplit((scheme, parts.netloc, parts.path, parts.query, parts.fragment))

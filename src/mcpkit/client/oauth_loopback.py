@@ -187,14 +187,14 @@ class LoopbackRedirect:
 
     # --- what the user sees --------------------------------------------------------------
 
-    def _say(self, text: str) -> None:
+    def say(self, text: str) -> None:
         stream = self.output if self.output is not None else sys.stderr
         stream.write(text + "\n")
         stream.flush()
 
-    async def _show(self, authorization_url: str) -> None:
+    async def show(self, authorization_url: str) -> None:
         """Print the URL, always; open the browser when asked (a failure only reported)."""
-        self._say(f"Open this URL in a browser to authorize:\n\n    {authorization_url}\n")
+        self.say(f"Open this URL in a browser to authorize:\n\n    {authorization_url}\n")
         if not self.open_browser:
             return
         try:
@@ -203,7 +203,7 @@ class LoopbackRedirect:
             log.debug("opening a browser failed: %s", type(exc).__name__)
             opened = False
         if not opened:
-            self._say("(No browser could be opened: open the URL above yourself.)")
+            self.say("(No browser could be opened: open the URL above yourself.)")
 
 
 class _Listener:
@@ -225,7 +225,7 @@ class _Listener:
         if not self._state:
             raise InvalidArgument("the authorization URL has no state parameter")
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self.owner._show, authorization_url)
+            tg.start_soon(self.owner.show, authorization_url)
             with anyio.move_on_after(self.owner.timeout_s):
                 await self._done.wait()
             tg.cancel_scope.cancel()  # a browser opener still running is abandoned
@@ -288,7 +288,7 @@ class _Pasted:
         state = _query_value(authorization_url, "state")
         if not state:
             raise InvalidArgument("the authorization URL has no state parameter")
-        await owner._show(authorization_url)
+        await owner.show(authorization_url)
         try:
             with anyio.fail_after(owner.timeout_s):
                 return await self._read(state)
@@ -301,7 +301,7 @@ class _Pasted:
         stream = owner.input if owner.input is not None else sys.stdin
         reason = ""
         for _ in range(owner.max_paste_attempts):
-            owner._say(f"{reason}After authorizing, the browser goes to {self.redirect_uri}?… "
+            owner.say(f"{reason}After authorizing, the browser goes to {self.redirect_uri}?… "
                        "(a page that does not load). Paste that page's whole URL here:")
             line = await _in_daemon_thread(lambda: stream.readline(owner.max_paste_chars + 1))
             if not line:
