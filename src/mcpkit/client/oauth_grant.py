@@ -18,6 +18,7 @@ from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
 from mcpkit.auth.errors import AuthorizationError
 from mcpkit.auth.metadata import AuthorizationServerMetadata
+from mcpkit.auth.scopes import OFFLINE_ACCESS
 from mcpkit.auth.tokens import ClientRegistration, TokenSet, parse_token_response
 from mcpkit.client.oauth_dpop import DPoP
 from mcpkit.client.oauth_http import OAuthHttp
@@ -50,13 +51,18 @@ class Request:
 def authorization_request(metadata: AuthorizationServerMetadata, client: ClientRegistration,
                           redirect_uri: str, resource: str,
                           scopes: Sequence[str]) -> Request:
+    """The authorization URL (PKCE S256, state, RFC 8707 resource). Asking for
+    `offline_access` adds `prompt=consent`: OpenID Connect Core §11 has a provider drop
+    offline_access (so issue no refresh token) without it, and RFC 6749 §3.1 has a plain OAuth
+    server ignore the parameter."""
     verifier = generate_token(VERIFIER_CHARS)
     state = generate_token(32)
+    extra = {"prompt": "consent"} if OFFLINE_ACCESS in scopes else {}
     url = prepare_grant_uri(
         metadata.authorization_endpoint, client.client_id, "code",
         redirect_uri=redirect_uri, scope=" ".join(scopes) if scopes else None, state=state,
         code_challenge=create_s256_code_challenge(verifier), code_challenge_method="S256",
-        resource=resource)
+        resource=resource, **extra)
     return Request(url, state, verifier)
 
 
