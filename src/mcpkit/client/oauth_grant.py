@@ -113,6 +113,31 @@ async def refresh(http: OAuthHttp, metadata: AuthorizationServerMetadata,
     return await _token_request(http, metadata, client, body, tokens.refresh_token, dpop)
 
 
+class UnsupportedTokenType(AuthorizationError):
+    """RFC 7009 §2.2.1: the server does not revoke tokens of this type (e.g. self-contained
+    JWT access tokens, which expire on their own)."""
+
+
+async def revoke(http: OAuthHttp, metadata: AuthorizationServerMetadata,
+                 client: ClientRegistration, token: str, hint: str) -> None:
+    """RFC 7009: ask the authorization server to revoke `token` (`hint`: refresh_token or
+    access_token), authenticated as the client is at the token endpoint. AuthorizationError
+    when it has no revocation endpoint or refuses (an unknown token is a 200 by §2.2)."""
+    endpoint = metadata.revocation_endpoint
+    if endpoint is None:
+        raise AuthorizationError(f"{metadata.issuer} has no revocation endpoint")
+    auth = ClientAuth(client.client_id, client.client_secret, client.auth_method)
+    body = urllib.parse.urlencode({"token": token, "token_type_hint": hint})
+    _, headers, body = auth.prepare("POST", endpoint, {}, body)
+    reply = await http.post_form(endpoint, body, headers)
+    if not reply.ok:
+        code = reply.oauth_error()
+        if code == "unsupported_token_type":
+            raise UnsupportedTokenType(f"{metadata.issuer} does not revoke {hint}s")
+        raise AuthorizationError(f"the revocation endpoint {endpoint} refused (HTTP "
+                                 f"{reply.status}{', ' + code if code else ''})")
+
+
 async def _token_request(http: OAuthHttp, metadata: AuthorizationServerMetadata,
                          client: ClientRegistration, body: str,
                          previous_refresh: str | None, dpop: DPoP | None) -> TokenSet:
