@@ -34,7 +34,12 @@ import anyio.to_thread
 
 from mcpkit.auth.metadata import resource_matches
 from mcpkit.auth.tokens import ClientRegistration, TokenKey, TokenSet
-from mcpkit.client.private_files import LOCK_TIMEOUT_S, private_directory, store_lock
+from mcpkit.client.private_files import (
+    LOCK_TIMEOUT_S,
+    LockTimeout,
+    private_directory,
+    store_lock,
+)
 from mcpkit.client.token_records import (
     StoredGrant,
     TokenStoreError,
@@ -48,6 +53,19 @@ from mcpkit.client.token_records import (
 )
 from mcpkit.client.token_vaults import KEYRING_SERVICE, FileVault, KeyringVault, Vault
 from mcpkit.errors import InvalidArgument
+
+__all__ = [
+    "DIRECTORY_ENV",
+    "LOCK_TIMEOUT_S",
+    "LockTimeout",
+    "PersistentTokenStore",
+    "StoredGrant",
+    "StoredRegistrations",
+    "TokenStoreError",
+    "default_directory",
+    "open_token_store",
+    "usable_keyring",
+]
 
 log = logging.getLogger(__name__)
 
