@@ -48,16 +48,34 @@ def test_initialize_scenario(http_server: Any) -> None:
     assert "legacy era, protocol 2025-11-25, server mcpkit-conformance-server" in done.stderr
 
 
-@pytest.mark.parametrize("scenario", ["auth/dpop", "auth/client-credentials-basic",
-                                      "auth/wif-jwt-bearer"])
-def test_machine_grant_scenarios_are_refused_with_one_line(scenario: str) -> None:
-    """Not wired yet: said in one line, before anything is sent (port 9 has no server)."""
+@pytest.mark.parametrize(("scenario", "missing"), [
+    ("auth/client-credentials-basic", "client_id"),
+    ("auth/client-credentials-jwt", "signing_algorithm"),
+    ("auth/enterprise-managed-authorization", "idp_id_token"),
+    ("auth/wif-jwt-bearer", "valid_jwt"),
+])
+def test_a_machine_grant_scenario_without_its_context_fails_with_one_line(
+        scenario: str, missing: str) -> None:
+    """A machine grant needs the context's credentials: said in one line, before anything is
+    sent (port 9 has no server)."""
     done = run_client("http://127.0.0.1:9/mcp", scenario, "2025-11-25")
     assert done.returncode == 1
-    assert done.stderr.strip().splitlines() == [
-        f"conformance_client: {scenario}: machine grants (client credentials, ID-JAG, DPoP, "
-        "WIF) are not implemented yet"
-    ]
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"conformance_client: {scenario}: MCP_CONFORMANCE_CONTEXT has no {missing}")
+
+
+def test_machine_grants_are_made_from_the_context() -> None:
+    secret = cc.machine_grant("auth/client-credentials-basic",
+                              {"client_id": "c1", "client_secret": "s3cret"})
+    assert isinstance(secret, cc.ClientCredentialsGrant)
+    assert secret.credentials.client_id == "c1"
+    assert secret.credentials.client_secret == "s3cret"
+    assert "s3cret" not in repr(secret)
+    wif = cc.machine_grant("auth/wif-jwt-bearer", {"client_id": "w", "valid_jwt": "a.b.c"})
+    assert isinstance(wif, cc.WorkloadIdentityGrant)
+    assert "a.b.c" not in repr(wif)
+    assert cc.machine_grant("auth/dpop", {}) is None  # the authorization-code flow, DPoP-bound
+    assert cc.machine_grant("auth/pre-registration", {"client_id": "x"}) is None
 
 
 def test_a_scenario_without_its_context_fails_with_one_line() -> None:

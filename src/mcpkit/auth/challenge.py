@@ -30,16 +30,18 @@ class BearerChallenge:
 
 def parse_bearer_challenge(value: str | None, *,
                            max_chars: int = MAX_HEADER_CHARS) -> BearerChallenge | None:
-    """The `Bearer` challenge in a `WWW-Authenticate` value, or None (absent, too long,
-    malformed, or a parameter given twice, which RFC 6750 §3 forbids)."""
+    """The `Bearer` (else `DPoP`) challenge in a `WWW-Authenticate` value, or None (absent,
+    too long, malformed, or a parameter given twice, which RFC 6750 §3 forbids)."""
     if not value:
         return None
     try:
         challenges = parse_challenges(value, max_chars=max_chars)
     except MalformedChallenge:
         return None
-    for scheme, params in challenges:
-        if scheme == "bearer":
+    # A DPoP resource challenges with the `DPoP` scheme (RFC 9449 §7.1) and the same
+    # parameters; Bearer is preferred when both come.
+    for scheme, params in sorted(challenges, key=lambda c: c[0] != "bearer"):
+        if scheme in ("bearer", "dpop"):
             return BearerChallenge(
                 resource_metadata=params.get("resource_metadata"),
                 scope=params.get("scope"),

@@ -46,6 +46,8 @@ class AuthorizationServerMetadata(msgspec.Struct, frozen=True):
     grant_types_supported: Strings | None = None
     code_challenge_methods_supported: Strings | None = None
     token_endpoint_auth_methods_supported: Strings | None = None
+    token_endpoint_auth_signing_alg_values_supported: Strings | None = None
+    dpop_signing_alg_values_supported: Strings | None = None
     client_id_metadata_document_supported: bool = False
     authorization_response_iss_parameter_supported: bool = False
 

@@ -2,7 +2,9 @@
 
 The transport asks for headers before each request and hands every 401/403 it receives to
 `challenge`; when that returns True the transport sends the request again (at most
-`max_attempts` challenges per request)."""
+`max_attempts` challenges per request). `headers` is asked once per request sent (a retry
+asks again), with the request's method and URL: a DPoP proof (RFC 9449) is made for exactly
+one request."""
 
 from __future__ import annotations
 
@@ -15,8 +17,9 @@ class HttpAuth(Protocol):
     max_attempts: int
     """How many challenges one request may answer before its 401/403 reaches the caller."""
 
-    async def headers(self, url: str) -> Mapping[str, str]:
-        """The headers (`Authorization`) for a request to `url`; may refresh a token."""
+    async def headers(self, url: str, method: str = "POST") -> Mapping[str, str]:
+        """The headers (`Authorization`, and `DPoP` for a DPoP-bound token) for one `method`
+        request to `url`; may refresh a token."""
         ...
 
     async def challenge(self, url: str, status: int, headers: Mapping[str, str]) -> bool:

@@ -56,10 +56,12 @@ class _TokenResponse(msgspec.Struct):
 
 def parse_token_response(body: bytes, *, max_bytes: int = MAX_DOCUMENT_BYTES,
                          previous_refresh: str | None = None,
-                         now: float | None = None) -> TokenSet:
+                         now: float | None = None, dpop: bool = False) -> TokenSet:
     """A successful token response (RFC 6749 §5.1) as a `TokenSet`. A response without a
     refresh token keeps `previous_refresh` (RFC 6749 §6: the old one stays valid unless
-    rotated). Errors name the fault, never the body."""
+    rotated). `token_type` must be `Bearer`, or `DPoP` when the request carried a DPoP proof
+    (`dpop`; RFC 9449 §5): a token of a type the client cannot present is refused. Errors
+    name the fault, never the body."""
     if len(body) > max_bytes:
         raise AuthorizationError(f"the token response is over the {max_bytes}-byte limit")
     try:
@@ -68,16 +70,28 @@ def parse_token_response(body: bytes, *, max_bytes: int = MAX_DOCUMENT_BYTES,
         raise AuthorizationError(f"the token response is invalid: {exc}") from None
     except msgspec.DecodeError:
         raise AuthorizationError("the token response is not a JSON object") from None
-    if doc.token_type.lower() != "bearer":
-        raise AuthorizationError(f"the token type {doc.token_type!r} is not supported (Bearer)")
+    token_type = _token_type(doc.token_type, dpop)
     if not doc.access_token:
         raise AuthorizationError("the token response has an empty access_token")
     expires_at = None
     if doc.expires_in is not None:
         expires_at = (time.time() if now is None else now) + float(doc.expires_in)
-    return TokenSet(access_token=doc.access_token, token_type="Bearer",
+    return TokenSet(access_token=doc.access_token, token_type=token_type,
                     refresh_token=doc.refresh_token or previous_refresh,
                     expires_at=expires_at, scope=doc.scope)
+
+
+def _token_type(token_type: str, dpop: bool) -> str:
+    """The canonical spelling of a token type the client can present (RFC 6749 §7.1: token
+    types compare case-insensitively)."""
+    kind = token_type.lower()
+    if kind == "bearer":
+        return "Bearer"
+    if kind == "dpop" and dpop:
+        return "DPoP"
+    shown = token_type if len(token_type) <= 40 and token_type.isprintable() else "(unprintable)"
+    supported = "Bearer or DPoP" if dpop else "Bearer"
+    raise AuthorizationError(f"the token type {shown!r} is not supported ({supported})")
 
 
 @dataclass(frozen=True, slots=True)

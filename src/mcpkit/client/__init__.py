@@ -1,6 +1,8 @@
 """The MCP client: `Client` for one server, in either era, over any transport, and the
 value objects its settings are grouped in (`ConnectOptions`, `Timeouts`, `Responders`,
-`Notifications`, `Limits`, `Behaviour`), and `OAuth`, its authorization group."""
+`Notifications`, `Limits`, `Behaviour`), and its authorization group: `OAuth` (a user logs
+in) or `MachineAuth` with a machine grant (`ClientCredentialsGrant`, `WorkloadIdentityGrant`,
+`EnterpriseGrant`); either takes `dpop=True` (or a `DPoPKey`)."""
 
 from typing import TYPE_CHECKING, Any
 
@@ -31,10 +33,13 @@ __all__ = [
     "AuthorizationFailed",
     "Behaviour",
     "Client",
+    "ClientCredentialsGrant",
     "ClientError",
     "ClientMisuse",
     "ConnectOptions",
     "ConnectionClosed",
+    "DPoPKey",
+    "EnterpriseGrant",
     "HttpStatusError",
     "InboundLimits",
     "IncompatibleServer",
@@ -42,6 +47,7 @@ __all__ = [
     "Limits",
     "ListLimits",
     "ListTooLarge",
+    "MachineAuth",
     "Notifications",
     "OAuth",
     "RedirectRefused",
@@ -52,19 +58,39 @@ __all__ = [
     "Timeouts",
     "TooManyInputRounds",
     "TransportError",
+    "WorkloadIdentityGrant",
     "form_defaults",
 ]
 
 if TYPE_CHECKING:
+    from mcpkit.auth.dpop import DPoPKey
     from mcpkit.client.oauth import OAuth
+    from mcpkit.client.oauth_machine import MachineAuth
+    from mcpkit.client.oauth_machine_grants import (
+        ClientCredentialsGrant,
+        EnterpriseGrant,
+        WorkloadIdentityGrant,
+    )
+
+_LAZY = {
+    "OAuth": "mcpkit.client.oauth",
+    "MachineAuth": "mcpkit.client.oauth_machine",
+    "ClientCredentialsGrant": "mcpkit.client.oauth_machine_grants",
+    "EnterpriseGrant": "mcpkit.client.oauth_machine_grants",
+    "WorkloadIdentityGrant": "mcpkit.client.oauth_machine_grants",
+    "DPoPKey": "mcpkit.auth.dpop",
+}
+"""Loaded on first use: the authorization groups load the HTTP stack (aiohttp), Authlib and
+joserfc, which only a program that authorizes pays for (a stdio client starts as fast as
+before)."""
 
 
 def __getattr__(name: str) -> Any:
-    # `OAuth` loads the HTTP stack (aiohttp) and Authlib: only a program that authorizes pays
-    # for them, so a stdio client starts as fast as before.
-    if name == "OAuth":
-        from mcpkit.client.oauth import OAuth
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mcpkit.client' has no attribute {name!r}")
+    import importlib
 
-        globals()["OAuth"] = OAuth
-        return OAuth
-    raise AttributeError(f"module 'mcpkit.client' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

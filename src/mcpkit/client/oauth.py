@@ -48,6 +48,7 @@ from mcpkit.auth.tokens import (
 )
 from mcpkit.client import oauth_grant, oauth_registration
 from mcpkit.client.oauth_discovery import find_resource, find_server, legacy_server
+from mcpkit.client.oauth_dpop import DPoPOption, dpop_from_option
 from mcpkit.client.oauth_http import HTTP_TIMEOUT_S, OAuthHttp
 from mcpkit.client.oauth_redirect import Redirect
 from mcpkit.client.oauth_registration import Identity, RegistrationStore
@@ -103,6 +104,7 @@ class OAuth:
         refresh_margin_s: float = REFRESH_MARGIN_S,
         max_document_bytes: int = MAX_DOCUMENT_BYTES,
         http_timeout_s: float = HTTP_TIMEOUT_S,
+        dpop: DPoPOption = False,
     ) -> None:
         """`redirect`: shows the authorization URL to the user and returns the final
         redirect URL. `client_id`/`client_secret`: a pre-registered client (for
@@ -110,7 +112,8 @@ class OAuth:
         client's Client ID Metadata Document. `scopes`: asked for instead of the
         discovered ones (a step-up adds the challenged ones). Limits: `max_attempts`
         challenges per request, `max_document_bytes` per metadata/token response,
-        `http_timeout_s` per exchange."""
+        `http_timeout_s` per exchange. `dpop`: True (or a `DPoPKey`) asks for DPoP-bound
+        tokens (RFC 9449) and presents them with a fresh proof per request."""
         if max_attempts < 1:
             raise InvalidArgument(f"max_attempts must be at least 1, not {max_attempts}")
         if client_secret is not None and client_id is None:
@@ -131,6 +134,7 @@ class OAuth:
         self.max_attempts = max_attempts
         self.refresh_margin_s = refresh_margin_s
         self._http = OAuthHttp(http_timeout_s, max_document_bytes)
+        self._dpop = dpop_from_option(dpop)
         self._grant: _Grant | None = None
         self._looked_in_store = False
         self._lock = anyio.Lock()
@@ -147,7 +151,7 @@ class OAuth:
 
     # --- HttpAuth --------------------------------------------------------------------------
 
-    async def headers(self, url: str) -> Mapping[str, str]:
+    async def headers(self, url: str, method: str = "POST") -> Mapping[str, str]:
         if self._grant is None and not self._looked_in_store:
             async with self._lock:
                 await self._load(url)
@@ -163,9 +167,15 @@ class OAuth:
                     except AuthorizationError as exc:
                         log.warning("refreshing the access token failed: %s", exc)
         tokens = self.tokens
-        return {"Authorization": f"Bearer {tokens.access_token}"} if tokens else {}
+        if tokens is None:
+            return {}
+        if self._dpop is not None:
+            return self._dpop.resource_headers(method, url, tokens)
+        return {"Authorization": f"Bearer {tokens.access_token}"}
 
     async def challenge(self, url: str, status: int, headers: Mapping[str, str]) -> bool:
+        if self._dpop is not None and self._dpop.resource_challenge(url, status, headers):
+            return True  # the resource wants a DPoP nonce: the same token, a new proof
         value = next((v for k, v in headers.items() if k.lower() == "www-authenticate"), None)
         challenge = parse_bearer_challenge(value) or BearerChallenge()
         seen = self.tokens
@@ -241,12 +251,12 @@ class OAuth:
         redirected = await self.redirect(request.url)
         code = oauth_grant.code_from_redirect(redirected, request, metadata)
         return await oauth_grant.exchange_code(self._http, metadata, client, code, request,
-                                               self.redirect_uri, resource)
+                                               self.redirect_uri, resource, self._dpop)
 
     async def _refresh(self, grant: _Grant) -> None:
         async def refresh(tokens: TokenSet) -> TokenSet:
             return await oauth_grant.refresh(self._http, grant.metadata, grant.client, tokens,
-                                             grant.resource)
+                                             grant.resource, self._dpop)
 
         async def keep(tokens: TokenSet) -> None:
             grant.tokens = tokens

@@ -19,6 +19,7 @@ from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from mcpkit.auth.errors import AuthorizationError
 from mcpkit.auth.metadata import AuthorizationServerMetadata
 from mcpkit.auth.tokens import ClientRegistration, TokenSet, parse_token_response
+from mcpkit.client.oauth_dpop import DPoP
 from mcpkit.client.oauth_http import OAuthHttp
 
 VERIFIER_CHARS = 64
@@ -91,27 +92,33 @@ def code_from_redirect(redirect_url: str, request: Request,
 
 async def exchange_code(http: OAuthHttp, metadata: AuthorizationServerMetadata,
                         client: ClientRegistration, code: str, request: Request,
-                        redirect_uri: str, resource: str) -> TokenSet:
+                        redirect_uri: str, resource: str, dpop: DPoP | None = None) -> TokenSet:
     body = prepare_token_request("authorization_code", code=code, redirect_uri=redirect_uri,
                                  code_verifier=request.verifier, resource=resource)
-    return await _token_request(http, metadata, client, body, None)
+    return await _token_request(http, metadata, client, body, None, dpop)
 
 
 async def refresh(http: OAuthHttp, metadata: AuthorizationServerMetadata,
-                  client: ClientRegistration, tokens: TokenSet, resource: str) -> TokenSet:
+                  client: ClientRegistration, tokens: TokenSet, resource: str,
+                  dpop: DPoP | None = None) -> TokenSet:
     assert tokens.refresh_token is not None
     body = prepare_token_request("refresh_token", refresh_token=tokens.refresh_token,
                                  resource=resource)
-    return await _token_request(http, metadata, client, body, tokens.refresh_token)
+    return await _token_request(http, metadata, client, body, tokens.refresh_token, dpop)
 
 
 async def _token_request(http: OAuthHttp, metadata: AuthorizationServerMetadata,
                          client: ClientRegistration, body: str,
-                         previous_refresh: str | None) -> TokenSet:
+                         previous_refresh: str | None, dpop: DPoP | None) -> TokenSet:
+    """POST a token request (with a DPoP proof and the nonce retry when `dpop` is given:
+    a DPoP-bound token comes back)."""
     endpoint = metadata.token_endpoint
     auth = ClientAuth(client.client_id, client.client_secret, client.auth_method)
     _, headers, body = auth.prepare("POST", endpoint, {}, body)
-    reply = await http.post_form(endpoint, body, headers)
+    if dpop is not None:
+        reply = await dpop.post_token(http, endpoint, body, headers)
+    else:
+        reply = await http.post_form(endpoint, body, headers)
     if not reply.ok:
         code = reply.oauth_error()
         what = f"the token endpoint {endpoint} refused (HTTP {reply.status}"
@@ -120,4 +127,4 @@ async def _token_request(http: OAuthHttp, metadata: AuthorizationServerMetadata,
             code or "", AuthorizationError)
         raise kind(what)
     return parse_token_response(reply.body, max_bytes=http.max_bytes,
-                                previous_refresh=previous_refresh)
+                                previous_refresh=previous_refresh, dpop=dpop is not None)

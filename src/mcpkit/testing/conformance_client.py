@@ -13,8 +13,10 @@ The harness starts it once per scenario with the mock server's URL as the last a
 Built on the public `mcpkit.client.Client` API only. Each scenario does what its mock server
 expects (shared/conformance/FIXTURE.md §4); an unknown scenario gets the generic behaviour:
 connect, list the tools and call each one with arguments made up from its input schema.
-`auth/*` scenarios of the authorization-code flow run with `OAuth` (run_authorized); those of
-the machine grants (client credentials, enterprise-managed, DPoP, WIF) are refused (exit 1).
+`auth/*` scenarios of the authorization-code flow run with `OAuth` (run_authorized; the
+`auth/dpop*` ones with `dpop=True`); those of the machine grants (client credentials,
+enterprise-managed, WIF) with `MachineAuth` and the grant the context's credentials make
+(run_machine).
 
 The handlers it offers the server: sampling answers with a fixed assistant text, elicitation
 accepts (schema defaults, else a plausible value per field), roots lists one file:// root.
@@ -41,6 +43,13 @@ import msgspec
 from mcpkit import __version__
 from mcpkit.client import Behaviour, Client, RequestTimeout, Responders, Timeouts, form_defaults
 from mcpkit.client.oauth import OAuth
+from mcpkit.client.oauth_machine import MachineAuth
+from mcpkit.client.oauth_machine_grants import (
+    ClientCredentialsGrant,
+    EnterpriseGrant,
+    MachineGrant,
+    WorkloadIdentityGrant,
+)
 from mcpkit.client.oauth_redirect import follow_location
 from mcpkit.errors import PeerError
 from mcpkit.protocol import types
@@ -54,12 +63,10 @@ ROOT_NAME = "conformance workspace"
 REQUEST_TIMEOUT_S = 20.0
 """Per request: well under the harness's per-scenario limit (30 s alone, 60 s in a suite)."""
 
-AUTH_UNSUPPORTED = "machine grants (client credentials, ID-JAG, DPoP, WIF) are not implemented yet"
 CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
 """The Client ID Metadata Document URL the auth mock expects (auth/basic-cimd)."""
-MACHINE_GRANT_SCENARIOS = ("auth/client-credentials-", "auth/enterprise-managed-",
-                           "auth/dpop", "auth/wif-")
-"""auth/* scenarios of grants without a user: refused (exit 1) until they are built."""
+DPOP_SCENARIOS = ("auth/dpop",)
+"""auth/* scenarios whose authorization server and resource want DPoP-bound tokens."""
 
 Context = dict[str, Any]
 Scenario = Callable[[str, str | None, Context], Awaitable[None]]
@@ -444,11 +451,56 @@ async def run_authorized(url: str, version: str | None, context: Context) -> Non
     once, so the redirect handler reads `Location`. Pre-registered credentials come from the
     context (auth/pre-registration); the CIMD URL is used where the AS supports it."""
     secret = context.get("client_secret")
+    name = context.get("name", "")
     auth = OAuth(redirect=follow_location, client_metadata_url=CLIENT_METADATA_URL,
                  client_id=context.get("client_id"),
                  client_secret=secret if isinstance(secret, str) else None,
-                 client_name="mcpkit-conformance-client")
+                 client_name="mcpkit-conformance-client",
+                 dpop=isinstance(name, str) and name.startswith(DPOP_SCENARIOS))
     async with make_client(url, version, auth=auth) as client:
+        connected(client)
+        await call_every_tool(client, check=True)
+
+
+def machine_grant(name: str, context: Context) -> MachineGrant | None:
+    """The grant of a machine-grant scenario, from the context's credentials (None: the
+    scenario is not one)."""
+    def text(key: str) -> str:
+        value = context.get(key)
+        if not isinstance(value, str):
+            raise ScenarioFailed(f"MCP_CONFORMANCE_CONTEXT has no {key}")
+        return value
+
+    if name == "auth/client-credentials-basic":
+        return ClientCredentialsGrant(text("client_id"), client_secret=text("client_secret"))
+    if name == "auth/client-credentials-jwt":
+        algorithm = text("signing_algorithm")
+        if algorithm not in ("ES256", "RS256"):
+            raise ScenarioFailed(f"unsupported signing_algorithm {algorithm!r}")
+        return ClientCredentialsGrant(text("client_id"), private_key=text("private_key_pem"),
+                                      signing_algorithm="ES256" if algorithm == "ES256"
+                                      else "RS256")
+    if name == "auth/enterprise-managed-authorization":
+        return EnterpriseGrant(id_token=text("idp_id_token"),
+                               idp_token_endpoint=text("idp_token_endpoint"),
+                               idp_client_id=text("idp_client_id"),
+                               client_id=text("client_id"),
+                               client_secret=text("client_secret"))
+    if name == "auth/wif-jwt-bearer":
+        return WorkloadIdentityGrant(text("valid_jwt"), client_id=text("client_id"))
+    return None
+
+
+async def run_auth(url: str, version: str | None, context: Context) -> None:
+    """An auth/* scenario: a machine grant's when the scenario is one, else the
+    authorization-code flow's."""
+    name = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    context = {**context, "name": context.get("name") or name}
+    grant = machine_grant(name, context)
+    if grant is None:
+        await run_authorized(url, version, context)
+        return
+    async with make_client(url, version, auth=MachineAuth(grant)) as client:
         connected(client)
         await call_every_tool(client, check=True)
 
@@ -559,10 +611,7 @@ def main(argv: list[str] | None = None) -> int:
     name = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
     version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION") or None
     label = name or "(no scenario)"
-    if name.startswith(MACHINE_GRANT_SCENARIOS):
-        print(f"conformance_client: {label}: {AUTH_UNSUPPORTED}", file=sys.stderr)
-        return 1
-    run = run_authorized if name.startswith("auth/") else SCENARIOS.get(name)
+    run = run_auth if name.startswith("auth/") else SCENARIOS.get(name)
     if run is None:
         log.info("scenario %s has no dedicated steps: generic behaviour", label)
         run = run_generic

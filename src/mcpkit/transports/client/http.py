@@ -50,7 +50,7 @@ from mcpkit.transports.client._aiohttp import (
     read_events,
     response_headers,
 )
-from mcpkit.transports.client.authorized import AUTH_STATUSES, authorized
+from mcpkit.transports.client.authorized import AUTH_STATUSES, authorized, fresh_headers
 from mcpkit.transports.client.base import (
     ExchangeTransport,
     HttpStatusError,
@@ -517,6 +517,8 @@ class StreamableHttpTransport(ExchangeTransport):
         not come within connect + read timeouts, TransportError when the server refused."""
         http, _, _ = self._ready()
         headers = self._headers(EVENT_STREAM, state.headers)
+        if self.auth is not None:  # this GET's own (a DPoP proof is per method and request)
+            headers.update(await fresh_headers(self.auth, self.url, "GET"))
         if state.last_event_id is not None:
             headers["Last-Event-ID"] = state.last_event_id
         sent_session = SESSION_HEADER in headers
@@ -620,6 +622,11 @@ class StreamableHttpTransport(ExchangeTransport):
     async def _delete(self, http: aiohttp.ClientSession, session_id: str) -> None:
         headers = self._headers(JSON)
         headers[SESSION_HEADER] = session_id
+        try:
+            if self.auth is not None:
+                headers.update(await fresh_headers(self.auth, self.url, "DELETE"))
+        except TransportError as exc:
+            log.debug("DELETE of session at %s without fresh authorization: %s", self.url, exc)
         try:
             async with http.delete(
                 self.url, headers=headers, allow_redirects=False, timeout=self._short_timeout

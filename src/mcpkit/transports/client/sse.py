@@ -95,7 +95,7 @@ class LegacySseTransport:
         if self._closed or self._http is not None:
             raise TransportError(f"the transport to {self.url} is already open or closed")
         await authorized(self.auth, self.url, lambda: self._open_once(inbound, task_group),
-                         self._use_auth_headers)
+                         self._use_auth_headers, method="GET")
 
     async def _open_once(self, inbound: Inbound, task_group: TaskGroup) -> None:
         self._http = http = new_session(self.connect_timeout, self.resolver)
@@ -114,7 +114,7 @@ class LegacySseTransport:
     async def send(self, message: Outgoing) -> None:
         """POST one message to the endpoint; 2xx (usually 202) expected."""
         await authorized(self.auth, self.url, lambda: self._post(message),
-                         self._use_auth_headers)
+                         self._use_auth_headers, target=self.endpoint)
 
     async def _post(self, message: Outgoing) -> None:
         http, endpoint = self._ready()
