@@ -22,6 +22,7 @@ lock, then a lock file per key (filelock) for the other processes, waited for at
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
@@ -184,8 +185,7 @@ class PersistentTokenStore:
         if kept is None:
             await self.put_grant(StoredGrant(key, tokens))
         else:
-            await self.put_grant(StoredGrant(key, tokens, kept.scopes, kept.metadata,
-                                             kept.client))
+            await self.put_grant(dataclasses.replace(kept, tokens=tokens))
 
     async def delete(self, key: TokenKey) -> None:
         await self._run(self._vault.remove, grant_name(key))
