@@ -171,6 +171,10 @@ async def test_file_store_contract_and_modes(tmp_path: Path,
     for secret in SECRETS:
         assert secret not in caplog.text and secret not in repr(store)
     assert SECRETS[1] not in repr(a_grant()) and SECRETS[2] not in repr(a_grant())
+    summary = a_grant().summary()
+    assert summary["issuer"] == ISSUER and summary["refresh_token"] is True
+    assert not any(secret in str(summary) for secret in SECRETS)
+    assert msgspec.json.encode(summary)  # plain JSON for `auth status --json`
 
 
 async def test_loose_permissions_are_refused(tmp_path: Path) -> None:

@@ -67,6 +67,18 @@ class StoredGrant:
     def token_endpoint(self) -> str | None:
         return self.metadata.token_endpoint if self.metadata is not None else None
 
+    def summary(self) -> dict[str, object]:
+        """What `auth status` shows (and its --json prints): no secret, only whether there is
+        a refresh token and whether the tokens are DPoP-bound."""
+        return {
+            "resource": self.resource, "issuer": self.issuer, "client_id": self.client_id,
+            "scopes": list(self.scopes), "token_type": self.tokens.token_type,
+            "expires_at": self.tokens.expires_at,
+            "refresh_token": self.tokens.refresh_token is not None,
+            "dpop_bound": self.dpop_key is not None, "token_endpoint": self.token_endpoint,
+            "client_source": self.client.source if self.client is not None else None,
+        }
+
     def __repr__(self) -> str:
         return (f"StoredGrant(resource={self.resource!r}, issuer={self.issuer!r}, "
                 f"client_id={self.client_id!r}, scopes={list(self.scopes)!r}, "
