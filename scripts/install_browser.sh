@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Install the browser the hub's /docs test drives: Debian's `chromium` package (headless, run
-# by Playwright through its executable path - Playwright's own browser downloads are not
-# used). The test loads /docs with every non-loopback request refused and checks that Swagger
-# UI rendered; without chromium it is skipped outside CI and fails in CI.
+# Install the browser the browser tests drive: Debian's `chromium` package (headless, run by
+# Playwright through its executable path - Playwright's own browser downloads are not used).
+# The hub's test loads /docs with every non-loopback request refused and checks that Swagger
+# UI rendered; tests/auth_e2e logs in at a real OAuth provider through its pages. Without
+# chromium they are skipped outside CI and fail in CI (tests/browser.py).
 #
 # Idempotent: when chromium is present it only prints its version. Installing needs root (CI
 # runs as root); without root and without chromium it says what to run and exits 1.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the test-only JS peers (tests/js: the official TypeScript SDK, server-everything,
-# server-filesystem) exactly as pinned in tests/js/package-lock.json, with `npm ci`.
+# server-filesystem, the MCP Inspector, oidc-provider for the OAuth tests, and the Node 22
+# they run on) exactly as pinned in tests/js/package-lock.json, with `npm ci`.
 #
 # Idempotent and quick: after a successful install it writes a stamp (hash of package.json,
 # package-lock.json and the npm/node versions) into tests/js/node_modules; when the stamp

@@ -24,7 +24,9 @@
     │   ├── StoreError           the hub's store refused: NotFound, Conflict, Invalid,
     │   │                        StoreUnavailable (also TransportError)
     │   ├── ServiceUnavailable   testing: a service's binaries are not installed
-    │   └── AuthorizationNotConfigured   OAuth: nothing to identify the client with
+    │   ├── AuthorizationNotConfigured   OAuth: nothing to identify the client with
+    │   └── CallbackPortsBusy, PastedRedirectRefused   OAuth login: no free callback port,
+    │                        a pasted URL that is not the redirect
     ├── PeerError                the remote peer failed or refused: an error answer, a message
     │   │                        the protocol does not allow, a server the client cannot work
     │   │                        with. Nothing local to fix; report it or try another peer.
@@ -41,7 +43,8 @@
     │   ├── EventTooLarge        an SSE event over the parser's limit (also ValueError)
     │   ├── UpstreamUnavailable, UpstreamDown, CatalogTooLarge    a hub's upstream server
     │   ├── AuthorizationError   OAuth: the resource or authorization server refused or
-    │   │                        sent something unusable (metadata, issuer, iss, tokens)
+    │   │                        sent something unusable (metadata, issuer, iss, tokens);
+    │   │                        CallbackRefused: strays flooded the loopback listener
     │   ├── ApiError             a hub REST API error answer (also Starlette's HTTPException)
     │   ├── AdapterError         a model's tool call that is not a valid call (also ValueError)
     │   └── ScenarioFailed, SkillRejected, ServiceError, RedisError    testing
@@ -57,7 +60,8 @@
     │   └── SharedStateUnavailable   the hub's Redis cannot be reached
     └── Timeout                  an operation ran past its deadline.
         │ (also TimeoutError)
-        └── RequestTimeout       a request got no answer in time
+        ├── RequestTimeout       a request got no answer in time
+        └── CallbackTimeout      OAuth login: no browser callback (or paste) in time
 
 A family sits on the branch of most of its members; a member of another fault names that
 branch too (`ServerUnavailable` is a `ManagerError` and a `PeerError`). A Client user

@@ -32,7 +32,7 @@ def metadata(**extra: Any) -> AuthorizationServerMetadata:
 def identity(**changes: Any) -> Identity:
     base: dict[str, Any] = {
         "client_id": None, "client_secret": None, "client_issuer": None, "metadata_url": CIMD,
-        "redirect_uri": DEFAULT_REDIRECT_URI, "custom_redirect": False, "client_name": "t"}
+        "redirect_uris": (DEFAULT_REDIRECT_URI,), "custom_redirect": False, "client_name": "t"}
     return Identity(**{**base, **changes})
 
 

@@ -3,9 +3,10 @@
 One ASGI app on 127.0.0.1 (served by tests.procs.serve_in_thread): RFC 9728 metadata, RFC 8414
 metadata, DCR, /authorize (redirects at once), /token (PKCE S256 checked, resource checked,
 refresh tokens rotated: a rotated one used again revokes its whole family, as RFC 9700
-§4.14.2 has servers detect a stolen token), and /mcp: a mcpkit Server behind a bearer check
-(401 with a `WWW-Authenticate` challenge; 403 insufficient_scope for the `write` tool without
-mcp:write).
+§4.14.2 has servers detect a stolen token), and /mcp: a mcpkit Server (Streamable HTTP,
+HTTP+SSE, WebSocket) behind a bearer check (401 with a `WWW-Authenticate` challenge, on a
+WebSocket handshake too; 403 insufficient_scope for the `write` tool without mcp:write).
+
 Everything it issued or received is recorded so tests can look for leaks."""
 
 from __future__ import annotations
@@ -65,6 +66,9 @@ class AuthServer:
     withheld: set[str] = field(default_factory=set)
     """Scopes the AS never grants, whatever is asked (a step-up that cannot succeed)."""
     clients: dict[str, str] = field(default_factory=dict)  # id -> secret
+    redirect_uris: dict[str, list[str]] = field(default_factory=dict)  # id -> registered
+    documents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Client ID Metadata Documents by URL, as if fetched (any: CIMD is advertised)."""
     codes: dict[str, dict[str, Any]] = field(default_factory=dict)
     access: dict[str, Issued] = field(default_factory=dict)
     refresh: dict[str, list[str]] = field(default_factory=dict)
@@ -86,6 +90,8 @@ class AuthServer:
     reuse_detected: int = 0
     metadata_requests: int = 0
     """GETs of a well-known metadata document (discovery)."""
+    websocket_handshakes: int = 0
+    registration_requests: list[dict[str, Any]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     secrets_seen: set[str] = field(default_factory=set)
     """Every token, code, verifier and client secret: none may appear in logs or errors."""
@@ -110,7 +116,9 @@ class AuthServer:
             "response_types_supported": ["code"],
             "grant_types_supported": ["authorization_code", "refresh_token"],
             "code_challenge_methods_supported": ["S256"],
-            "token_endpoint_auth_methods_supported": ["client_secret_basic"],
+            "token_endpoint_auth_methods_supported": ["client_secret_basic"] + (
+                ["none"] if self.documents else []),
+            "client_id_metadata_document_supported": bool(self.documents),
             "authorization_response_iss_parameter_supported": (
                 self.iss_in_redirect is not None if self.advertise_iss is None
                 else self.advertise_iss),
@@ -122,9 +130,11 @@ class AuthServer:
         body = msgspec.json.decode(await request.body())
         assert body["application_type"] == "native"
         assert "refresh_token" in body["grant_types"]
+        self.registration_requests.append(body)
         self.registrations += 1
         client_id, secret = f"client-{self.registrations}", secrets.token_urlsafe(16)
         self.clients[client_id] = secret
+        self.redirect_uris[client_id] = list(body["redirect_uris"])
         self.secrets_seen.add(secret)
         return JSONResponse({"client_id": client_id, "client_secret": secret,
                              "token_endpoint_auth_method": "client_secret_basic",
@@ -134,7 +144,11 @@ class AuthServer:
         q = dict(request.query_params)
         self.authorize_requests.append(q)
         assert q["response_type"] == "code" and q["code_challenge_method"] == "S256"
-        assert q["resource"] == self.resource and q["client_id"] in self.clients
+        assert q["resource"] == self.resource
+        document = self.documents.get(q["client_id"])
+        allowed = document["redirect_uris"] if document else self.redirect_uris[q["client_id"]]
+        if q["redirect_uri"] not in allowed:  # exact match
+            return JSONResponse({"error": "invalid_request"}, status_code=400)
         code = secrets.token_urlsafe(16)
         self.secrets_seen.add(code)
         self.codes[code] = q
@@ -149,7 +163,7 @@ class AuthServer:
         form = dict((await request.form()).items())
         self.token_requests.append({k: str(v) for k, v in form.items()})
         jkt = dpop_jkt(request.headers.get("dpop"))
-        client_id = self._client(request)
+        client_id = self._client(request, form)
         if client_id is None or self.reject_client_once:
             self.reject_client_once = False
             self.clients.clear()
@@ -160,7 +174,8 @@ class AuthServer:
             asked = self.codes.pop(str(form["code"]), None)
             verifier = str(form["code_verifier"])
             self.secrets_seen.add(verifier)
-            if asked is None or create_s256_code_challenge(verifier) != asked["code_challenge"]:
+            if asked is None or create_s256_code_challenge(verifier) != asked["code_challenge"] \
+                    or form.get("redirect_uri") != asked["redirect_uri"]:
                 return JSONResponse({"error": "invalid_grant"}, status_code=400)
             scopes = [s for s in asked.get("scope", "").split() if s not in self.withheld]
         elif form["grant_type"] == "refresh_token":
@@ -199,10 +214,11 @@ class AuthServer:
                              "scope": " ".join(scopes)},
                             headers={"Cache-Control": "no-store"})
 
-    def _client(self, request: Request) -> str | None:
+    def _client(self, request: Request, form: dict[str, Any]) -> str | None:
         header = request.headers.get("authorization", "")
         if not header.startswith("Basic "):
-            return None
+            form_id = str(form.get("client_id", ""))
+            return form_id if form_id in self.documents else None  # a public CIMD client
         client_id, _, secret = base64.b64decode(header[6:]).decode().partition(":")
         return client_id if self.clients.get(client_id) == secret else None
 
@@ -267,6 +283,9 @@ def app(auth: AuthServer) -> Any:
     }
 
     async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "websocket":  # WebSocket /mcp: the bearer check on the handshake
+            await _websocket(auth, mcp, scope, receive, send)
+            return
         if scope["type"] != "http":
             return
         path = scope["path"]
@@ -298,6 +317,22 @@ def app(auth: AuthServer) -> Any:
         await response(scope, receive, send)
 
     return asgi
+
+
+async def _websocket(auth: AuthServer, mcp: Any, scope: dict[str, Any], receive: Any,
+                     send: Any) -> None:
+    """A refused handshake is answered with the HTTP 401 and its challenge (the ASGI
+    `websocket.http.response` extension); an accepted one goes to the MCP app."""
+    auth.websocket_handshakes += 1
+    headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+    refusal = auth.check(headers.get("authorization", ""), b"")
+    if refusal is None:
+        await mcp(scope, receive, send)
+        return
+    await receive()  # websocket.connect
+    await send({"type": "websocket.http.response.start", "status": refusal.status_code,
+                "headers": refusal.raw_headers})
+    await send({"type": "websocket.http.response.body", "body": refusal.body})
 
 
 async def _call(handler: Any, request: Request) -> Response:

@@ -136,6 +136,20 @@ async def test_missing_iss_is_refused_when_advertised(server: AuthServer) -> Non
     assert not server.token_requests
 
 
+async def test_registration_holds_the_client_to_no_scope(server: AuthServer) -> None:
+    """No `scope` in the registration: an AS may refuse one it does not list (a resource's
+    RFC 8707 scopes) or hold the client to it, refusing a later step-up (oidc-provider does
+    both: tests/auth_e2e)."""
+    oauth = OAuth(redirect=follow_location)
+    async with client(server, oauth) as c:
+        await c.call_tool("read", {})
+        await c.call_tool("write", {})  # a step-up: the same registration serves it
+    [registration] = server.registration_requests
+    assert "scope" not in registration
+    assert registration["application_type"] == "native"
+    assert len(server.authorize_requests) == 2
+
+
 async def test_invalid_client_registers_again(server: AuthServer) -> None:
     server.reject_client_once = True
     oauth = OAuth(redirect=follow_location)

@@ -19,7 +19,6 @@ import argparse
 import http.server
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -30,6 +29,7 @@ from typing import ClassVar
 from urllib.parse import urlsplit
 
 import pytest
+from tests.browser import CHROMIUM_ARGS, chromium_path
 from tests.hub.hub_helpers import running_hub
 from tests.procs import free_port, stop_process, wait_for_port
 
@@ -234,23 +234,6 @@ def test_a_missing_extra_says_how_to_install_it_either_way(
 # --- /docs in a browser, offline -------------------------------------------------------------
 
 
-def chromium_path() -> str:
-    """Debian's chromium; skipped with the reason when it is absent - except in CI, where
-    .ci/run installs it and its absence is a failure."""
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    problem = None if found else "chromium is not installed (bash scripts/install_browser.sh)"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        problem = "playwright is not installed (pip install -e '.[dev]')"
-    if problem is not None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{problem}; .ci/run installs it")
-        pytest.skip(problem)
-    assert found is not None
-    return found
-
-
 LOOPBACK = {"127.0.0.1", "localhost", "[::1]", "::1"}
 
 
@@ -271,10 +254,7 @@ def test_docs_render_with_no_network(served: ServedHub) -> None:
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
-            executable_path=executable, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                  "--disable-background-networking"],
-        )
+            executable_path=executable, headless=True, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page()
             page.route("**/*", only_loopback)

@@ -17,6 +17,9 @@ refreshes) the stored grant for it instead of authorizing again, every refresh r
 store's cross-process lock with the store read again (mcpkit.client.shared_refresh), and DCR
 registrations are kept there too (unless `registrations=` is given).
 
+`await oauth.login(url)` authorizes at once (`mcpkit mcp login`), without waiting for a 401.
+A WebSocket server (ws://, wss://) is discovered and named as a resource at its http(s) URL.
+
 Each request answers at most `max_attempts` challenges. When the protected resource names
 another authorization server, the client registers there anew: registrations are keyed by
 issuer, and configured credentials stay with the issuer they were first used at (or
@@ -27,6 +30,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -48,10 +53,11 @@ from mcpkit.auth.tokens import (
     mask,
 )
 from mcpkit.client import oauth_grant, oauth_registration
+from mcpkit.client.oauth_client_metadata import check_client_metadata_url
 from mcpkit.client.oauth_discovery import find_resource, find_server, legacy_server
 from mcpkit.client.oauth_dpop import DPoPOption, dpop_from_option
 from mcpkit.client.oauth_http import HTTP_TIMEOUT_S, OAuthHttp
-from mcpkit.client.oauth_redirect import Redirect
+from mcpkit.client.oauth_redirect import DEFAULT_REDIRECT_URIS, ListeningRedirect, Redirect
 from mcpkit.client.oauth_registration import Identity, RegistrationStore
 from mcpkit.client.oauth_resume import Configured, pick_stored
 from mcpkit.client.shared_refresh import LoginRemoved, refresh_shared
@@ -61,8 +67,15 @@ from mcpkit.errors import InvalidArgument
 
 log = logging.getLogger(__name__)
 
-DEFAULT_REDIRECT_URI = "http://127.0.0.1:33418/callback"
-"""The loopback redirect URI mcpkit registers (a Client ID Metadata Document lists it)."""
+DEFAULT_REDIRECT_URI = DEFAULT_REDIRECT_URIS[0]
+"""The redirect URI of a plain `Redirect` (a `LoopbackRedirect` brings its own: the range)."""
+
+CLIENT_METADATA_URL_ENV = "MCPKIT_OAUTH_CLIENT_METADATA_URL"
+"""Where `client_metadata_url` comes from when not given (see oauth_client_metadata)."""
+
+PROBE_MESSAGE = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+"""What `login()` POSTs, unauthenticated, to learn the server's challenge: a notification,
+so a server that needs no authorization answers at once with no stream."""
 
 MAX_ATTEMPTS = 3
 """Default: challenges (authorizations, refreshes, step-ups) one request may answer."""
@@ -110,9 +123,11 @@ class OAuth:
         """`redirect`: shows the authorization URL to the user and returns the final
         redirect URL. `client_id`/`client_secret`: a pre-registered client (for
         `client_issuer` only, when given). `client_metadata_url`: the HTTPS URL of this
-        client's Client ID Metadata Document. `scopes`: asked for instead of the
-        discovered ones (a step-up adds the challenged ones). Limits: `max_attempts`
-        challenges per request, `max_document_bytes` per metadata/token response,
+        client's Client ID Metadata Document (default: $MCPKIT_OAUTH_CLIENT_METADATA_URL).
+        `redirect_uri`: for a plain `redirect`; a `ListeningRedirect` (LoopbackRedirect)
+        registers its own `redirect_uris` and uses the one it is bound to. `scopes`: asked
+        for instead of the discovered ones (a step-up adds the challenged ones). Limits:
+        `max_attempts` challenges per request, `max_document_bytes` per metadata/token response,
         `http_timeout_s` per exchange. `dpop`: True (or a `DPoPKey`) asks for DPoP-bound
         tokens (RFC 9449) and presents them with a fresh proof per request."""
         if max_attempts < 1:
@@ -123,7 +138,9 @@ class OAuth:
         self.client_id = client_id
         self._client_secret = client_secret
         self.client_issuer = client_issuer
-        self.client_metadata_url = client_metadata_url
+        metadata_url = client_metadata_url or os.environ.get(CLIENT_METADATA_URL_ENV) or None
+        self.client_metadata_url = (
+            check_client_metadata_url(metadata_url) if metadata_url else None)
         self.redirect_uri = redirect_uri
         self.scopes = list(scopes) if scopes is not None else None
         self.client_name = client_name
@@ -149,6 +166,20 @@ class OAuth:
     def tokens(self) -> TokenSet | None:
         """The current tokens (None before the first authorization)."""
         return self._grant.tokens if self._grant is not None else None
+
+    async def login(self, url: str) -> TokenSet:
+        """Authorize now for the MCP server at `url` (`mcpkit mcp login`), whatever tokens
+        there are: the challenge comes from an unauthenticated probe of the server (its
+        401), else discovery starts at the protected-resource metadata's well-known URLs."""
+        target = _http_form(url)
+        reply = await self._http.post_json(target, PROBE_MESSAGE)
+        value = next((v for k, v in reply.headers.items() if k.lower() == "www-authenticate"),
+                     None)
+        challenge = parse_bearer_challenge(value) if reply.status in (401, 403) else None
+        async with self._lock:
+            await self._authorize(target, challenge or BearerChallenge(), None)
+            assert self._grant is not None
+            return self._grant.tokens
 
     # --- HttpAuth --------------------------------------------------------------------------
 
@@ -207,7 +238,7 @@ class OAuth:
 
     async def _authorize(self, url: str, challenge: BearerChallenge,
                          wanted: list[str] | None) -> None:
-        http = self._http
+        http, url = self._http, _http_form(url)
         prm = await find_resource(http, url, challenge.resource_metadata)
         if prm is not None:
             resource = prm.resource
@@ -226,7 +257,7 @@ class OAuth:
         log.info("authorizing at %s for %s (scopes: %s)", metadata.issuer, resource,
                  " ".join(scopes) or "none")
         for registration_attempt in range(2):
-            client = await self._client(metadata, scopes)
+            client = await self._client(metadata)
             try:
                 tokens = await self._code_grant(metadata, client, resource, scopes)
             except oauth_grant.InvalidClient:
@@ -234,7 +265,7 @@ class OAuth:
                     raise
                 log.info("the registration at %s is no longer valid: registering again",
                          metadata.issuer)
-                await self.registrations.delete(metadata.issuer, self.redirect_uri)
+                await self.registrations.delete(metadata.issuer, self._registration_key())
                 continue
             self._grant = _Grant(metadata, client, resource, scopes, tokens)
             await self._keep(self._grant, new_grant=True)
@@ -247,12 +278,20 @@ class OAuth:
             raise AuthorizationNotConfigured(
                 f"{resource} requires authorization: give OAuth(redirect=…) a handler that "
                 "shows the authorization URL and returns the redirect")
-        request = oauth_grant.authorization_request(metadata, client, self.redirect_uri,
-                                                    resource, scopes)
-        redirected = await self.redirect(request.url)
+        redirect, redirect_uri = self.redirect, self.redirect_uri
+        if isinstance(redirect, ListeningRedirect):  # bound first: the URL names its port
+            async with redirect.listen() as bound:
+                redirect_uri = bound.redirect_uri
+                request = oauth_grant.authorization_request(metadata, client, redirect_uri,
+                                                            resource, scopes)
+                redirected = await bound(request.url)
+        else:
+            request = oauth_grant.authorization_request(metadata, client, redirect_uri,
+                                                        resource, scopes)
+            redirected = await redirect(request.url)
         code = oauth_grant.code_from_redirect(redirected, request, metadata)
         return await oauth_grant.exchange_code(self._http, metadata, client, code, request,
-                                               self.redirect_uri, resource, self._dpop)
+                                               redirect_uri, resource, self._dpop)
 
     async def _refresh(self, grant: _Grant) -> None:
         async def refresh(tokens: TokenSet) -> TokenSet:
@@ -313,11 +352,11 @@ class OAuth:
                  chosen.resource, chosen.issuer, chosen.client_id, self.store.kind)
         return True
 
-    async def _client(self, metadata: AuthorizationServerMetadata,
-                      scopes: Sequence[str]) -> ClientRegistration:
+    async def _client(self, metadata: AuthorizationServerMetadata) -> ClientRegistration:
+        uris = self.redirect_uris
         identity = Identity(
             self.client_id, self._client_secret, self.client_issuer, self.client_metadata_url,
-            self.redirect_uri, self.redirect_uri != DEFAULT_REDIRECT_URI, self.client_name)
+            uris, not set(uris) <= set(DEFAULT_REDIRECT_URIS), self.client_name)
         chosen = oauth_registration.configured(identity, metadata)
         if chosen is not None:
             self.client_issuer = metadata.issuer  # configured credentials stay with it
@@ -325,10 +364,33 @@ class OAuth:
         chosen = oauth_registration.metadata_document(identity, metadata)
         if chosen is not None:
             return chosen
-        kept = await self.registrations.get(metadata.issuer, self.redirect_uri)
+        kept = await self.registrations.get(metadata.issuer, self._registration_key())
         if kept is not None:
             return kept
-        registered = await oauth_registration.register(self._http, identity, metadata, scopes)
-        await self.registrations.put(metadata.issuer, self.redirect_uri, registered)
+        registered = await oauth_registration.register(self._http, identity, metadata)
+        await self.registrations.put(metadata.issuer, self._registration_key(), registered)
         log.info("registered client %s at %s", registered.client_id, metadata.issuer)
         return registered
+
+    @property
+    def redirect_uris(self) -> tuple[str, ...]:
+        """The redirect URIs this client registers: a `ListeningRedirect`'s, else
+        `redirect_uri`."""
+        if isinstance(self.redirect, ListeningRedirect):
+            return tuple(self.redirect.redirect_uris)
+        return (self.redirect_uri,)
+
+    def _registration_key(self) -> str:
+        """A DCR registration is kept per issuer and this: the redirect URIs it was made
+        for, space-separated (one URI: just that URI)."""
+        return " ".join(self.redirect_uris)
+
+
+def _http_form(url: str) -> str:
+    """The HTTP URL of an MCP server's URL: a WebSocket server's (ws, wss) is discovered,
+    named as a resource and probed at its http/https form."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = {"ws": "http", "wss": "https"}.get(parts.scheme.lower())
+    if scheme is None:
+        return url
+    return urllib.parse.urlunsplit((scheme, parts.netloc, parts.path, parts.query, parts.fragment))

@@ -3,7 +3,7 @@
     1. configured credentials (`OAuth(client_id=…, client_secret=…)`)
     2. a Client ID Metadata Document URL, when the AS advertises
        `client_id_metadata_document_supported`, accepts `none` at its token endpoint, and the
-       redirect URI is the default one (the document lists exactly that one)
+       redirect URIs are mcpkit's loopback range (the document lists exactly those)
     3. dynamic client registration (RFC 7591), `application_type: native`, kept in the
        registration store keyed by (issuer, redirect URI) and reused
     4. otherwise AuthorizationNotConfigured saying what to configure
@@ -41,8 +41,11 @@ class Identity:
     client_issuer: str | None
     """The issuer the configured credentials belong to (None: the first one they meet)."""
     metadata_url: str | None
-    redirect_uri: str
+    redirect_uris: tuple[str, ...]
+    """Every redirect URI the client may use (a loopback range): what DCR registers."""
     custom_redirect: bool
+    """A redirect URI outside mcpkit's loopback range: the metadata document lists only
+    that range, so it cannot be used."""
     client_name: str
 
 
@@ -84,26 +87,29 @@ def metadata_document(identity: Identity,
     return None
 
 
-async def register(http: OAuthHttp, identity: Identity, metadata: AuthorizationServerMetadata,
-                   scopes: Sequence[str]) -> ClientRegistration:
-    """RFC 7591 registration of a native client at the AS's registration endpoint."""
+async def register(http: OAuthHttp, identity: Identity,
+                   metadata: AuthorizationServerMetadata) -> ClientRegistration:
+    """RFC 7591 registration of a native client at the AS's registration endpoint.
+
+    No `scope` is registered: an AS may check it against its own scope list, which a
+    resource's scopes (RFC 8707) need not be in, and may then hold the client to it, which
+    would refuse a later step-up's scopes (oidc-provider does both)."""
     endpoint = metadata.registration_endpoint
     if endpoint is None:
         raise AuthorizationNotConfigured(
             f"the authorization server {metadata.issuer!r} offers no dynamic client "
             "registration and no Client ID Metadata Document is usable: configure a client "
-            "id (OAuth(client_id=…, client_secret=…)) registered there for redirect URI "
-            f"{identity.redirect_uri!r}")
+            "id (OAuth(client_id=…, client_secret=…)) registered there for the redirect URIs "
+            f"{' '.join(identity.redirect_uris)!r}")
     supported = metadata.auth_methods()
     method = "none" if "none" in supported else secret_method(supported, True)
     request = {
         "client_name": identity.client_name,
-        "redirect_uris": [identity.redirect_uri],
+        "redirect_uris": list(identity.redirect_uris),
         "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"],
         "token_endpoint_auth_method": method,
         "application_type": "native",
-        **({"scope": " ".join(scopes)} if scopes else {}),
     }
     reply = await http.post_json(endpoint, request)
     if not reply.ok:

@@ -143,7 +143,7 @@ def make_url_transport(url: str, kind: str, options: ConnectOptions) -> ClientTr
     if kind == "websocket":
         from mcpkit.transports.client.websocket import WebSocketTransport
 
-        return WebSocketTransport(url, **common)
+        return WebSocketTransport(url, auth=options.auth, **common)
     raise InvalidArgument(f"a URL cannot be served over {kind!r}")
 
 

@@ -3,7 +3,11 @@ frame (text frames are sent; text or binary frames are accepted).
 
 A redirect of the handshake is refused (`RedirectRefused`), as every HTTP transport of the
 client refuses them: following one would take the user's headers to wherever the server
-points (aiohttp drops only `Authorization` on a change of origin)."""
+points (aiohttp drops only `Authorization` on a change of origin).
+
+With an `auth` (OAuth), the handshake carries its headers; a handshake answered 401/403 goes
+to `auth.challenge()` and is tried again, at most `auth.max_attempts` times, as the HTTP
+transports do for each POST (`authorized.py`)."""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ import anyio
 from aiohttp.abc import AbstractResolver
 from anyio.abc import TaskGroup
 
+from mcpkit.auth.provider import HttpAuth
 from mcpkit.protocol.jsonrpc import RequestId
 from mcpkit.transports.client._aiohttp import (
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -25,6 +30,7 @@ from mcpkit.transports.client._aiohttp import (
     network_error,
     new_session,
 )
+from mcpkit.transports.client.authorized import authorized
 from mcpkit.transports.client.base import (
     ConnectionClosed,
     HttpStatusError,
@@ -56,8 +62,11 @@ class WebSocketTransport:
         connect_timeout: float = 10.0,
         resolver: AbstractResolver | None = None,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        auth: HttpAuth | None = None,
     ) -> None:
         self.url = url
+        self.auth = auth
+        self._auth_headers: Mapping[str, str] = {}
         self.connect_timeout = connect_timeout
         self.resolver = resolver
         self.max_message_bytes = max_message_bytes
@@ -77,7 +86,10 @@ class WebSocketTransport:
         self._http = http = new_session(self.connect_timeout, self.resolver,
                                         trace_configs=[_refusing_redirects()])
         try:
-            self._ws = ws = await self._connect(http)
+            await authorized(self.auth, self.url, lambda: self._connect_once(http),
+                             self._use_auth_headers, method="GET")  # the handshake's
+            ws = self._ws
+            assert ws is not None
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await http.close()
@@ -123,13 +135,19 @@ class WebSocketTransport:
 
     # --- internals ---------------------------------------------------------------------------
 
+    async def _connect_once(self, http: aiohttp.ClientSession) -> None:
+        self._ws = await self._connect(http)
+
+    def _use_auth_headers(self, headers: Mapping[str, str]) -> None:
+        self._auth_headers = headers
+
     async def _connect(self, http: aiohttp.ClientSession) -> aiohttp.ClientWebSocketResponse:
         try:
             with anyio.fail_after(self.connect_timeout):
                 ws = await http.ws_connect(
                     self.url,
                     protocols=(SUBPROTOCOL,),
-                    headers=self._headers,
+                    headers={**self._headers, **self._auth_headers},
                     max_msg_size=self.max_message_bytes,
                     timeout=aiohttp.ClientWSTimeout(ws_close=CLOSE_TIMEOUT_S),
                 )

@@ -1,0 +1,165 @@
+"""Ways through the provider's login and consent pages, as OAuth `redirect` handlers: each
+takes the authorization URL and returns the final redirect URL (code, state, iss), the way a
+user's browser would bring it back.
+
+    FormLogin     scripted: plain HTTP (aiohttp, with a cookie jar) submits the pages' forms
+                  and stops at the redirect to the redirect URI (nothing listens there)
+    BrowserLogin  real headless Chromium (Playwright): fills the login form, presses the
+                  consent button, and is redirected to a real loopback listener
+
+Both record the pages they went through (`pages`, by the form's `prompt`: "login",
+"consent"), so a test can tell a full login from a consent-only re-authorization."""
+
+from __future__ import annotations
+
+import contextlib
+import html.parser
+import urllib.parse
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from tests.procs import free_port
+
+from mcpkit.client.oauth import DEFAULT_REDIRECT_URI
+
+MAX_STEPS = 16
+"""Requests one scripted authorization may take (redirects and forms) before it gives up."""
+STEP_TIMEOUT_S = 15.0
+
+
+class _Form(html.parser.HTMLParser):
+    """The first form of a page: its action and its inputs' names and values."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.action: str | None = None
+        self.fields: dict[str, str] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        if tag == "form" and self.action is None:
+            self.action = found.get("action") or ""
+        elif tag == "input" and self.action is not None and found.get("name"):
+            self.fields[str(found["name"])] = found.get("value") or ""
+
+
+@dataclass
+class FormLogin:
+    """Logs `user` in and consents, over plain HTTP; keeps its cookies across calls (the
+    provider's session), like one browser profile."""
+
+    user: str = "ada"
+    redirect_uri: str = DEFAULT_REDIRECT_URI
+    pages: list[str] = field(default_factory=list)
+    """The login/consent pages shown, in order ("login", "consent")."""
+    returned: list[list[str]] = field(default_factory=list)
+    """The parameter names of each redirect back to the client (never their values)."""
+    _jar: aiohttp.CookieJar | None = None
+
+    async def __call__(self, authorization_url: str) -> str:
+        if self._jar is None:
+            self._jar = aiohttp.CookieJar(unsafe=True)  # cookies for an IP-address host
+        timeout = aiohttp.ClientTimeout(total=STEP_TIMEOUT_S)
+        async with aiohttp.ClientSession(cookie_jar=self._jar, timeout=timeout) as http:
+            url, form = authorization_url, None
+            for _ in range(MAX_STEPS):
+                if form is None:
+                    reply = await http.get(url, allow_redirects=False)
+                else:
+                    reply = await http.post(url, data=form, allow_redirects=False)
+                async with reply:
+                    if reply.status in (302, 303):
+                        url = urllib.parse.urljoin(url, reply.headers["Location"])
+                        if url.startswith(self.redirect_uri):
+                            query = urllib.parse.urlsplit(url).query
+                            self.returned.append(sorted(urllib.parse.parse_qs(query)))
+                            return url
+                        form = None
+                        continue
+                    text = await reply.text()
+                    if reply.status != 200:
+                        raise AssertionError(f"{url} answered {reply.status}: {text[:500]}")
+                url, form = self._submit(url, text)
+        raise AssertionError(f"no redirect to {self.redirect_uri} after {MAX_STEPS} requests")
+
+    def _submit(self, url: str, page: str) -> tuple[str, dict[str, str]]:
+        parsed = _Form()
+        parsed.feed(page)
+        if parsed.action is None:
+            raise AssertionError(f"{url} shows no form: {page[:500]}")
+        fields = parsed.fields
+        self.pages.append(fields.get("prompt", "?"))
+        if "login" in fields:
+            fields.update(login=self.user, password="any password")  # devInteractions
+        return urllib.parse.urljoin(url, parsed.action), fields
+
+
+@dataclass
+class BrowserLogin:
+    """Real headless Chromium through the provider's pages, one fresh browser profile per
+    authorization (so each is a full login and consent). The redirect comes back, as it would
+    for `mcp login`, to a loopback listener on `redirect_uri` (give it to `OAuth`), which
+    answers the browser and hands the URL over."""
+
+    executable: str
+    user: str = "ada"
+    redirect_uri: str = field(
+        default_factory=lambda: f"http://127.0.0.1:{free_port()}/callback")
+    pages: list[str] = field(default_factory=list)
+    """The login/consent pages shown, in order ("login", "consent")."""
+
+    async def __call__(self, authorization_url: str) -> str:
+        from playwright.async_api import async_playwright
+        from tests.browser import CHROMIUM_ARGS
+
+        async with loopback_listener(self.redirect_uri) as arrived, \
+                async_playwright() as playwright:
+            browser = await playwright.chromium.launch(
+                executable_path=self.executable, headless=True, args=CHROMIUM_ARGS)
+            try:
+                page = await browser.new_page()
+                await page.goto(authorization_url, timeout=STEP_TIMEOUT_S * 1000)
+                await self._click_through(page, arrived)
+            finally:
+                await browser.close()
+            return arrived[0]
+
+    async def _click_through(self, page: Any, arrived: list[str]) -> None:
+        for _ in range(MAX_STEPS):
+            if arrived:
+                return
+            submit = page.locator("button[type=submit]")
+            await submit.wait_for(timeout=STEP_TIMEOUT_S * 1000)
+            self.pages.append(await page.locator("input[name=prompt]").get_attribute("value"))
+            if await page.locator("input[name=login]").count():
+                await page.fill("input[name=login]", self.user)
+                await page.fill("input[name=password]", "any password")
+            async with page.expect_navigation(timeout=STEP_TIMEOUT_S * 1000):
+                await submit.click()
+        raise AssertionError(f"no redirect to {self.redirect_uri} after {MAX_STEPS} pages")
+
+
+@contextlib.asynccontextmanager
+async def loopback_listener(redirect_uri: str) -> AsyncIterator[list[str]]:
+    """An HTTP listener at `redirect_uri` for the block; yields the list the URLs it was
+    sent to arrive in."""
+    arrived: list[str] = []
+    where = urllib.parse.urlsplit(redirect_uri)
+
+    async def callback(request: web.Request) -> web.Response:
+        arrived.append(f"{redirect_uri}?{request.query_string}")
+        return web.Response(text="<title>done</title>You may close this window.",
+                            content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get(where.path, callback)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, where.hostname, where.port).start()
+        yield arrived
+    finally:
+        await runner.cleanup()

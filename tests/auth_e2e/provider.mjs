@@ -1,0 +1,128 @@
+// The real authorization server of the OAuth end-to-end tests: the `oidc-provider` npm package
+// (a certified OpenID provider, test-only, from tests/js) on 127.0.0.1.
+//
+//   MACHINE_CLIENT_SECRET=S node provider.mjs --port PORT --resource URL --events FILE
+//       [--max-life-s N]
+//
+// Configured as an MCP authorization server for one protected resource (URL): open dynamic
+// client registration, PKCE (S256, required), resource indicators (RFC 8707: URL is the only
+// resource; its access tokens are RFC 9068 JWTs with scopes mcp:read/mcp:write), refresh tokens
+// with rotation (issued to every client allowed the grant), client credentials (client
+// "machine", secret S, from the environment so no process listing shows it), DPoP, RFC 9207
+// `iss` in the redirect (always on in oidc-provider), and the package's own development login
+// and consent pages (any login and password are accepted).
+//
+// Keys are generated per run; nothing is written but FILE, where every provider event the tests
+// count (grants by type, refresh-token consumption, revocations and destroyed tokens,
+// registrations) is appended as one JSON line. A control route for the tests, POST /__test/settings?access_token_ttl=N, sets
+// the access-token lifetime of later grants (seconds). Prints one JSON line with the issuer
+// when it listens; exits when stdin closes (the test process is gone) or after --max-life-s.
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { appendFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { parseArgs } from 'node:util';
+
+// tests/js holds the test-only JS packages (ESM resolves no NODE_PATH, hence the path)
+import Provider, { errors } from '../js/node_modules/oidc-provider/lib/index.js';
+
+const { values: args } = parseArgs({
+  options: {
+    port: { type: 'string' },
+    resource: { type: 'string' },
+    events: { type: 'string' },
+    'max-life-s': { type: 'string', default: '900' },
+  },
+});
+const issuer = `http://127.0.0.1:${args.port}`;
+const settings = { accessTokenTTL: 3600 };
+
+function signingKey(type, options, alg) {
+  const { privateKey } = generateKeyPairSync(type, options);
+  return { ...privateKey.export({ format: 'jwk' }), alg, use: 'sig', kid: `${alg}-${randomBytes(4).toString('hex')}` };
+}
+
+const provider = new Provider(issuer, {
+  clients: [{
+    client_id: 'machine',
+    client_secret: process.env.MACHINE_CLIENT_SECRET,
+    grant_types: ['client_credentials'],
+    redirect_uris: [],
+    response_types: [],
+    token_endpoint_auth_method: 'client_secret_basic',
+  }],
+  jwks: { keys: [signingKey('ec', { namedCurve: 'P-256' }, 'ES256'), signingKey('rsa', { modulusLength: 2048 }, 'RS256')] },
+  cookies: { keys: [randomBytes(32).toString('hex')] },
+  scopes: ['openid', 'offline_access'],
+  pkce: { required: () => true },
+  rotateRefreshToken: true,
+  // Refresh tokens for every client allowed the grant. oidc-provider's default also wants
+  // offline_access, which it keeps only with prompt=consent (OpenID Connect Core §11), and an
+  // MCP client sends no prompt.
+  issueRefreshToken: (ctx, client) => client.grantTypeAllowed('refresh_token'),
+  ttl: { RefreshToken: 3600, Session: 3600, Grant: 3600, Interaction: 600 },
+  features: {
+    devInteractions: { enabled: true },
+    registration: { enabled: true },
+    clientCredentials: { enabled: true },
+    dPoP: { enabled: true },
+    revocation: { enabled: true },
+    resourceIndicators: {
+      enabled: true,
+      defaultResource: () => args.resource,
+      useGrantedResource: () => true,
+      getResourceServerInfo(ctx, indicator) {
+        if (indicator !== args.resource) throw new errors.InvalidTarget();
+        return {
+          scope: 'mcp:read mcp:write',
+          audience: args.resource,
+          accessTokenTTL: settings.accessTokenTTL,
+          accessTokenFormat: 'jwt',
+          jwt: { sign: { alg: 'ES256' } },
+        };
+      },
+    },
+  },
+});
+
+// --- what the tests count -----------------------------------------------------------------
+function record(event, fields) {
+  appendFileSync(args.events, `${JSON.stringify({ event, ...fields })}\n`);
+}
+const fromCtx = (ctx) => ({
+  grant_type: ctx?.oidc?.params?.grant_type,
+  client_id: ctx?.oidc?.client?.clientId,
+});
+provider.on('grant.success', (ctx) => record('grant.success', fromCtx(ctx)));
+provider.on('grant.error', (ctx, err) => record('grant.error', { ...fromCtx(ctx), error: err.error }));
+provider.on('grant.revoked', (ctx, grantId) => record('grant.revoked', { ...fromCtx(ctx), grant_id: grantId }));
+provider.on('refresh_token.consumed', (token) => record('refresh_token.consumed', { client_id: token.clientId, grant_id: token.grantId }));
+// revocation (a logout) destroys the token; the grant's other tokens go with grant.revoked
+for (const kind of ['access_token', 'refresh_token', 'client_credentials']) {
+  provider.on(`${kind}.destroyed`, (token) => record(`${kind}.destroyed`, { client_id: token.clientId, grant_id: token.grantId }));
+}
+provider.on('registration_create.success', (ctx, client) => record('registration_create.success', { client_id: client.clientId }));
+provider.on('authorization.success', (ctx) => record('authorization.success', { client_id: ctx.oidc.client?.clientId, scope: ctx.oidc.params.scope }));
+provider.on('server_error', (ctx, err) => record('server_error', { message: String(err) }));
+
+// --- serving ------------------------------------------------------------------------------
+const handle = provider.callback();
+const server = createServer((req, res) => {
+  const url = new URL(req.url, issuer);
+  if (url.pathname === '/__test/settings' && req.method === 'POST') {
+    const ttl = Number(url.searchParams.get('access_token_ttl'));
+    if (!Number.isInteger(ttl) || ttl < 1) {
+      res.writeHead(400).end('access_token_ttl must be a positive integer');
+      return;
+    }
+    settings.accessTokenTTL = ttl;
+    res.writeHead(204).end();
+    return;
+  }
+  handle(req, res);
+});
+server.listen(Number(args.port), '127.0.0.1', () => {
+  process.stdout.write(`${JSON.stringify({ ready: true, issuer })}\n`);
+});
+process.stdin.resume();
+process.stdin.on('end', () => process.exit(0));
+setTimeout(() => process.exit(0), Number(args['max-life-s']) * 1000).unref();
