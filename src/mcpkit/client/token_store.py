@@ -22,6 +22,7 @@ lock, then a lock file per key (filelock) for the other processes, waited for at
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
@@ -34,7 +35,12 @@ import anyio.to_thread
 
 from mcpkit.auth.metadata import resource_matches
 from mcpkit.auth.tokens import ClientRegistration, TokenKey, TokenSet
-from mcpkit.client.private_files import LOCK_TIMEOUT_S, private_directory, store_lock
+from mcpkit.client.private_files import (
+    LOCK_TIMEOUT_S,
+    LockTimeout,
+    private_directory,
+    store_lock,
+)
 from mcpkit.client.token_records import (
     StoredGrant,
     TokenStoreError,
@@ -48,6 +54,19 @@ from mcpkit.client.token_records import (
 )
 from mcpkit.client.token_vaults import KEYRING_SERVICE, FileVault, KeyringVault, Vault
 from mcpkit.errors import InvalidArgument
+
+__all__ = [
+    "DIRECTORY_ENV",
+    "LOCK_TIMEOUT_S",
+    "LockTimeout",
+    "PersistentTokenStore",
+    "StoredGrant",
+    "StoredRegistrations",
+    "TokenStoreError",
+    "default_directory",
+    "open_token_store",
+    "usable_keyring",
+]
 
 log = logging.getLogger(__name__)
 
@@ -166,8 +185,7 @@ class PersistentTokenStore:
         if kept is None:
             await self.put_grant(StoredGrant(key, tokens))
         else:
-            await self.put_grant(StoredGrant(key, tokens, kept.scopes, kept.metadata,
-                                             kept.client))
+            await self.put_grant(dataclasses.replace(kept, tokens=tokens))
 
     async def delete(self, key: TokenKey) -> None:
         await self._run(self._vault.remove, grant_name(key))
