@@ -152,7 +152,7 @@ class PersistentTokenStore:
 
     def __init__(self, vault: Vault) -> None:
         self._vault = vault
-        self.registrations = StoredRegistrations(self)
+        self.registrations = StoredRegistrations(vault)
         self._key_locks: dict[TokenKey, anyio.Lock] = {}
 
     @property
@@ -171,7 +171,7 @@ class PersistentTokenStore:
         return f"PersistentTokenStore(kind={self.kind!r}, location={self.location!r})"
 
     async def _run(self, call: Callable[..., T], *args: Any) -> T:
-        return await anyio.to_thread.run_sync(call, *args)
+        return await in_thread(call, *args)
 
     # --- TokenStore ------------------------------------------------------------------------
 
@@ -248,6 +248,11 @@ class PersistentTokenStore:
                 await self._run(held.__exit__, None, None, None)
 
 
+async def in_thread(call: Callable[..., T], *args: Any) -> T:
+    """Vault IO (files, keyring D-Bus calls) off the event loop."""
+    return await anyio.to_thread.run_sync(call, *args)
+
+
 def _covers(kept: str, asked: str) -> bool:
     return kept == asked or resource_matches(kept, asked)
 
@@ -255,12 +260,12 @@ def _covers(kept: str, asked: str) -> bool:
 class StoredRegistrations:
     """The store's RegistrationStore: client registrations by (issuer, redirect URI)."""
 
-    def __init__(self, store: PersistentTokenStore) -> None:
-        self._store = store
+    def __init__(self, vault: Vault) -> None:
+        self._vault = vault
 
     async def get(self, issuer: str, redirect_uri: str) -> ClientRegistration | None:
         name = registration_name(issuer, redirect_uri)
-        data = await self._store._run(self._store._vault.read, name)
+        data = await in_thread(self._vault.read, name)
         if data is None:
             return None
         try:
@@ -272,9 +277,8 @@ class StoredRegistrations:
         return client if (kept_issuer, kept_uri) == (issuer, redirect_uri) else None
 
     async def put(self, issuer: str, redirect_uri: str, reg: ClientRegistration) -> None:
-        await self._store._run(self._store._vault.write, registration_name(issuer, redirect_uri),
-                               encode_registration(issuer, redirect_uri, reg))
+        await in_thread(self._vault.write, registration_name(issuer, redirect_uri),
+                        encode_registration(issuer, redirect_uri, reg))
 
     async def delete(self, issuer: str, redirect_uri: str) -> None:
-        await self._store._run(self._store._vault.remove,
-                               registration_name(issuer, redirect_uri))
+        await in_thread(self._vault.remove, registration_name(issuer, redirect_uri))
