@@ -85,6 +85,16 @@ def test_the_authorization_url_carries_pkce_state_resource_and_scope() -> None:
     assert (query["state"], query["resource"], query["scope"], query["client_id"]) == (
         request.state, "https://rs/mcp", "a", "cid")
     assert "***" in repr(request) and request.state not in repr(request)
+    assert "prompt" not in query
+
+
+def test_offline_access_asks_for_consent() -> None:
+    """OpenID Connect Core §11: a provider keeps offline_access (issues a refresh token) only
+    with prompt=consent; the oidc-provider end-to-end tests need it for every refresh."""
+    request = authorization_request(metadata(), ClientRegistration("cid"), DEFAULT_REDIRECT_URI,
+                                    "https://rs/mcp", ["a", "offline_access"])
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(request.url).query))
+    assert (query["scope"], query["prompt"]) == ("a offline_access", "consent")
 
 
 def redirect(**params: str) -> str:

@@ -55,10 +55,9 @@ const provider = new Provider(issuer, {
   scopes: ['openid', 'offline_access'],
   pkce: { required: () => true },
   rotateRefreshToken: true,
-  // Refresh tokens for every client allowed the grant. oidc-provider's default also wants
-  // offline_access, which it keeps only with prompt=consent (OpenID Connect Core §11), and an
-  // MCP client sends no prompt.
-  issueRefreshToken: (ctx, client) => client.grantTypeAllowed('refresh_token'),
+  // issueRefreshToken is oidc-provider's default: a refresh token only for a grant with
+  // offline_access, which it keeps only with prompt=consent (OpenID Connect Core §11). mcpkit
+  // sends both, so the refresh tests prove it.
   ttl: { RefreshToken: 3600, Session: 3600, Grant: 3600, Interaction: 600 },
   features: {
     devInteractions: { enabled: true },

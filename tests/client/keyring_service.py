@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -93,7 +94,7 @@ def _wait_for_service(env: dict[str, str]) -> None:
              "k.set_password('mcpkit-probe', 'p', 'x'); k.delete_password('mcpkit-probe', 'p')")
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
-        done = subprocess.run([_python(), "-c", probe], env={**os.environ, **env},
+        done = subprocess.run([sys.executable, "-c", probe], env={**os.environ, **env},
                               capture_output=True, timeout=START_TIMEOUT_S, check=False)
         if done.returncode == 0:
             return
@@ -101,12 +102,6 @@ def _wait_for_service(env: dict[str, str]) -> None:
             pytest.fail("gnome-keyring did not answer on the private bus within "
                         f"{START_TIMEOUT_S:g} s: {done.stderr.decode()[-500:]}", pytrace=False)
         time.sleep(0.1)
-
-
-def _python() -> str:
-    import sys
-
-    return sys.executable
 
 
 def _stop(process: subprocess.Popen[Any]) -> None:

@@ -32,6 +32,25 @@ from mcpkit import Server
 class Issued:
     scopes: list[str]
     expires_at: float
+    jkt: str | None = None
+    """The thumbprint of the DPoP key the token is bound to (None: a bearer token)."""
+
+
+def dpop_jkt(proof: str | None) -> str | None:
+    """The thumbprint of the key of a DPoP proof whose signature checks (RFC 9449 §4.3, the
+    parts a binding test needs: a proof by that key), else None."""
+    if not proof:
+        return None
+    from joserfc import jws
+    from joserfc.jwk import ECKey
+
+    try:
+        header = jws.extract_compact(proof.encode()).protected
+        key = ECKey.import_key(header["jwk"])
+        jws.deserialize_compact(proof, key)
+    except Exception:
+        return None
+    return str(key.thumbprint())
 
 
 @dataclass
@@ -63,6 +82,8 @@ class AuthServer:
     refresh_failures: list[int] = field(default_factory=list)
     """HTTP statuses the next refresh requests are answered with, one each (500: a server
     fault that says nothing about the refresh token)."""
+    refresh_jkt: dict[str, str] = field(default_factory=dict)
+    """DPoP-bound refresh tokens (as RFC 9449 §5 has for public clients): token -> key."""
     families: dict[str, int] = field(default_factory=dict)
     """Refresh token (current or rotated away) -> its family (one per authorization)."""
     rotated: set[str] = field(default_factory=set)
@@ -141,6 +162,7 @@ class AuthServer:
     async def token(self, request: Request) -> Response:
         form = dict((await request.form()).items())
         self.token_requests.append({k: str(v) for k, v in form.items()})
+        jkt = dpop_jkt(request.headers.get("dpop"))
         client_id = self._client(request, form)
         if client_id is None or self.reject_client_once:
             self.reject_client_once = False
@@ -162,6 +184,8 @@ class AuthServer:
             if self.refresh_failures:
                 return JSONResponse({"error": "server_error"},
                                     status_code=self.refresh_failures.pop(0))
+            if self.refresh_jkt.get(presented, jkt) != jkt:  # bound to another key
+                return JSONResponse({"error": "invalid_grant"}, status_code=400)
             with self._lock:
                 if presented in self.rotated:  # reuse of a rotated token: revoke the family
                     self.reuse_detected += 1
@@ -179,11 +203,13 @@ class AuthServer:
             return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
         access, refresh = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
         self.secrets_seen |= {access, refresh}
-        self.access[access] = Issued(scopes, time.time() + self.token_lifetime_s)
+        self.access[access] = Issued(scopes, time.time() + self.token_lifetime_s, jkt)
         self.refresh[refresh] = scopes
+        if jkt is not None:
+            self.refresh_jkt[refresh] = jkt
         previous = str(form.get("refresh_token", ""))
         self.families[refresh] = self.families.get(previous, len(self.families) + 1)
-        return JSONResponse({"access_token": access, "token_type": "Bearer",
+        return JSONResponse({"access_token": access, "token_type": "DPoP" if jkt else "Bearer",
                              "expires_in": self.token_lifetime_s, "refresh_token": refresh,
                              "scope": " ".join(scopes)},
                             headers={"Cache-Control": "no-store"})
@@ -208,11 +234,15 @@ class AuthServer:
         return JSONResponse({"error": error or "unauthorized"}, status_code=status,
                             headers={"WWW-Authenticate": "Bearer " + ", ".join(params)})
 
-    def check(self, authorization: str, body: bytes) -> Response | None:
-        token = authorization[7:] if authorization.startswith("Bearer ") else ""
+    def check(self, authorization: str, body: bytes, proof: str | None = None) -> Response | None:
+        scheme, _, token = authorization.partition(" ")
         issued = self.access.get(token)
         if issued is None or issued.expires_at <= time.time():
             return self.challenge(401, "invalid_token" if token else "")
+        if issued.jkt is not None and (scheme != "DPoP" or dpop_jkt(proof) != issued.jkt):
+            return self.challenge(401, "invalid_token")  # a bound token without its key's proof
+        if issued.jkt is None and scheme != "Bearer":
+            return self.challenge(401, "invalid_token")
         try:
             message = msgspec.json.decode(body) if body else {}
         except msgspec.DecodeError:
@@ -268,7 +298,7 @@ def app(auth: AuthServer) -> Any:
                 if not message.get("more_body"):
                     break
             headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
-            refusal = auth.check(headers.get("authorization", ""), body)
+            refusal = auth.check(headers.get("authorization", ""), body, headers.get("dpop"))
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return

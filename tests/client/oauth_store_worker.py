@@ -3,13 +3,16 @@
 ended with - never the token).
 
     python -m tests.client.oauth_store_worker RESOURCE STORE_DIR [--login] [--wait] [--keyring]
+                                              [--dpop]
 
 --login   may authorize (follows the test AS's redirect); without it any authorization
           attempt fails the run: the login must come from the store
 --wait    print "ready" once imported and wait for a line on stdin before calling (so the
           race test can release all its processes at once)
 --keyring the keyring store (the Secret Service on the bus in the environment), else the file
-          store"""
+          store
+--dpop    OAuth(dpop=True): a new DPoP key in each process (a stored DPoP-bound login brings
+          its own)"""
 
 from __future__ import annotations
 
@@ -32,10 +35,12 @@ async def refuse_to_authorize(url: str) -> str:
     raise SystemExit("asked to authorize: the stored login was not used")
 
 
-async def main(resource: str, directory: Path, login: bool, kind: str) -> dict[str, object]:
+async def main(resource: str, directory: Path, login: bool, kind: str,
+               dpop: bool) -> dict[str, object]:
     store = open_token_store(kind, directory=directory)
     assert store.kind == kind
-    oauth = OAuth(redirect=follow_location if login else refuse_to_authorize, store=store)
+    oauth = OAuth(redirect=follow_location if login else refuse_to_authorize, store=store,
+                  dpop=dpop)
     async with Client(resource, era=ERA, auth=oauth) as client:
         result = await client.call_tool("read", {})
     tokens = oauth.tokens
@@ -50,5 +55,5 @@ if __name__ == "__main__":
         print("ready", flush=True)
         sys.stdin.readline()
     report = anyio.run(main, args[0], Path(args[1]), "--login" in args,
-                       "keyring" if "--keyring" in args else "file")
+                       "keyring" if "--keyring" in args else "file", "--dpop" in args)
     print(msgspec.json.encode(report).decode(), flush=True)

@@ -122,6 +122,23 @@ def test_the_paste_flow_in_a_real_process(server: AuthServer) -> None:
     assert len(server.access) == 1
 
 
+def test_a_paste_that_never_comes_times_out_and_the_process_exits(
+        server: AuthServer) -> None:
+    """The stdin read is abandoned at the timeout: it must not keep the process alive."""
+    with subprocess.Popen(  # the pipes are closed on exit
+            [sys.executable, str(PASTE_LOGIN), server.resource, str(free_port()), "0.5"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True) as proc:
+        try:  # stdin stays open and silent (communicate() would close it)
+            proc.wait(timeout=30)
+            assert proc.stderr is not None
+            err = proc.stderr.read()
+        finally:
+            stop_process(proc)  # type: ignore[arg-type]
+    assert proc.returncode != 0
+    assert "CallbackTimeout" in err and "no redirect URL was pasted within 0.5 s" in err
+
+
 def read_authorization_url(proc: subprocess.Popen[str]) -> str:
     """The authorization URL the process printed on stderr (bounded: 50 lines)."""
     assert proc.stderr is not None

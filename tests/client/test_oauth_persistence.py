@@ -121,6 +121,23 @@ async def restart_keeps_the_login(server: AuthServer, directory: Path, flags: li
     assert len(server.authorize_requests) == 1 and server.registrations == 1
 
 
+async def test_a_restart_keeps_a_dpop_bound_login(server: AuthServer, tmp_path: Path) -> None:
+    """DPoP-bound tokens (RFC 9449) are useless without their key: the store keeps the key
+    with them, so a new process (with a new key of its own) presents and refreshes them with
+    the stored one - the resource and the AS check the proofs' key."""
+    directory = tmp_path / "store"
+    first = await worker(server, directory, "--login", "--dpop")
+    [grant] = await open_token_store("file", directory=directory).grants()
+    assert grant.tokens.token_type == "DPoP" and grant.dpop_key is not None
+    assert "PRIVATE KEY" not in repr(grant)
+    second = await worker(server, directory, "--dpop")
+    assert second == first and len(server.authorize_requests) == 1
+    await expire_in_a_process(server, directory, [], {})
+    third = await worker(server, directory, "--dpop")  # the bound refresh token too
+    assert third["token"] != first["token"] and server.refreshes == 1
+    assert len(server.authorize_requests) == 1
+
+
 EXPIRE = """
 import sys, time, dataclasses, anyio
 from pathlib import Path
@@ -137,7 +154,7 @@ anyio.run(main)
 async def expire_in_a_process(server: AuthServer, directory: Path, flags: list[str],
                               env: dict[str, str]) -> None:
     """`expire`, from a process that has the store's environment (the keyring's bus)."""
-    kind = "keyring" if flags else "file"
+    kind = "keyring" if "--keyring" in flags else "file"
     with anyio.fail_after(WORKER_TIMEOUT_S):
         done = await anyio.run_process([sys.executable, "-c", EXPIRE, str(directory), kind],
                                        check=False, env={**os.environ, **env})
@@ -275,6 +292,11 @@ def test_which_stored_login_is_resumed() -> None:
     assert pick_stored([bare], url, None, nobody) is None  # nothing to refresh with
     lying = grant(url, metadata_issuer="https://evil")
     assert pick_stored([lying], url, None, nobody) is None
+    dpop_bound = dataclasses.replace(mcp, tokens=TokenSet("at", token_type="DPoP"))
+    assert pick_stored([dpop_bound], url, None, nobody, dpop=True) is None  # no key kept
+    dpop_bound = dataclasses.replace(dpop_bound, dpop_key="(pem)")
+    assert pick_stored([dpop_bound], url, None, nobody) is None  # DPoP is off
+    assert pick_stored([dpop_bound], url, None, nobody, dpop=True) is dpop_bound
     configured = grant(url, source="configured")
     chosen = pick_stored([configured], url, None, Configured("c1", "rotated", None))
     assert chosen is not None and chosen.client is not None

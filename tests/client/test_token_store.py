@@ -171,6 +171,10 @@ async def test_file_store_contract_and_modes(tmp_path: Path,
     for secret in SECRETS:
         assert secret not in caplog.text and secret not in repr(store)
     assert SECRETS[1] not in repr(a_grant()) and SECRETS[2] not in repr(a_grant())
+    summary = a_grant().summary()
+    assert summary["issuer"] == ISSUER and summary["refresh_token"] is True
+    assert not any(secret in str(summary) for secret in SECRETS)
+    assert msgspec.json.encode(summary)  # plain JSON for `auth status --json`
 
 
 async def test_loose_permissions_are_refused(tmp_path: Path) -> None:
@@ -360,3 +364,19 @@ async def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp(
     monkeypatch.undo()
     assert (tmp_path / "tokens.json").read_bytes() == before
     assert sorted(os.listdir(tmp_path)) == ["store.lock", "tokens.json"]  # no temp file
+
+
+async def test_the_file_size_is_bounded_both_ways(tmp_path: Path) -> None:
+    """An oversized file is refused when read (not loaded whole), and a write that would make
+    the file too large to read back is refused before it is written."""
+    from mcpkit.client.token_vaults import FileVault
+
+    store = PersistentTokenStore(FileVault(tmp_path, max_bytes=4000))
+    await store.put_grant(a_grant())
+    before = (tmp_path / "tokens.json").read_bytes()
+    with pytest.raises(TokenStoreError, match="4000-byte limit"):
+        await store.put_grant(a_grant(TokenKey(RESOURCE, ISSUER, "client-2"), "x" * 4000))
+    assert (tmp_path / "tokens.json").read_bytes() == before
+    small = PersistentTokenStore(FileVault(tmp_path, max_bytes=100))
+    with pytest.raises(TokenStoreError, match="100-byte limit"):
+        await small.grants()

@@ -41,6 +41,7 @@ class AuthorizationServerMetadata(msgspec.Struct, frozen=True):
     authorization_endpoint: Url
     token_endpoint: Url
     registration_endpoint: Url | None = None
+    revocation_endpoint: Url | None = None
     scopes_supported: Strings | None = None
     response_types_supported: Strings = []
     grant_types_supported: Strings | None = None

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import anyio
 
 from mcpkit.auth.challenge import BearerChallenge, parse_bearer_challenge
+from mcpkit.auth.dpop import DPoPKey, is_dpop_token_type
 from mcpkit.auth.errors import AuthorizationError, AuthorizationNotConfigured
 from mcpkit.auth.metadata import MAX_DOCUMENT_BYTES, AuthorizationServerMetadata, check_pkce
 from mcpkit.auth.scopes import select_scopes, union
@@ -322,9 +323,10 @@ class OAuth:
         tokens are used anyway (losing a rotated refresh token would be worse)."""
         try:
             if isinstance(self.store, PersistentTokenStore):
-                await self.store.put_grant(StoredGrant(grant.key, grant.tokens,
-                                                       tuple(grant.scopes), grant.metadata,
-                                                       grant.client))
+                bound = self._dpop is not None and is_dpop_token_type(grant.tokens.token_type)
+                await self.store.put_grant(StoredGrant(
+                    grant.key, grant.tokens, tuple(grant.scopes), grant.metadata, grant.client,
+                    self._dpop.key.private_pem().decode() if self._dpop and bound else None))
             else:
                 await self.store.put(grant.key, grant.tokens)
         except TokenStoreError as exc:
@@ -338,9 +340,12 @@ class OAuth:
         if looked or not isinstance(self.store, PersistentTokenStore):
             return False
         chosen = pick_stored(await self.store.grants(url), url, self.scopes, Configured(
-            self.client_id, self._client_secret, self.client_issuer))
+            self.client_id, self._client_secret, self.client_issuer),
+            dpop=self._dpop is not None)
         if chosen is None or chosen.metadata is None or chosen.client is None:
             return False
+        if self._dpop is not None and chosen.dpop_key is not None:
+            self._dpop.key = DPoPKey.from_pem(chosen.dpop_key)  # the key the tokens are bound to
         self._grant = _Grant(chosen.metadata, chosen.client, chosen.resource,
                              list(chosen.scopes), chosen.tokens)
         log.info("using the stored login for %s (issuer %s, client %s, %s store)",
@@ -386,4 +391,6 @@ def _http_form(url: str) -> str:
     named as a resource and probed at its http/https form."""
     parts = urllib.parse.urlsplit(url)
     scheme = {"ws": "http", "wss": "https"}.get(parts.scheme.lower())
-    return urllib.parse.urlunsplit(parts._replace(scheme=scheme)) if scheme else url
+    if scheme is None:
+        return url
+    return urllib.parse.urlunsplit((scheme, parts.netloc, parts.path, parts.query, parts.fragment))

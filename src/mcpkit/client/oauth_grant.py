@@ -18,6 +18,7 @@ from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
 from mcpkit.auth.errors import AuthorizationError
 from mcpkit.auth.metadata import AuthorizationServerMetadata
+from mcpkit.auth.scopes import OFFLINE_ACCESS
 from mcpkit.auth.tokens import ClientRegistration, TokenSet, parse_token_response
 from mcpkit.client.oauth_dpop import DPoP
 from mcpkit.client.oauth_http import OAuthHttp
@@ -50,13 +51,18 @@ class Request:
 def authorization_request(metadata: AuthorizationServerMetadata, client: ClientRegistration,
                           redirect_uri: str, resource: str,
                           scopes: Sequence[str]) -> Request:
+    """The authorization URL (PKCE S256, state, RFC 8707 resource). Asking for
+    `offline_access` adds `prompt=consent`: OpenID Connect Core §11 has a provider drop
+    offline_access (so issue no refresh token) without it, and RFC 6749 §3.1 has a plain OAuth
+    server ignore the parameter."""
     verifier = generate_token(VERIFIER_CHARS)
     state = generate_token(32)
+    extra = {"prompt": "consent"} if OFFLINE_ACCESS in scopes else {}
     url = prepare_grant_uri(
         metadata.authorization_endpoint, client.client_id, "code",
         redirect_uri=redirect_uri, scope=" ".join(scopes) if scopes else None, state=state,
         code_challenge=create_s256_code_challenge(verifier), code_challenge_method="S256",
-        resource=resource)
+        resource=resource, **extra)
     return Request(url, state, verifier)
 
 
@@ -105,6 +111,31 @@ async def refresh(http: OAuthHttp, metadata: AuthorizationServerMetadata,
     body = prepare_token_request("refresh_token", refresh_token=tokens.refresh_token,
                                  resource=resource)
     return await _token_request(http, metadata, client, body, tokens.refresh_token, dpop)
+
+
+class UnsupportedTokenType(AuthorizationError):
+    """RFC 7009 §2.2.1: the server does not revoke tokens of this type (e.g. self-contained
+    JWT access tokens, which expire on their own)."""
+
+
+async def revoke(http: OAuthHttp, metadata: AuthorizationServerMetadata,
+                 client: ClientRegistration, token: str, hint: str) -> None:
+    """RFC 7009: ask the authorization server to revoke `token` (`hint`: refresh_token or
+    access_token), authenticated as the client is at the token endpoint. AuthorizationError
+    when it has no revocation endpoint or refuses (an unknown token is a 200 by §2.2)."""
+    endpoint = metadata.revocation_endpoint
+    if endpoint is None:
+        raise AuthorizationError(f"{metadata.issuer} has no revocation endpoint")
+    auth = ClientAuth(client.client_id, client.client_secret, client.auth_method)
+    body = urllib.parse.urlencode({"token": token, "token_type_hint": hint})
+    _, headers, body = auth.prepare("POST", endpoint, {}, body)
+    reply = await http.post_form(endpoint, body, headers)
+    if not reply.ok:
+        code = reply.oauth_error()
+        if code == "unsupported_token_type":
+            raise UnsupportedTokenType(f"{metadata.issuer} does not revoke {hint}s")
+        raise AuthorizationError(f"the revocation endpoint {endpoint} refused (HTTP "
+                                 f"{reply.status}{', ' + code if code else ''})")
 
 
 async def _token_request(http: OAuthHttp, metadata: AuthorizationServerMetadata,

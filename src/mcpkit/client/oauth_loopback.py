@@ -29,13 +29,16 @@ import hmac
 import html
 import logging
 import sys
+import threading
 import urllib.parse
 import webbrowser
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 
 from mcpkit.auth.errors import AuthorizationError
 from mcpkit.client.oauth_redirect import (
@@ -50,6 +53,8 @@ if TYPE_CHECKING:
     from aiohttp import web
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 CALLBACK_TIMEOUT_S = 300.0
 """Default: how long to wait for the browser's callback (or the pasted URL)."""
@@ -182,24 +187,23 @@ class LoopbackRedirect:
 
     # --- what the user sees --------------------------------------------------------------
 
-    def _say(self, text: str) -> None:
+    def say(self, text: str) -> None:
         stream = self.output if self.output is not None else sys.stderr
         stream.write(text + "\n")
         stream.flush()
 
-    async def _show(self, authorization_url: str) -> None:
+    async def show(self, authorization_url: str) -> None:
         """Print the URL, always; open the browser when asked (a failure only reported)."""
-        self._say(f"Open this URL in a browser to authorize:\n\n    {authorization_url}\n")
+        self.say(f"Open this URL in a browser to authorize:\n\n    {authorization_url}\n")
         if not self.open_browser:
             return
         try:
-            opened = await anyio.to_thread.run_sync(self.opener, authorization_url,
-                                                    abandon_on_cancel=True)
+            opened = await _in_daemon_thread(lambda: self.opener(authorization_url))
         except Exception as exc:  # webbrowser.Error, OSError, …: the printed URL remains
             log.debug("opening a browser failed: %s", type(exc).__name__)
             opened = False
         if not opened:
-            self._say("(No browser could be opened: open the URL above yourself.)")
+            self.say("(No browser could be opened: open the URL above yourself.)")
 
 
 class _Listener:
@@ -221,7 +225,7 @@ class _Listener:
         if not self._state:
             raise InvalidArgument("the authorization URL has no state parameter")
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self.owner._show, authorization_url)
+            tg.start_soon(self.owner.show, authorization_url)
             with anyio.move_on_after(self.owner.timeout_s):
                 await self._done.wait()
             tg.cancel_scope.cancel()  # a browser opener still running is abandoned
@@ -284,7 +288,7 @@ class _Pasted:
         state = _query_value(authorization_url, "state")
         if not state:
             raise InvalidArgument("the authorization URL has no state parameter")
-        await owner._show(authorization_url)
+        await owner.show(authorization_url)
         try:
             with anyio.fail_after(owner.timeout_s):
                 return await self._read(state)
@@ -297,10 +301,9 @@ class _Pasted:
         stream = owner.input if owner.input is not None else sys.stdin
         reason = ""
         for _ in range(owner.max_paste_attempts):
-            owner._say(f"{reason}After authorizing, the browser goes to {self.redirect_uri}?… "
+            owner.say(f"{reason}After authorizing, the browser goes to {self.redirect_uri}?… "
                        "(a page that does not load). Paste that page's whole URL here:")
-            line = await anyio.to_thread.run_sync(stream.readline, owner.max_paste_chars + 1,
-                                                  abandon_on_cancel=True)
+            line = await _in_daemon_thread(lambda: stream.readline(owner.max_paste_chars + 1))
             if not line:
                 raise PastedRedirectRefused("no redirect URL was pasted (the input ended)")
             if len(line.rstrip("\r\n")) > owner.max_paste_chars:
@@ -378,6 +381,32 @@ async def _bind(runner: web.AppRunner, ports: Sequence[int], chosen: bool) -> in
         f"the callback port{'s' if len(ports) > 1 else ''} {listed} on {LOOPBACK_HOST} "
         f"{'are' if len(ports) > 1 else 'is'} in use: choose {hint} with --callback-port "
         "(OAuth: LoopbackRedirect(port=…))")
+
+
+async def _in_daemon_thread(func: Callable[[], T]) -> T:
+    """`func()` in a daemon thread. A read of stdin or a browser opener that never returns is
+    abandoned when the wait ends (timeout, cancel) and must not keep the process alive at
+    exit, as an anyio worker thread (not a daemon) would."""
+    token = anyio.lowlevel.current_token()
+    done = anyio.Event()
+    outcome: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, func()))
+        except BaseException as exc:  # builtin: handed to the waiting task, raised there
+            outcome.append((False, exc))
+        try:
+            anyio.from_thread.run_sync(done.set, token=token)
+        except RuntimeError:  # the event loop is gone: nobody waits any more
+            pass
+
+    threading.Thread(target=run, daemon=True, name="mcpkit-login-io").start()
+    await done.wait()
+    succeeded, value = outcome[0]
+    if not succeeded:
+        raise value
+    return value  # type: ignore[no-any-return]
 
 
 def _page(status: int, title: str, text: str) -> web.Response:

@@ -3,7 +3,9 @@
 A stored grant (mcpkit.client.token_store) is resumed when it can be refreshed (the
 authorization server's metadata and the client registration were stored with it, and they
 agree with its key), its resource covers the URL (RFC 9728 §3.3), and it fits what is
-configured now: the client id and its issuer when set, and every configured scope granted.
+configured now: the client id and its issuer when set, and every configured scope granted;
+DPoP-bound tokens only with DPoP on and their key stored (RFC 9449: they cannot be presented
+without it).
 Among several, the most specific resource wins, then the latest expiry. A configured client's
 secret is taken from the configuration, not the store (it may have been rotated)."""
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from mcpkit.auth.dpop import is_dpop_token_type
 from mcpkit.auth.metadata import resource_matches
 from mcpkit.auth.tokens import mask
 from mcpkit.client.token_records import StoredGrant
@@ -31,8 +34,9 @@ class Configured:
 
 
 def pick_stored(grants: Sequence[StoredGrant], url: str, scopes: Sequence[str] | None,
-                identity: Configured) -> StoredGrant | None:
-    usable = [g for g in grants if _fits(g, url, identity, scopes)]
+                identity: Configured, *, dpop: bool = False) -> StoredGrant | None:
+    usable = [g for g in grants if _fits(g, url, identity, scopes)
+              and _presentable(g, dpop)]
     if not usable:
         return None
     best = max(usable, key=lambda g: (len(g.resource), g.tokens.expires_at or 0.0))
@@ -41,6 +45,12 @@ def pick_stored(grants: Sequence[StoredGrant], url: str, scopes: Sequence[str] |
         best = dataclasses.replace(
             best, client=dataclasses.replace(client, client_secret=identity.client_secret))
     return best
+
+
+def _presentable(grant: StoredGrant, dpop: bool) -> bool:
+    if is_dpop_token_type(grant.tokens.token_type):
+        return dpop and grant.dpop_key is not None
+    return True
 
 
 def _fits(grant: StoredGrant, url: str, identity: Configured,

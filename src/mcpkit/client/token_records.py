@@ -4,6 +4,8 @@
                      process needs to refresh them with no discovery and no 401 first - the
                      authorization server's metadata (token endpoint), the client registration
                      (a DCR secret too), the scopes
+                     - and for DPoP-bound tokens (RFC 9449) the private key they are bound
+                     to, without which they cannot be presented or refreshed
     registration     a client registration at one issuer for one redirect URI (DCR, reused)
 
 Each record is one JSON object (`encode_*`); decoding is strict and bounded, and its errors
@@ -19,7 +21,7 @@ from typing import Annotated, TypeVar
 import msgspec
 
 from mcpkit.auth.metadata import MAX_DOCUMENT_BYTES, AuthorizationServerMetadata
-from mcpkit.auth.tokens import ClientRegistration, TokenKey, TokenSet
+from mcpkit.auth.tokens import ClientRegistration, TokenKey, TokenSet, mask
 from mcpkit.errors import UsageError
 
 MAX_RECORD_BYTES = 256 * 1024
@@ -46,6 +48,8 @@ class StoredGrant:
     scopes: tuple[str, ...] = ()
     metadata: AuthorizationServerMetadata | None = None
     client: ClientRegistration | None = None
+    dpop_key: str | None = None
+    """PEM of the DPoP private key the tokens are bound to (None: not DPoP-bound)."""
 
     @property
     def resource(self) -> str:
@@ -63,10 +67,23 @@ class StoredGrant:
     def token_endpoint(self) -> str | None:
         return self.metadata.token_endpoint if self.metadata is not None else None
 
+    def summary(self) -> dict[str, object]:
+        """What `auth status` shows (and its --json prints): no secret, only whether there is
+        a refresh token and whether the tokens are DPoP-bound."""
+        return {
+            "resource": self.resource, "issuer": self.issuer, "client_id": self.client_id,
+            "scopes": list(self.scopes), "token_type": self.tokens.token_type,
+            "expires_at": self.tokens.expires_at,
+            "refresh_token": self.tokens.refresh_token is not None,
+            "dpop_bound": self.dpop_key is not None, "token_endpoint": self.token_endpoint,
+            "client_source": self.client.source if self.client is not None else None,
+        }
+
     def __repr__(self) -> str:
         return (f"StoredGrant(resource={self.resource!r}, issuer={self.issuer!r}, "
                 f"client_id={self.client_id!r}, scopes={list(self.scopes)!r}, "
-                f"tokens={self.tokens!r}, client={self.client!r})")
+                f"tokens={self.tokens!r}, client={self.client!r}, "
+                f"dpop_key={mask(self.dpop_key)})")
 
 
 class _Tokens(msgspec.Struct):
@@ -92,6 +109,7 @@ class _Grant(msgspec.Struct):
     scopes: list[Text] = []
     metadata: AuthorizationServerMetadata | None = None
     client: _Client | None = None
+    dpop_key: Text | None = None
 
 
 class _Registration(msgspec.Struct):
@@ -132,7 +150,7 @@ def encode_grant(grant: StoredGrant) -> bytes:
         grant.resource, grant.issuer, grant.client_id,
         _Tokens(t.access_token, t.token_type, t.refresh_token, t.expires_at, t.scope),
         list(grant.scopes), grant.metadata,
-        _client_record(grant.client) if grant.client is not None else None))
+        _client_record(grant.client) if grant.client is not None else None, grant.dpop_key))
 
 
 def decode_grant(data: bytes, where: str) -> StoredGrant:
@@ -142,7 +160,7 @@ def decode_grant(data: bytes, where: str) -> StoredGrant:
         TokenKey(record.resource, record.issuer, record.client_id),
         TokenSet(t.access_token, t.token_type, t.refresh_token, t.expires_at, t.scope),
         tuple(record.scopes), record.metadata,
-        _client(record.client) if record.client is not None else None)
+        _client(record.client) if record.client is not None else None, record.dpop_key)
 
 
 def encode_registration(issuer: str, redirect_uri: str, client: ClientRegistration) -> bytes:

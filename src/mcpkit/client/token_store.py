@@ -22,6 +22,7 @@ lock, then a lock file per key (filelock) for the other processes, waited for at
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
@@ -34,7 +35,12 @@ import anyio.to_thread
 
 from mcpkit.auth.metadata import resource_matches
 from mcpkit.auth.tokens import ClientRegistration, TokenKey, TokenSet
-from mcpkit.client.private_files import LOCK_TIMEOUT_S, private_directory, store_lock
+from mcpkit.client.private_files import (
+    LOCK_TIMEOUT_S,
+    LockTimeout,
+    private_directory,
+    store_lock,
+)
 from mcpkit.client.token_records import (
     StoredGrant,
     TokenStoreError,
@@ -48,6 +54,19 @@ from mcpkit.client.token_records import (
 )
 from mcpkit.client.token_vaults import KEYRING_SERVICE, FileVault, KeyringVault, Vault
 from mcpkit.errors import InvalidArgument
+
+__all__ = [
+    "DIRECTORY_ENV",
+    "LOCK_TIMEOUT_S",
+    "LockTimeout",
+    "PersistentTokenStore",
+    "StoredGrant",
+    "StoredRegistrations",
+    "TokenStoreError",
+    "default_directory",
+    "open_token_store",
+    "usable_keyring",
+]
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +152,7 @@ class PersistentTokenStore:
 
     def __init__(self, vault: Vault) -> None:
         self._vault = vault
-        self.registrations = StoredRegistrations(self)
+        self.registrations = StoredRegistrations(vault)
         self._key_locks: dict[TokenKey, anyio.Lock] = {}
 
     @property
@@ -152,7 +171,7 @@ class PersistentTokenStore:
         return f"PersistentTokenStore(kind={self.kind!r}, location={self.location!r})"
 
     async def _run(self, call: Callable[..., T], *args: Any) -> T:
-        return await anyio.to_thread.run_sync(call, *args)
+        return await in_thread(call, *args)
 
     # --- TokenStore ------------------------------------------------------------------------
 
@@ -166,8 +185,7 @@ class PersistentTokenStore:
         if kept is None:
             await self.put_grant(StoredGrant(key, tokens))
         else:
-            await self.put_grant(StoredGrant(key, tokens, kept.scopes, kept.metadata,
-                                             kept.client))
+            await self.put_grant(dataclasses.replace(kept, tokens=tokens))
 
     async def delete(self, key: TokenKey) -> None:
         await self._run(self._vault.remove, grant_name(key))
@@ -230,6 +248,11 @@ class PersistentTokenStore:
                 await self._run(held.__exit__, None, None, None)
 
 
+async def in_thread(call: Callable[..., T], *args: Any) -> T:
+    """Vault IO (files, keyring D-Bus calls) off the event loop."""
+    return await anyio.to_thread.run_sync(call, *args)
+
+
 def _covers(kept: str, asked: str) -> bool:
     return kept == asked or resource_matches(kept, asked)
 
@@ -237,12 +260,12 @@ def _covers(kept: str, asked: str) -> bool:
 class StoredRegistrations:
     """The store's RegistrationStore: client registrations by (issuer, redirect URI)."""
 
-    def __init__(self, store: PersistentTokenStore) -> None:
-        self._store = store
+    def __init__(self, vault: Vault) -> None:
+        self._vault = vault
 
     async def get(self, issuer: str, redirect_uri: str) -> ClientRegistration | None:
         name = registration_name(issuer, redirect_uri)
-        data = await self._store._run(self._store._vault.read, name)
+        data = await in_thread(self._vault.read, name)
         if data is None:
             return None
         try:
@@ -254,9 +277,8 @@ class StoredRegistrations:
         return client if (kept_issuer, kept_uri) == (issuer, redirect_uri) else None
 
     async def put(self, issuer: str, redirect_uri: str, reg: ClientRegistration) -> None:
-        await self._store._run(self._store._vault.write, registration_name(issuer, redirect_uri),
-                               encode_registration(issuer, redirect_uri, reg))
+        await in_thread(self._vault.write, registration_name(issuer, redirect_uri),
+                        encode_registration(issuer, redirect_uri, reg))
 
     async def delete(self, issuer: str, redirect_uri: str) -> None:
-        await self._store._run(self._store._vault.remove,
-                               registration_name(issuer, redirect_uri))
+        await in_thread(self._vault.remove, registration_name(issuer, redirect_uri))

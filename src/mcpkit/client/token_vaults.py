@@ -24,13 +24,16 @@ from mcpkit.client.private_files import (
     store_lock,
     write_private,
 )
-from mcpkit.client.token_records import MAX_RECORD_BYTES, TokenStoreError
+from mcpkit.client.token_records import TokenStoreError
 
 KEYRING_SERVICE = "mcpkit-oauth"
 """The keyring service name every mcpkit OAuth entry is stored under."""
 
 MAX_RECORDS = 1000
 """Bound on the records of one store (a file or an index over it is refused beyond it)."""
+
+MAX_FILE_BYTES = 16 * 1024 * 1024
+"""Bound on the token file (a grant with its metadata is a few KiB)."""
 
 FILE_NAME = "tokens.json"
 INDEX_NAME = "keyring-index.json"
@@ -81,22 +84,23 @@ class FileVault:
     kind = "file"
 
     def __init__(self, directory: Path, *, lock_timeout_s: float = LOCK_TIMEOUT_S,
-                 max_records: int = MAX_RECORDS) -> None:
+                 max_records: int = MAX_RECORDS, max_bytes: int = MAX_FILE_BYTES) -> None:
         self.directory = directory
+        self.max_bytes = max_bytes
         self.path = directory / FILE_NAME
         self.location = str(self.path)
         self.lock_timeout_s = lock_timeout_s
         self.max_records = max_records
 
     def _load(self) -> _FileDoc:
-        data = read_private(self.path, MAX_RECORD_BYTES * self.max_records)
+        data = read_private(self.path, self.max_bytes)
         doc: _FileDoc = _decode_doc(data, _FileDoc, self.path)
         return doc
 
-    def _change(self, name: str, data: bytes | None) -> None:
+    def _change(self, name: str, record: bytes | None) -> None:
         with store_lock(self.directory / LOCK_NAME, self.lock_timeout_s):
             doc = self._load()  # read again under the lock: another process may have written
-            if data is None:
+            if record is None:
                 if doc.records.pop(name, None) is None:
                     return
             else:
@@ -104,9 +108,13 @@ class FileVault:
                     raise TokenStoreError(
                         f"{self.path} holds {len(doc.records)} records, the limit "
                         f"(max_records): log out of servers no longer used")
-                doc.records[name] = msgspec.Raw(data)
+                doc.records[name] = msgspec.Raw(record)
+            data = msgspec.json.encode(doc)
+            if len(data) > self.max_bytes:  # written, it could not be read back
+                raise TokenStoreError(f"{self.path} would grow over its {self.max_bytes}-byte "
+                                      "limit: log out of servers no longer used")
             remove_stale_temps(self.path)
-            write_private(self.path, msgspec.json.encode(doc))
+            write_private(self.path, data)
 
     def read(self, name: str) -> bytes | None:
         raw = self._load().records.get(name)

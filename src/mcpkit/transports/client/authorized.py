@@ -1,6 +1,6 @@
 """Sending an HTTP request under an `HttpAuth` (mcpkit.auth.provider): its headers before each
 attempt, its handling of a 401/403, and a bounded number of attempts. Shared by the
-Streamable HTTP and HTTP+SSE transports."""
+Streamable HTTP and HTTP+SSE transports, and the WebSocket transport's handshake."""
 
 from __future__ import annotations
 

@@ -87,7 +87,7 @@ class WebSocketTransport:
                                         trace_configs=[_refusing_redirects()])
         try:
             await authorized(self.auth, self.url, lambda: self._connect_once(http),
-                             self._use_auth_headers)
+                             self._use_auth_headers, method="GET")  # the handshake's
             ws = self._ws
             assert ws is not None
         except BaseException:
