@@ -108,6 +108,7 @@ def test_login_with_no_browser_then_list_status_and_logout(user: User,
     assert (login["issuer"], login["client_id"]) == (protected.base, "client-1")
     assert login["scopes"] == ["mcp:read", "mcp:write"] and login["refreshable"] is True
     assert login["expires_at"] and login["expired"] is False
+    assert login["dpop_bound"] is False and login["client_source"] == "dcr"
     no_secret_in(protected, status.out, status.err)
     text = user.ok("mcp", "auth", "status", "docs").out
     assert "docs: logged in" in text and f"issuer:      {protected.base}" in text
@@ -121,6 +122,8 @@ def test_login_with_no_browser_then_list_status_and_logout(user: User,
 
     out = user.ok("mcp", "logout", "docs").out
     assert out.startswith("logged out of docs: removed 1 login from the file store (")
+    # the test AS has no revocation endpoint: said, and the login is gone all the same
+    assert f"  not revoked: {protected.base}: " in out
     assert user.ok("mcp", "auth", "status", "docs", "--json").json()[0]["logged_in"] is False
     assert "docs was not logged in" in user.ok("mcp", "logout", "docs").out
     again = {r["name"]: r for r in user.ok("mcp", "list", "--json").json()}

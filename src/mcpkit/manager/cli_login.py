@@ -34,6 +34,7 @@ from mcpkit.manager.login import http_form
 from mcpkit.manager.oauth_settings import OAuthSettings, check_callback_port
 
 if TYPE_CHECKING:
+    from mcpkit.client.oauth_logout import LogoutReport
     from mcpkit.client.token_records import StoredGrant
     from mcpkit.client.token_store import PersistentTokenStore
 
@@ -85,16 +86,23 @@ def run_logout(args: argparse.Namespace) -> int:
     settings = config.oauth or OAuthSettings()
     url = config.url or ""
 
-    async def logout() -> tuple[str, int]:
-        store = open_store(settings.store)
-        return _store_text(store), await store.forget(http_form(url))
+    async def logout() -> tuple[str, LogoutReport]:
+        from mcpkit.client.oauth_logout import logout
 
-    store_text, removed = _run(logout)
-    if not removed:
+        store = open_store(settings.store)
+        return _store_text(store), await logout(store, http_form(url))
+
+    store_text, report = _run(logout)
+    if not report.removed:
         print(f"{config.name} was not logged in ({store_text} keeps no login for it)")
         return EXIT_OK
-    print(f"logged out of {config.name}: removed {removed} login"
-          f"{'' if removed == 1 else 's'} from {store_text}")
+    print(f"logged out of {config.name}: removed {report.removed} login"
+          f"{'' if report.removed == 1 else 's'} from {store_text}")
+    if report.revoked:
+        print(f"  revoked at the authorization server: {report.revoked} token"
+              f"{'' if report.revoked == 1 else 's'}")
+    for reason in report.not_revoked:  # the local login is gone all the same
+        print(f"  not revoked: {reason}")
     return EXIT_OK
 
 
@@ -142,16 +150,19 @@ def _status_row(config: ServerConfig, store: PersistentTokenStore,
         "logged_in": bool(grants),
         "store": {"kind": store.kind, "location": store.location},
         "configured": settings.to_table(),
-        "logins": [{
-            "resource": grant.resource, "issuer": grant.issuer, "client_id": grant.client_id,
-            "scopes": list(grant.scopes),
-            "expires_at": _iso(grant.tokens.expires_at),
-            "expired": (grant.tokens.expires_at is not None
-                        and grant.tokens.expires_at <= time.time()),
-            "refreshable": bool(grant.tokens.refresh_token),
-            "token_endpoint": grant.token_endpoint,
-        } for grant in grants],
+        "logins": [_login_row(grant) for grant in grants],
     }
+
+
+def _login_row(grant: StoredGrant) -> dict[str, Any]:
+    """The grant's `summary()` (no secret: whether there is a refresh token, not the token),
+    its expiry as a date, and whether that has passed."""
+    row = grant.summary()
+    row["refreshable"] = row.pop("refresh_token")
+    expires_at = grant.tokens.expires_at
+    row["expires_at"] = _iso(expires_at)
+    row["expired"] = expires_at is not None and expires_at <= time.time()
+    return row
 
 
 def _print_status(row: dict[str, Any]) -> None:
