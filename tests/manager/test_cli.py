@@ -318,7 +318,7 @@ def test_list_connects_and_reports_each_server(user: User) -> None:
     assert listed.code == 1
     report = {r["name"]: r for r in listed.json()}
     assert set(report["fx"]) == {"name", "scope", "type", "target", "enabled", "status", "error",
-                                 "tools", "startup_ms"}
+                                 "tools", "startup_ms", "login"}
     assert report["fx"]["type"] == "stdio" and report["fx"]["target"].endswith("--name fx")
     assert report["fx"]["error"] is None and isinstance(report["fx"]["startup_ms"], int)
     assert report["broken"]["status"] == "failed"

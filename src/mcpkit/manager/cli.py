@@ -9,6 +9,9 @@
     mcpkit mcp get NAME [--json]           every field, secrets masked
     mcpkit mcp remove|enable|disable NAME [--scope user|project|local]
     mcpkit mcp test NAME [--json] [-v]     connect, list the tools, time it
+    mcpkit mcp login NAME [--scopes S1,S2] [--no-browser] [--callback-port N]
+    mcpkit mcp logout NAME                 forget the login (the tokens)
+    mcpkit mcp auth status [NAME] [--json] issuer, client id, scopes, expiry, store; no token
     mcpkit mcp import --from claude|claude-desktop|cursor|vscode|codex|opencode [PATH]
                    [--dry-run]             every file of the tool, or PATH
     mcpkit mcp add-from-claude-desktop     = import --from claude-desktop
@@ -65,6 +68,10 @@ MAX_IMPORT_FILE_BYTES = 64 * 1024 * 1024
 """`imports.MAX_IMPORT_FILE_BYTES`, repeated so that building the parser imports nothing
 heavy."""
 INTERRUPTED = 130
+LOGIN_TIMEOUT_S = 300.0
+"""How long `mcp login` waits for the user to log in (the browser's redirect, a paste)."""
+PROBE_TIMEOUT_S = 5.0
+"""How long `mcp add` of a URL server waits to see whether the server requires login."""
 TRANSPORT_CHOICES = ("http", "sse", "ws", "stdio")
 MAX_RESOURCE_WRITE_BYTES = 64 * 1024 * 1024
 """What `mcpkit resources read -o FILE` writes at most (`--max-bytes`)."""
@@ -109,6 +116,8 @@ def add_commands(sub: Any) -> None:
         verb = _command(verbs, name, f"cli_edit.run_{name}", about)
         verb.add_argument("name")
         _scope_option(verb, None)
+
+    _login_commands(verbs)
 
     test = _command(verbs, "test", "cli_servers.run_test",
                     "connect to a server, list its tools, time it")
@@ -299,14 +308,89 @@ def _add_parser(verbs: Any) -> None:
                           "'Authorization: Bearer ${TOKEN}' to keep them out of the file)")
     add.add_argument("--bearer-token-env-var", metavar="NAME",
                      help="send `Authorization: Bearer $NAME` (URL servers)")
+    _oauth_options(add)
     add.add_argument("--startup-timeout", type=float, metavar="S",
                      help="seconds the server has to start (default: 30)")
     add.add_argument("--tool-timeout", type=float, metavar="S",
                      help="seconds a tool call may take (default: 60)")
     add.add_argument("--disabled", action="store_true", help="add it disabled")
+    add.add_argument("--no-probe", action="store_true",
+                     help="do not connect to a URL server to see whether it requires login")
+    add.add_argument("--probe-timeout", type=positive_float, metavar="S",
+                     default=PROBE_TIMEOUT_S,
+                     help="how long that check may take (default: %(default)s s; it never "
+                          "fails the add)")
     _scope_option(add, "user")
     add.add_argument("--force", action="store_true", help="replace an entry of the same name")
     add.set_defaults(loose=True)
+
+
+def _login_commands(verbs: Any) -> None:
+    """`mcp login`, `mcp logout` and `mcp auth status` (`cli_login`)."""
+    login = _command(verbs, "login", "cli_login.run_login",
+                     "log in to a URL server (OAuth): in the browser, or --no-browser")
+    login.add_argument("name")
+    login.add_argument("--scopes", metavar="S1,S2",
+                       help="the scopes to ask for this time, comma- or space-separated "
+                            "(default: the entry's oauth.scopes, else what the server asks)")
+    login.add_argument("--no-browser", action="store_true",
+                       help="print the URL only; after logging in (on any machine), paste "
+                            "the address the browser ends on")
+    login.add_argument("--callback-port", type=int, metavar="PORT",
+                       help="the loopback redirect's port (default: the entry's "
+                            "oauth.callback_port, else the first free of mcpkit's range)")
+    login.add_argument("--timeout", type=positive_float, metavar="S",
+                       default=LOGIN_TIMEOUT_S,
+                       help="how long to wait for the login (default: %(default)s s)")
+    _verbose_option(login)
+    logout = _command(verbs, "logout", "cli_login.run_logout",
+                      "forget a URL server's login (its tokens)")
+    logout.add_argument("name")
+    auth = verbs.add_parser("auth", help="OAuth logins: status",
+                            description="The OAuth logins mcpkit keeps.")
+    auth_verbs = auth.add_subparsers(dest="auth_verb", required=True, metavar="VERB")
+    status = _command(auth_verbs, "status", "cli_login.run_status",
+                      "each URL server's login: issuer, client id, scopes, expiry, store "
+                      "(never a token)")
+    status.add_argument("name", nargs="?", help="one server (default: every URL server)")
+    status.add_argument("--json", action="store_true", help="print JSON (no token in it)")
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
+    return value
+
+
+def _oauth_options(add: argparse.ArgumentParser) -> None:
+    """The entry's `oauth` table (`oauth_settings`), in Claude Code's and Codex's spellings."""
+    oauth = add.add_argument_group(
+        "logging in (OAuth, URL servers)", "how `mcpkit mcp login NAME` logs in; without "
+        "these it uses what the server's metadata offers")
+    oauth.add_argument("--client-id", metavar="ID",
+                       help="a client registered with the server's authorization server")
+    oauth.add_argument("--client-secret-env", metavar="NAME",
+                       help="the environment variable holding that client's secret (the "
+                            "secret itself is never written to the config)")
+    oauth.add_argument("--client-secret", action="store_true", help=argparse.SUPPRESS)
+    oauth.add_argument("--scopes", metavar="S1,S2",
+                       help="the scopes to ask for, comma- or space-separated (default: what "
+                            "the server asks for)")
+    oauth.add_argument("--callback-port", type=int, metavar="PORT",
+                       help="the port of the loopback redirect (http://127.0.0.1:PORT/"
+                            "callback), for a client registered with that redirect")
+    oauth.add_argument("--token-store", choices=("auto", "keyring", "file"),
+                       help="where the login is kept (default: auto: the OS keyring, else "
+                            "a 0600 file)")
+    oauth.add_argument("--grant", choices=("authorization_code", "client_credentials"),
+                       help="authorization_code: a user logs in (default); "
+                            "client_credentials: the client itself, no browser")
+    oauth.add_argument("--client-metadata-url", metavar="URL",
+                       help="the https URL of this client's Client ID Metadata Document")
 
 
 def _scope_option(parser: argparse.ArgumentParser, default: str | None) -> None:
@@ -410,9 +494,11 @@ def _run_list(args: argparse.Namespace) -> int:
             "error": redact(outcome.error) if outcome else entry.error,
             "tools": len(outcome.tools) if outcome and outcome.status == "ready" else None,
             "startup_ms": outcome.startup_ms if outcome else None,
+            "login": outcome.login if outcome else None,
         })
     # As `mcp test`: 1 when a server that should have started did not (a disabled one
-    # is not a failure; an invalid entry is).
+    # is not a failure; an invalid entry is; one that needs a login is not broken: its
+    # line says how to log in).
     code = EXIT_FAILED if any(r["status"] in ("failed", "invalid") for r in rows) else EXIT_OK
     if args.json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
@@ -424,7 +510,9 @@ def _run_list(args: argparse.Namespace) -> int:
     from mcpkit.manager.cli_render import output_width, table
 
     width = output_width()
-    cells = [[r["name"], r["scope"], str(r["type"] or "?"), r["target"], r["status"],
+    shown = {"needs_auth": "needs login"}
+    cells = [[r["name"], r["scope"], str(r["type"] or "?"), r["target"],
+              shown.get(r["status"], r["status"]),
               "-" if r["tools"] is None else str(r["tools"])] for r in rows]
     for line in table(("NAME", "SCOPE", "TRANSPORT", "TARGET", "STATUS", "TOOLS"), cells,
                       width=width, shrink=(3, 0)):
@@ -468,6 +556,7 @@ def _run_get(args: argparse.Namespace) -> int:
         "url": mask_url(config.url) if config.url else None,
         "headers": {k: mask(v) for k, v in config.headers.items()},
         "bearer_token_env_var": config.bearer_token_env_var,
+        "oauth": config.oauth.to_table() if config.oauth else None,
         "enabled": config.enabled, "required": config.required,
         "startup_timeout_sec": config.startup_timeout_sec,
         "tool_timeout_sec": config.tool_timeout_sec,
@@ -489,11 +578,13 @@ def _get_lines(fields: dict[str, Any]) -> list[tuple[str, str]]:
         lines.append(("overrides", f"the entry in {fields['overrides']}"))
     lines.append(("type", fields["type"]))
     shown = ("command", "args", "env", "env_vars", "cwd") if stdio else \
-        ("url", "headers", "bearer_token_env_var")
+        ("url", "headers", "bearer_token_env_var", "oauth")
     for key in (*shown, "enabled", "required", "startup_timeout_sec", "tool_timeout_sec",
                 "enabled_tools", "disabled_tools"):
         value = fields[key]
-        if isinstance(value, dict):
+        if key == "oauth":
+            lines.append((key, _oauth_line(value)))
+        elif isinstance(value, dict):
             pairs = [f"{k}={v}" if key == "env" else f"{k}: {v}" for k, v in value.items()]
             lines += [(key if i == 0 else "", pair) for i, pair in enumerate(pairs)] or \
                 [(key, "-")]
@@ -508,3 +599,11 @@ def _get_lines(fields: dict[str, Any]) -> list[tuple[str, str]]:
             lines.append((key, "all" if key == "enabled_tools" else "-")
                          if value is None else (key, str(value)))
     return lines
+
+
+def _oauth_line(table: dict[str, Any] | None) -> str:
+    """`client_id=…, scopes=a b, …` (the table holds no secret: only a variable's name)."""
+    if not table:
+        return "-"
+    return ", ".join(f"{k}={' '.join(v) if isinstance(v, list) else v}"
+                     for k, v in table.items())

@@ -34,7 +34,33 @@ def run_add(args: argparse.Namespace) -> int:
         entry["tool_timeout_sec"] = args.tool_timeout
     if args.disabled:
         entry["enabled"] = False
-    return _write(args.name, entry, args.scope, args.force)
+    code = _write(args.name, entry, args.scope, args.force)
+    if url and not args.disabled and not args.no_probe:
+        _say_if_login_needed(args.name, args.probe_timeout)
+    return code
+
+
+def _say_if_login_needed(name: str, timeout: float) -> None:
+    """Connect to the server just added, for at most `timeout` seconds: when it asks for a
+    login, say so and name the command. Whatever else happens is not this command's
+    business (`mcp test` is): the entry is written, and the add succeeds."""
+    from mcpkit.manager import cli_servers
+    from mcpkit.manager.cli_targets import prepared
+
+    files = ConfigFiles()
+    try:
+        entry = files.entry(name)
+        config = prepared(files, entry, timeout=timeout)
+    except ConfigError:
+        return  # e.g. a variable that is not set yet: nothing to probe with
+    if config.static_credentials:
+        return  # a 401 would be about that token, not a login
+    try:
+        outcome = cli_servers.survey([config])[name]
+    except Exception:
+        return
+    if outcome.login is not None:
+        print(f"{name} requires login (it asks for OAuth): run `{outcome.login}`")
 
 
 def _server_given(args: argparse.Namespace) -> tuple[list[str], str]:
@@ -120,7 +146,8 @@ _HOST_PORT = re.compile(r"(localhost|\d{1,3}(\.\d{1,3}){3}|\[[0-9a-fA-F:]+\]"
 
 def _stdio_entry(args: argparse.Namespace, command: list[str]) -> dict[str, Any]:
     _refuse(args, {"--header": args.header,
-                   "--bearer-token-env-var": args.bearer_token_env_var}, "a URL server")
+                   "--bearer-token-env-var": args.bearer_token_env_var,
+                   **_oauth_flags(args)}, "a URL server")
     entry: dict[str, Any] = {"type": "stdio", "command": command[0]}
     if command[1:]:
         entry["args"] = command[1:]
@@ -142,7 +169,40 @@ def _remote_entry(args: argparse.Namespace, url: str) -> dict[str, Any]:
         entry["headers"] = dict(_header_pair(pair) for pair in args.header)
     if args.bearer_token_env_var is not None:
         entry["bearer_token_env_var"] = args.bearer_token_env_var
+    oauth = _oauth_table(args)
+    if oauth:
+        entry["oauth"] = oauth
     return entry
+
+
+def _oauth_flags(args: argparse.Namespace) -> dict[str, object]:
+    return {"--client-id": args.client_id, "--client-secret-env": args.client_secret_env,
+            "--scopes": args.scopes, "--callback-port": args.callback_port,
+            "--token-store": args.token_store, "--grant": args.grant,
+            "--client-metadata-url": args.client_metadata_url}
+
+
+def _oauth_table(args: argparse.Namespace) -> dict[str, Any]:
+    """The `oauth` table of the flags given (checked with the rest of the entry)."""
+    if args.client_secret:
+        raise CliError("mcpkit writes no secret to its config: --client-secret is not taken",
+                       hint="export the secret in a variable and name it: "
+                            "--client-secret-env NAME")
+    table: dict[str, Any] = {}
+    for key in ("client_id", "client_secret_env", "callback_port", "grant",
+                "client_metadata_url"):
+        if getattr(args, key) is not None:
+            table[key] = getattr(args, key)
+    if args.token_store is not None:
+        table["store"] = args.token_store
+    if args.scopes is not None:
+        table["scopes"] = split_scopes(args.scopes)
+    return table
+
+
+def split_scopes(text: str) -> list[str]:
+    """`a,b c` → [a, b, c]: Codex separates scopes with commas, OAuth with spaces."""
+    return [scope for scope in re.split(r"[,\s]+", text) if scope]
 
 
 def _refuse(args: argparse.Namespace, given: dict[str, object], meant_for: str) -> None:

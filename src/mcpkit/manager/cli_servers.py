@@ -45,7 +45,7 @@ from mcpkit.manager.managed import Status
 from mcpkit.manager.manager import ServerManager
 
 PROGRESS_TICK_S = 0.1
-SETTLED = (Status.READY, Status.FAILED, Status.DISABLED)
+SETTLED = (Status.READY, Status.FAILED, Status.NEEDS_AUTH, Status.DISABLED)
 
 
 @dataclass
@@ -62,6 +62,8 @@ class Outcome:
     failure: BaseException | None = None
     """The exception behind `error`, for `diagnose`."""
     transport: str | None = None
+    login: str | None = None
+    """For a server that needs a login: the command that logs in."""
 
 
 # --- starting servers -------------------------------------------------------------------------
@@ -141,7 +143,8 @@ def survey(configs: list[ServerConfig], *, environ: Mapping[str, str] | None = N
 def outcome_of(manager: ServerManager, name: str) -> Outcome:
     """What starting server `name` of a started manager found."""
     server = manager.servers[name]
-    outcome = Outcome(server.status.value, server.error, failure=server.failure)
+    outcome = Outcome(server.status.value, server.error, failure=server.failure,
+                      login=server.login)
     if server.status is Status.READY:
         outcome.tools = manager.tools(name)
         if server.startup_s is not None:
@@ -293,7 +296,10 @@ def report_failures(outcomes: dict[str, Outcome], configs: dict[str, ServerConfi
         if outcome.status == Status.READY.value:
             continue
         config = configs.get(name)
-        if config is not None and outcome.status == Status.FAILED.value:
+        if outcome.status == Status.NEEDS_AUTH.value:
+            print(f"mcpkit: {name} needs login (it asks for OAuth)", file=sys.stderr)
+            print(f"hint: log in: `{outcome.login}`", file=sys.stderr)
+        elif config is not None and outcome.status == Status.FAILED.value:
             found = diagnose(config, outcome.error, outcome.failure, written.get(name))
             print(f"mcpkit: error: {found.message}", file=sys.stderr)
             print(f"hint: {found.hint}", file=sys.stderr)

@@ -4,11 +4,15 @@
         "files": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "."],
                   "env": {"DEBUG": "1"}, "env_vars": ["GITHUB_TOKEN"]},
         "docs":  {"type": "http", "url": "https://example.com/mcp",
-                  "bearer_token_env_var": "DOCS_TOKEN", "tool_timeout_sec": 120}}}
+                  "bearer_token_env_var": "DOCS_TOKEN", "tool_timeout_sec": 120},
+        "linear": {"url": "https://mcp.linear.app/mcp",
+                   "oauth": {"client_id": "my-app", "scopes": ["read"]}}}}
 
 `type` is `stdio`, `http`, `sse` or `ws`; when absent it follows from `command` (stdio) or
 from `url` (`ws(s)://` → ws, otherwise http). Unknown keys are refused, so a typo is an
-error, not a silently ignored setting. String values are interpolated (`${VAR}`,
+error, not a silently ignored setting. `oauth` (URL servers) is checked by `oauth_settings`;
+a server has one kind of credentials: `oauth`, or a static token (`bearer_token_env_var`, an
+`Authorization` header), not both. String values are interpolated (`${VAR}`,
 `${VAR:-default}`, `$$`) by `interpolate.py` before they reach `from_entry`.
 """
 
@@ -21,7 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from mcpkit.errors import UsageError
+from mcpkit.manager.config_errors import ConfigError, json_type
+from mcpkit.manager.oauth_settings import OAuthSettings
+
+__all__ = ["ConfigError", "ServerConfig", "from_entry", "json_type"]
 
 TRANSPORTS = ("stdio", "http", "sse", "ws")
 CLIENT_KINDS = {"stdio": "stdio", "http": "http", "sse": "sse", "ws": "websocket"}
@@ -35,12 +42,8 @@ MAX_NAME_LENGTH = 64
 KNOWN_KEYS = frozenset({
     "type", "command", "args", "env", "env_vars", "cwd", "url", "headers",
     "bearer_token_env_var", "enabled", "required", "startup_timeout_sec", "tool_timeout_sec",
-    "enabled_tools", "disabled_tools",
+    "enabled_tools", "disabled_tools", "oauth",
 })
-
-
-class ConfigError(UsageError, ValueError):
-    """A config problem, with where it is (file, server) in the message."""
 
 
 @dataclass
@@ -56,6 +59,8 @@ class ServerConfig:
     url: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     bearer_token_env_var: str | None = None
+    oauth: OAuthSettings | None = None
+    """How to log in (`mcpkit mcp login`): the entry's `oauth` table, checked."""
     enabled: bool = True
     required: bool = False
     """A required server that fails to start fails the whole manager."""
@@ -100,6 +105,13 @@ class ServerConfig:
                               f"{self.bearer_token_env_var} is not set")
         return token
 
+    @property
+    def static_credentials(self) -> bool:
+        """A token given as it is (`bearer_token_env_var` or an `Authorization` header): a
+        401 then means that token was refused, not that a login is needed."""
+        return self.bearer_token_env_var is not None or any(
+            key.lower() == "authorization" for key in self.headers)
+
     def allows_tool(self, tool: str) -> bool:
         """The allow/deny lists, applied to listing and calling alike."""
         if any(fnmatch.fnmatchcase(tool, pattern) for pattern in self.disabled_tools):
@@ -123,7 +135,7 @@ class ServerConfig:
         for key in sorted(KNOWN_KEYS - {"type"}):
             value = getattr(self, key)
             if value != getattr(defaults, key):
-                entry[key] = value
+                entry[key] = value.to_table() if key == "oauth" else value
         return entry
 
 
@@ -147,6 +159,7 @@ def from_entry(name: str, entry: object, where: str = "") -> ServerConfig:
         cwd=reader.string("cwd"), url=reader.string("url"),
         headers=reader.string_map("headers"),
         bearer_token_env_var=reader.string("bearer_token_env_var"),
+        oauth=_oauth_of(entry, prefix),
         enabled=reader.boolean("enabled", True), required=reader.boolean("required", False),
         startup_timeout_sec=reader.seconds("startup_timeout_sec", DEFAULT_STARTUP_TIMEOUT_S),
         tool_timeout_sec=reader.seconds("tool_timeout_sec", DEFAULT_TOOL_TIMEOUT_S),
@@ -155,6 +168,12 @@ def from_entry(name: str, entry: object, where: str = "") -> ServerConfig:
     )
     _check_target(config, prefix)
     return config
+
+
+def _oauth_of(entry: dict[str, Any], prefix: str) -> OAuthSettings | None:
+    if "oauth" not in entry:
+        return None
+    return OAuthSettings.from_table(entry["oauth"], prefix)
 
 
 def check_name(name: str, prefix: str) -> None:
@@ -189,7 +208,15 @@ def _check_target(config: ServerConfig, prefix: str) -> None:
             raise ConfigError(f"{prefix}: a stdio server needs a \"command\"")
         if config.url is not None:
             raise ConfigError(f"{prefix}: a stdio server has no \"url\"")
+        if config.oauth is not None:
+            raise ConfigError(f"{prefix}: \"oauth\" applies to URL servers; a stdio server "
+                              "gets its credentials through \"env\"")
         return
+    if config.oauth is not None and config.static_credentials:
+        given = ("bearer_token_env_var" if config.bearer_token_env_var
+                 else "an Authorization header")
+        raise ConfigError(f"{prefix}: \"oauth\" and {given} both give credentials; keep one "
+                          "(oauth logs in with `mcpkit mcp login`, a token is sent as it is)")
     if config.command is not None:
         raise ConfigError(f"{prefix}: a {config.type} server has a \"url\", not a \"command\"")
     if not config.url:
@@ -257,9 +284,3 @@ class _Reader:
             raise ConfigError(f"{self.prefix}: \"{key}\" must be between 0 and "
                               f"{MAX_TIMEOUT_S:g} seconds, not {value}")
         return float(value)
-
-
-def json_type(value: object) -> str:
-    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
-             int: "a number", float: "a number", type(None): "null"}
-    return names.get(type(value), type(value).__name__)

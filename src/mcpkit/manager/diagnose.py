@@ -1,5 +1,7 @@
 """Why a server did not start, in one line, with the one fix that applies.
 
+    login        HTTP 401 with an OAuth         mcpkit mcp login NAME (`login.py`)
+                 challenge, or no OAuth token
     auth         HTTP 401/403                   give a token (or check the one given)
     refused      connection refused             start the server / check the port
     dns          the host name does not resolve check the host
@@ -33,6 +35,7 @@ from urllib.parse import urlsplit
 
 from mcpkit.manager.cli_render import REDACT, first_line, mask_url, one_line
 from mcpkit.manager.config import ServerConfig
+from mcpkit.manager.login import login_command, needs_login
 
 SNIPPET_CHARS = 120
 """At most this much of a server's error body is quoted."""
@@ -73,6 +76,8 @@ def _diagnose(started: ServerConfig, error: str | None, failure: BaseException |
                          "run the command yourself to see what it says: "
                          f"{shlex.join(config.target())}")
     url = mask_url(config.url or "")
+    if needs_login(started, failure):
+        return _login_problem(config, url, chain, direct)
     status = _http_status(chain)
     if status is not None:
         return _http_problem(config, url, status, chain, direct)
@@ -152,6 +157,18 @@ def _auth_problem(config: ServerConfig, url: str, status: int, where: str) -> Di
     return Diagnosis("auth", f"{config.name} requires authentication ({where})",
                      f"give it a token: `{command}` and set {variable} in the "
                      "environment")
+
+
+def _login_problem(config: ServerConfig, url: str, chain: list[BaseException],
+                   direct: bool) -> Diagnosis:
+    status = _http_status(chain)
+    said = f" (HTTP {status} from {url})" if status is not None else ""
+    if direct:
+        return Diagnosis("login", f"{url} requires login (OAuth){said}",
+                         "configure it and log in: `mcpkit mcp add NAME URL`, then "
+                         "`mcpkit mcp login NAME`")
+    return Diagnosis("login", f"{config.name} requires login (OAuth){said}",
+                     f"log in: `{login_command(config.name)}`")
 
 
 def _tls_problem(config: ServerConfig, url: str, address: str,

@@ -28,7 +28,24 @@ so each tool's variable syntax is rewritten into ours and every other `$` is esc
     Codex            (none); env_http_headers       Header: ${VAR}
     OpenCode         {env:VAR}                     ${VAR}; {file:…} is kept, with a warning
 
-Whatever cannot be carried over (an `envFile`, OAuth settings, approval modes…) is dropped
+Login settings become the entry's `oauth` table (`oauth_settings`); a secret is never
+carried over (Claude Code keeps it in its keychain), and settings with no mcpkit meaning are
+dropped with a warning:
+
+    Claude Code  oauth.clientId, .callbackPort      client_id, callback_port
+                 oauth.scopes ("a b", one string)   scopes (a list)
+                 oauth.authServerMetadataUrl        dropped (mcpkit discovers the metadata)
+    Codex        oauth.client_id, .callback_port    client_id, callback_port
+                 scopes                             scopes
+                 mcp_oauth_callback_port,           callback_port, store of every URL
+                 mcp_oauth_credentials_store        server (top-level keys)
+                 oauth_resource, oauth.callback_url dropped (mcpkit uses the resource the
+                                                    server's metadata names)
+
+An entry that also has a static token (`bearer_token_env_var`, an `Authorization` header)
+keeps the token and drops the login settings, with a warning: mcpkit takes one of the two.
+
+Whatever else cannot be carried over (an `envFile`, approval modes…) is dropped
 with a warning, and an entry that still fails our checks is skipped with one; a name we do
 not accept is rewritten (with a warning). JSON of the editors and of OpenCode may have
 comments and trailing commas (JSONC).
@@ -420,9 +437,59 @@ def _common_entry(context: _Context, name: str, raw: object,
     if "envFile" in raw:
         context.warn(name, f"envFile {raw['envFile']!r} is not imported; put its variables "
                            "in the environment or in \"env\"")
+    if "oauth" in raw:
+        _add_oauth(context, name, entry, _claude_oauth(context, name, raw["oauth"], rewrite))
     _warn_dropped(context, name, raw, {"type", *_COMMON_KEYS, "disabled", "enabled",
-                                       "envFile"})
+                                       "envFile", "oauth"})
     return entry
+
+
+def _claude_oauth(context: _Context, name: str, written: object,
+                  rewrite: Rewrite) -> dict[str, Any]:
+    """Claude Code's `oauth` object (clientId, callbackPort, scopes as one string)."""
+    if not isinstance(written, dict):
+        context.warn(name, f"oauth must be an object, not {json_type(written)}; not imported")
+        return {}
+    table: dict[str, Any] = {}
+    if "clientId" in written:
+        table["client_id"] = _rewrite_all(written["clientId"], rewrite)
+    if "callbackPort" in written:
+        table["callback_port"] = written["callbackPort"]
+    scopes = written.get("scopes")
+    if isinstance(scopes, str):
+        table["scopes"] = scopes.split()
+    elif scopes is not None:
+        table["scopes"] = scopes  # our check names what is wrong with it
+    if "authServerMetadataUrl" in written:
+        context.warn(name, "oauth.authServerMetadataUrl is not imported: mcpkit discovers "
+                           "the authorization server from the server's own metadata")
+    dropped = sorted(set(written) - {"clientId", "callbackPort", "scopes",
+                                     "authServerMetadataUrl"})
+    if dropped:
+        context.warn(name, f"oauth keys not imported (no mcpkit equivalent): "
+                           f"{', '.join(dropped)}")
+    return table
+
+
+def _has_token(entry: dict[str, Any]) -> bool:
+    headers = entry.get("headers")
+    return bool(entry.get("bearer_token_env_var")) or (
+        isinstance(headers, dict) and any(str(k).lower() == "authorization" for k in headers))
+
+
+def _add_oauth(context: _Context, name: str, entry: dict[str, Any],
+               table: dict[str, Any]) -> None:
+    """Put the login settings in `entry`, unless it has a static token (mcpkit takes one)."""
+    if not table:
+        return
+    if _has_token(entry):
+        context.warn(name, "has a static token and OAuth settings; the token is imported, "
+                           f"the OAuth settings ({', '.join(sorted(table))}) are not")
+        return
+    if entry.get("type") == "stdio":
+        context.warn(name, "OAuth settings of a command (stdio) server are not imported")
+        return
+    entry["oauth"] = table
 
 
 def _common_type(raw: dict[str, Any]) -> str | None:
@@ -460,12 +527,28 @@ def _read_codex(context: _Context) -> None:
         raise ConfigError(f"{context.path}: invalid TOML: {exc}") from exc
     except RecursionError as exc:
         raise ConfigError(f"{context.path}: nested too deeply to be a config file") from exc
+    shared = _codex_shared_oauth(context, document)
     for name, raw in _object(document.get("mcp_servers"), "mcp_servers",
                              context.path).items():
-        context.add(name, _codex_entry(context, name, raw))
+        context.add(name, _codex_entry(context, name, raw, shared))
 
 
-def _codex_entry(context: _Context, name: str, raw: object) -> dict[str, Any] | None:
+def _codex_shared_oauth(context: _Context, document: dict[str, Any]) -> dict[str, Any]:
+    """The top-level keys that apply to every server's login."""
+    shared: dict[str, Any] = {}
+    if "mcp_oauth_callback_port" in document:
+        shared["callback_port"] = document["mcp_oauth_callback_port"]
+    if "mcp_oauth_credentials_store" in document:
+        shared["store"] = document["mcp_oauth_credentials_store"]
+    if "mcp_oauth_callback_url" in document:
+        context.result.warnings.append(
+            "mcp_oauth_callback_url is not imported: mcpkit's redirect is the loopback "
+            "http://127.0.0.1:PORT/callback (callback_port)")
+    return shared
+
+
+def _codex_entry(context: _Context, name: str, raw: object,
+                 shared: dict[str, Any] | None = None) -> dict[str, Any] | None:
     if not isinstance(raw, dict):
         context.warn(name, f"skipped: must be a table, not {json_type(raw)}")
         return None
@@ -480,9 +563,36 @@ def _codex_entry(context: _Context, name: str, raw: object) -> dict[str, Any] | 
     headers = _codex_headers(context, name, raw)
     if headers:
         entry["headers"] = headers
+    oauth = _codex_oauth(context, name, raw)
+    if entry["type"] != "stdio" and (oauth or not _has_token(entry)):
+        oauth = {**(shared or {}), **oauth}  # the top-level keys apply to every URL server
+    _add_oauth(context, name, entry, oauth)
     _warn_dropped(context, name, raw, {*_CODEX_KEYS, "env_vars", "startup_timeout_ms",
-                                       "http_headers", "env_http_headers"})
+                                       "http_headers", "env_http_headers", "scopes", "oauth",
+                                       "oauth_resource"})
     return entry
+
+
+def _codex_oauth(context: _Context, name: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """`scopes` and the `[mcp_servers.NAME.oauth]` table (client_id, callback_port)."""
+    table: dict[str, Any] = {}
+    if "scopes" in raw:
+        table["scopes"] = _rewrite_all(raw["scopes"], escape)
+    written = raw.get("oauth")
+    if written is not None and not isinstance(written, dict):
+        context.warn(name, f"oauth must be a table, not {json_type(written)}; not imported")
+        written = None
+    for key in ("client_id", "callback_port"):
+        if written and key in written:
+            table[key] = _rewrite_all(written[key], escape)
+    dropped = sorted(set(written or {}) - {"client_id", "callback_port"})
+    if dropped:
+        context.warn(name, f"oauth keys not imported (no mcpkit equivalent): "
+                           f"{', '.join(dropped)}")
+    if "oauth_resource" in raw:
+        context.warn(name, "oauth_resource is not imported: mcpkit asks for the resource "
+                           "the server's metadata names (RFC 8707)")
+    return table
 
 
 def _codex_env_vars(context: _Context, name: str, written: object) -> object:

@@ -1,8 +1,10 @@
 """One configured server under the manager: its client, its catalog and its life.
 
 States: `disabled` (not started: `enabled: false`), `starting`, `ready`, `failed` (the
-reason is kept: the error, with a stdio child's exit code and stderr tail), `restarting`
-(a stdio child died; it is started again with backoff), `stopped`.
+reason is kept: the error, with a stdio child's exit code and stderr tail), `needs_auth` (a
+remote server that wants an OAuth login it does not have: `login` is the command to run,
+see `login.py`), `restarting` (a stdio child died; it is started again with backoff),
+`stopped`.
 
 Invariants:
 - `client` is set exactly while the server is `ready` (or being restarted from ready);
@@ -32,6 +34,7 @@ from mcpkit.client.session import ProgressCallback
 from mcpkit.manager.cli_render import mask_url
 from mcpkit.manager.config import ServerConfig
 from mcpkit.manager.errors import ServerUnavailable
+from mcpkit.manager.login import login_command, needs_login
 from mcpkit.protocol import types
 
 log = logging.getLogger(__name__)
@@ -50,6 +53,7 @@ class Status(StrEnum):
     STARTING = "starting"
     READY = "ready"
     FAILED = "failed"
+    NEEDS_AUTH = "needs_auth"
     RESTARTING = "restarting"
     STOPPED = "stopped"
 
@@ -79,6 +83,8 @@ class ManagedServer:
         self.error: str | None = None
         self.failure: BaseException | None = None
         """The exception behind `error`, when there was one (for diagnosing it)."""
+        self.login: str | None = None
+        """While `needs_auth`: the command that logs in (`mcpkit mcp login NAME`)."""
         self.client: Client | None = None
         self.tools: list[types.Tool] = []
         self.resources: list[types.Resource] = []
@@ -162,16 +168,25 @@ class ManagedServer:
         self.status = Status.READY
         self.error = None
         self.failure = None
+        self.login = None
         self._ready_since = time.monotonic()
         assert self._tg is not None
         self._tg.start_soon(self._watch, client)
         await self._listen(client)
 
     def _fail(self, reason: str, failure: BaseException | None = None) -> None:
-        self.status = Status.FAILED
-        self.error = reason
         self.failure = failure
         self.client = None
+        if needs_login(self.config, failure):
+            self.status = Status.NEEDS_AUTH
+            self.login = login_command(self.name)
+            self.error = f"needs login: run `{self.login}`"
+            log.warning("MCP server %s needs login (%s): run `%s`", self.describe(), reason,
+                        self.login)
+            return
+        self.status = Status.FAILED
+        self.error = reason
+        self.login = None
         log.warning("MCP server %s failed: %s", self.describe(), reason)
 
     async def stop(self) -> None:
@@ -303,6 +318,8 @@ class ManagedServer:
         if self.status in (Status.STARTING, Status.RESTARTING):
             await self.until_settled()
         client = self.client
+        if self.status is Status.NEEDS_AUTH:
+            raise ServerUnavailable(f"MCP server {self.name} needs login: run `{self.login}`")
         if client is None or self.status is not Status.READY:
             why = f": {self.error}" if self.error else ""
             raise ServerUnavailable(f"MCP server {self.name} is {self.status.value}{why}")

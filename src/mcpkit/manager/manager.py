@@ -8,6 +8,9 @@
 - Every enabled server starts in parallel, each bounded by its `startup_timeout_sec`. One
   that fails is marked failed with the reason and the others go on, unless it is
   `required` (then `start()` raises `RequiredServerFailed` and nothing is left running).
+- A URL server starts with the OAuth login kept for it (`mcpkit mcp login`), refreshed as
+  needed. One that asks for a login it does not have is `needs_auth`, not failed, with the
+  command that logs in (`server.login`); nothing prompts (`login.py`).
 - Tools are exposed as `mcp__<server>__<tool>` (`names.py`: sanitized, ≤ 64 characters,
   collisions resolved and recorded in `name_collisions`); prompts the same way; resources
   keep their URIs and are read through their server. `enabled_tools`/`disabled_tools`
@@ -47,6 +50,7 @@ from mcpkit.manager.errors import (
     ToolNotAllowed,
     UnknownTool,
 )
+from mcpkit.manager.login import server_auth
 from mcpkit.manager.managed import REFRESH_INTERVAL_S, ManagedServer, RestartPolicy, Status
 from mcpkit.manager.names import NameTable
 from mcpkit.manager.permissions import AskHook, PermissionHook, ToolCallRequest
@@ -112,6 +116,8 @@ class ServerManager:
         self._prompts: dict[str, ManagedPrompt] = {}
         self._built_for: tuple[Any, ...] = ()
         self._hosted = HostedTaskGroup()
+        self._logins: dict[str, Any] = {}
+        """Server name → its `OAuth` (kept login) or `MachineAuth` (found by `start`)."""
 
     @classmethod
     def from_config(cls, *, cwd: Path | None = None, **options: Any) -> ServerManager:
@@ -136,6 +142,7 @@ class ServerManager:
             raise ManagerError("this ServerManager is already started")
         tg = await self._hosted.open()
         try:
+            await self._find_logins()
             async with anyio.create_task_group() as starting:
                 for server in self.servers.values():
                     if server.config.enabled:
@@ -163,6 +170,18 @@ class ServerManager:
 
     # --- clients -------------------------------------------------------------------------
 
+    async def _find_logins(self) -> None:
+        """The authorization of each enabled URL server with no token of its own: its kept
+        OAuth login (`mcpkit mcp login`) or its client_credentials grant (`login.py`); an
+        `auth` in `client_options` wins."""
+        if "auth" in self._client_options:
+            return
+        for server in self.servers.values():
+            if server.config.enabled and server.config.type != "stdio":
+                auth = await server_auth(server.config, self._environ)
+                if auth is not None:
+                    self._logins[server.name] = auth
+
     def _make_client(self, server: ManagedServer) -> Client:
         config = server.config
         options: dict[str, Any] = {"timeouts": Timeouts(timeout=config.tool_timeout_sec),
@@ -178,6 +197,9 @@ class ServerManager:
                                      bearer_token=config.bearer_token(self._environ))
         connect = replace(connect, kind=config.client_kind,
                           connect_timeout=config.startup_timeout_sec)
+        login = self._logins.get(server.name)
+        if login is not None:
+            options["auth"] = login
         return Client(config.target(), connect=connect, notifications=notifications, **options)
 
     # --- the catalog ---------------------------------------------------------------------
