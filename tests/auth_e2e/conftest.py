@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 from tests.auth_e2e.stack import Stack, running_stack
+from tests.manager.test_cli import user  # noqa: F401 (a fixture: the CLI tests' user)
 
 DEFAULT_ACCESS_TOKEN_TTL_S = 3600
 
