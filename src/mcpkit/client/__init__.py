@@ -2,7 +2,8 @@
 value objects its settings are grouped in (`ConnectOptions`, `Timeouts`, `Responders`,
 `Notifications`, `Limits`, `Behaviour`), and its authorization group: `OAuth` (a user logs
 in) or `MachineAuth` with a machine grant (`ClientCredentialsGrant`, `WorkloadIdentityGrant`,
-`EnterpriseGrant`); either takes `dpop=True` (or a `DPoPKey`)."""
+`EnterpriseGrant`); either takes `dpop=True` (or a `DPoPKey`); or `TokenHook` for callers
+who bring their own tokens."""
 
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from mcpkit.client.options import Behaviour, Limits
 from mcpkit.client.responders import Responders, form_defaults
 from mcpkit.client.session import InboundLimits, RequestTimeout, ServerError, Timeouts
 from mcpkit.client.targets import ConnectOptions
+from mcpkit.client.token_hook import TokenHook
 from mcpkit.transports.client.base import (
     ConnectionClosed,
     HttpStatusError,
@@ -56,6 +58,7 @@ __all__ = [
     "ServerError",
     "SessionExpired",
     "Timeouts",
+    "TokenHook",
     "TooManyInputRounds",
     "TransportError",
     "WorkloadIdentityGrant",
