@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 
 
 def free_port() -> int:
@@ -117,3 +118,40 @@ def serve_in_thread(app: Any, *, lifespan: str = "off", name: str = "uvicorn",
         if thread.is_alive():
             server.force_exit = True
             thread.join(5)
+
+
+async def released_together(command: list[str], count: int,
+                            timeout_s: float) -> list[dict[str, Any]]:
+    """Start `count` copies of `command` (a worker that prints "ready", waits for a line on
+    stdin, then prints one JSON line last), release them all at once when every one is
+    ready, and return their JSON reports; every one must exit 0. Bounded by `timeout_s`;
+    any still running at the end is killed."""
+    import msgspec
+
+    reports: list[dict[str, Any]] = []
+    with anyio.fail_after(timeout_s):
+        processes = [await anyio.open_process(command) for _ in range(count)]
+        try:
+            for process in processes:  # all imported and waiting
+                assert process.stdout is not None
+                assert (await process.stdout.receive()).startswith(b"ready")
+            for process in processes:
+                assert process.stdin is not None
+                await process.stdin.send(b"go\n")
+
+            async def collect(process: anyio.abc.Process) -> None:
+                assert process.stdout is not None and process.stderr is not None
+                out = b"".join([chunk async for chunk in process.stdout])
+                err = b"".join([chunk async for chunk in process.stderr])
+                assert await process.wait() == 0, err.decode()[-2000:]
+                reports.append(msgspec.json.decode(out.splitlines()[-1]))
+
+            async with anyio.create_task_group() as group:
+                for process in processes:
+                    group.start_soon(collect, process)
+        finally:
+            for process in processes:
+                if process.returncode is None:
+                    process.kill()
+                await process.aclose()
+    return reports

@@ -7,15 +7,14 @@ The provider's event log, not the CLI's word, says what happened at the authoriz
 from __future__ import annotations
 
 import re
-import subprocess
 import urllib.parse
 
 import anyio
 from tests.auth_e2e.logins import FormLogin
 from tests.auth_e2e.stack import Stack
-from tests.manager.test_cli import PY, RUN_TIMEOUT_S, User
+from tests.manager.test_cli import User
+from tests.manager.test_login_cli import login_pasting
 
-MAX_STDERR_LINES = 50
 JWT = re.compile(r"eyJ[\w-]+\.[\w-]+\.[\w-]+")
 """What a leaked access token (a JWT) looks like in output."""
 
@@ -27,30 +26,6 @@ def provider_login(authorization_url: str) -> str:
     return anyio.run(login, authorization_url)
 
 
-def login_pasting(user: User, name: str) -> tuple[int, str, str]:
-    proc = subprocess.Popen([PY, "-m", "mcpkit", "mcp", "login", name, "--no-browser"],
-                            cwd=user.project, env=user.env, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding="utf-8")
-    assert proc.stdin is not None and proc.stderr is not None
-    try:
-        seen = []
-        for _ in range(MAX_STDERR_LINES):
-            line = proc.stderr.readline()
-            seen.append(line)
-            if "/auth?" in line:
-                break
-        else:
-            raise AssertionError(f"no authorization URL printed: {''.join(seen)}")
-        proc.stdin.write(provider_login(line.strip()) + "\n")
-        proc.stdin.flush()
-        out, err = proc.communicate(timeout=RUN_TIMEOUT_S)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return proc.returncode, out, "".join(seen) + err
-
-
 def test_headless_login_then_call_status_and_logout(user: User, stack: Stack) -> None:
     added = user.ok("mcp", "add", "--transport", "http", "docs", stack.resource,
                     "--token-store", "file")
@@ -58,7 +33,7 @@ def test_headless_login_then_call_status_and_logout(user: User, stack: Stack) ->
     assert user.ok("mcp", "list", "--json").json()[0]["status"] == "needs_auth"
 
     mark = stack.mark()
-    code, out, err = login_pasting(user, "docs")
+    code, out, err = login_pasting(user, "docs", browse=provider_login, marker="/auth?")
     assert code == 0, err
     assert out.startswith(f"logged in to docs at {stack.issuer} as client ")
     assert len(stack.events_since(mark, "registration_create.success")) == 1

@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 
 import anyio
-import anyio.abc
 import msgspec
 import pytest
 from tests.auth_e2e.stack import Stack
+from tests.procs import released_together
 
 pytestmark = pytest.mark.anyio
 
@@ -62,42 +62,13 @@ async def test_eight_processes_refresh_one_expired_token_once(stack: Stack,
     await ok(stack, tmp_path, "login")
     stack.set_access_token_ttl(3600)  # the refreshed token is good: nobody refreshes twice
     mark = stack.mark()
-    reports = await released_together([*worker(stack, tmp_path, "call"), "--wait"])
+    reports = await released_together([*worker(stack, tmp_path, "call"), "--wait"],
+                                      PROCESSES, WORKER_TIMEOUT_S)
     assert [r["text"] for r in reports] == ["read ok"] * PROCESSES
     assert len({r["token"] for r in reports}) == 1
     assert len(stack.events_since(mark, "grant.success", grant_type="refresh_token")) == 1
     assert not stack.events_since(mark, "grant.revoked")
     assert not stack.events_since(mark, "authorization.success")
-
-
-async def released_together(command: list[str]) -> list[dict[str, object]]:
-    reports: list[dict[str, object]] = []
-    with anyio.fail_after(WORKER_TIMEOUT_S):
-        processes = [await anyio.open_process(command) for _ in range(PROCESSES)]
-        try:
-            for process in processes:  # all imported and waiting
-                assert process.stdout is not None
-                assert (await process.stdout.receive()).startswith(b"ready")
-            for process in processes:
-                assert process.stdin is not None
-                await process.stdin.send(b"go\n")
-
-            async def collect(process: anyio.abc.Process) -> None:
-                assert process.stdout is not None and process.stderr is not None
-                out = b"".join([chunk async for chunk in process.stdout])
-                err = b"".join([chunk async for chunk in process.stderr])
-                assert await process.wait() == 0, err.decode()[-2000:]
-                reports.append(msgspec.json.decode(out.splitlines()[-1]))
-
-            async with anyio.create_task_group() as group:
-                for process in processes:
-                    group.start_soon(collect, process)
-        finally:
-            for process in processes:
-                if process.returncode is None:
-                    process.kill()
-                await process.aclose()
-    return reports
 
 
 async def test_logout_revokes_at_the_provider_and_forgets(stack: Stack,

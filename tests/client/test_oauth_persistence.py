@@ -21,7 +21,7 @@ import msgspec
 import pytest
 from tests.client.keyring_service import secret_service
 from tests.client.oauth_server import AuthServer, app
-from tests.procs import serve_in_thread
+from tests.procs import released_together, serve_in_thread
 
 from mcpkit import Client
 from mcpkit.auth.errors import AuthorizationError, AuthorizationFailed
@@ -169,32 +169,7 @@ async def test_eight_processes_refresh_one_expired_token_once(
     server.refresh_delay_s = 0.3  # the others reach the lock while the first refreshes
     command = [sys.executable, "-m", "tests.client.oauth_store_worker", server.resource,
                str(tmp_path / "store"), "--wait"]
-    reports: list[dict[str, object]] = []
-    with anyio.fail_after(WORKER_TIMEOUT_S):
-        processes = [await anyio.open_process(command) for _ in range(PROCESSES)]
-        try:
-            for process in processes:  # all imported and waiting
-                assert process.stdout is not None
-                assert (await process.stdout.receive()).startswith(b"ready")
-            for process in processes:  # released together
-                assert process.stdin is not None
-                await process.stdin.send(b"go\n")
-
-            async def collect(process: anyio.abc.Process) -> None:
-                assert process.stdout is not None and process.stderr is not None
-                out = b"".join([chunk async for chunk in process.stdout])
-                err = b"".join([chunk async for chunk in process.stderr])
-                assert await process.wait() == 0, err.decode()[-2000:]
-                reports.append(msgspec.json.decode(out.splitlines()[-1]))
-
-            async with anyio.create_task_group() as group:
-                for process in processes:
-                    group.start_soon(collect, process)
-        finally:
-            for process in processes:
-                if process.returncode is None:
-                    process.kill()
-                await process.aclose()
+    reports = await released_together(command, PROCESSES, WORKER_TIMEOUT_S)
     assert len(reports) == PROCESSES and all(r["text"] == "read ok" for r in reports)
     assert server.refreshes == 1 and server.reuse_detected == 0
     assert len({r["token"] for r in reports}) == 1  # all use the one refreshed token

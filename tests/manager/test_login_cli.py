@@ -17,7 +17,7 @@ import json
 import subprocess
 import sys
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -57,9 +57,12 @@ def location_of(url: str) -> str:
         connection.close()
 
 
-def login_pasting(user: User, name: str, *flags: str) -> tuple[int, str, str]:
-    """`mcpkit mcp login NAME --no-browser`: read the URL it prints, 'log in' (GET it), paste
-    where the browser ends."""
+def login_pasting(user: User, name: str, *flags: str,
+                  browse: Callable[[str], str] = location_of,
+                  marker: str = "/authorize?") -> tuple[int, str, str]:
+    """`mcpkit mcp login NAME --no-browser`: read the URL it prints (the stderr line with
+    `marker`), 'log in' (`browse` it: by default GET it, as the test AS redirects at once),
+    paste where the browser ends."""
     proc = subprocess.Popen([PY, "-m", "mcpkit", "mcp", "login", name, "--no-browser", *flags],
                             cwd=user.project, env=user.env, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, encoding="utf-8")
@@ -69,11 +72,11 @@ def login_pasting(user: User, name: str, *flags: str) -> tuple[int, str, str]:
         for _ in range(MAX_STDERR_LINES):
             line = proc.stderr.readline()
             seen.append(line)
-            if line.strip().startswith("http://") and "/authorize?" in line:
+            if line.strip().startswith("http://") and marker in line:
                 break
         else:
             raise AssertionError(f"no authorization URL printed: {''.join(seen)}")
-        proc.stdin.write(location_of(line.strip()) + "\n")
+        proc.stdin.write(browse(line.strip()) + "\n")
         proc.stdin.flush()
         out, err = proc.communicate(timeout=RUN_TIMEOUT_S)
     finally:

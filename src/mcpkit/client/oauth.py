@@ -55,7 +55,7 @@ from mcpkit.auth.tokens import (
 from mcpkit.client import oauth_grant, oauth_registration
 from mcpkit.client.oauth_client_metadata import check_client_metadata_url
 from mcpkit.client.oauth_discovery import find_resource, find_server, legacy_server
-from mcpkit.client.oauth_dpop import DPoPOption, dpop_from_option
+from mcpkit.client.oauth_dpop import DPoPOption, dpop_from_option, presenting
 from mcpkit.client.oauth_http import HTTP_TIMEOUT_S, OAuthHttp
 from mcpkit.client.oauth_redirect import DEFAULT_REDIRECT_URIS, ListeningRedirect, Redirect
 from mcpkit.client.oauth_registration import Identity, RegistrationStore
@@ -201,9 +201,7 @@ class OAuth:
         tokens = self.tokens
         if tokens is None:
             return {}
-        if self._dpop is not None:
-            return self._dpop.resource_headers(method, url, tokens)
-        return {"Authorization": f"Bearer {tokens.access_token}"}
+        return presenting(self._dpop, method, url, tokens)
 
     async def challenge(self, url: str, status: int, headers: Mapping[str, str]) -> bool:
         if self._dpop is not None and self._dpop.resource_challenge(url, status, headers):

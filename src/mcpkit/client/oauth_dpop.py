@@ -138,3 +138,11 @@ def dpop_from_option(option: DPoPOption) -> DPoP | None:
 def _origin(url: str) -> str:
     parts = urlsplit(url)
     return f"{parts.scheme.lower()}://{parts.netloc.lower()}"
+
+
+def presenting(dpop: DPoP | None, method: str, url: str, tokens: TokenSet) -> dict[str, str]:
+    """The headers that present `tokens` on a resource request: through `dpop` when the
+    client uses DPoP (a fresh proof for a bound token), else as a Bearer token."""
+    if dpop is not None:
+        return dpop.resource_headers(method, url, tokens)
+    return {"Authorization": f"Bearer {tokens.access_token}"}

@@ -38,7 +38,7 @@ from mcpkit.auth.metadata import MAX_DOCUMENT_BYTES
 from mcpkit.auth.scopes import union, unique
 from mcpkit.auth.tokens import REFRESH_MARGIN_S, TokenSet, parse_token_response
 from mcpkit.client.oauth_discovery import find_resource, find_server, legacy_server
-from mcpkit.client.oauth_dpop import DPoPOption, dpop_from_option, header_values
+from mcpkit.client.oauth_dpop import DPoPOption, dpop_from_option, header_values, presenting
 from mcpkit.client.oauth_http import HTTP_TIMEOUT_S, OAuthHttp
 from mcpkit.client.oauth_machine_grants import (
     GrantTarget,
@@ -107,9 +107,7 @@ class MachineAuth:
                         log.warning("replacing the expiring access token failed: %s", exc)
             tokens = self._tokens
             assert tokens is not None
-        if self._dpop is not None:
-            return self._dpop.resource_headers(method, url, tokens)
-        return {"Authorization": f"Bearer {tokens.access_token}"}
+        return presenting(self._dpop, method, url, tokens)
 
     async def challenge(self, url: str, status: int, headers: Mapping[str, str]) -> bool:
         if self._dpop is not None and self._dpop.resource_challenge(url, status, headers):
