@@ -44,7 +44,8 @@
     │   ├── UpstreamUnavailable, UpstreamDown, CatalogTooLarge    a hub's upstream server
     │   ├── AuthorizationError   OAuth: the resource or authorization server refused or
     │   │                        sent something unusable (metadata, issuer, iss, tokens);
-    │   │                        CallbackRefused: strays flooded the loopback listener
+    │   │                        CallbackRefused: strays flooded the loopback listener;
+    │   │                        InvalidToken, DPoPNonceRequired: a resource server refusing
     │   ├── ApiError             a hub REST API error answer (also Starlette's HTTPException)
     │   ├── AdapterError         a model's tool call that is not a valid call (also ValueError)
     │   └── ScenarioFailed, SkillRejected, ServiceError, RedisError    testing

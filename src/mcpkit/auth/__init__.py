@@ -13,6 +13,8 @@
     assertions   client-credentials and jwt-bearer grant forms (RFC 7523), the ID token → ID-JAG
                  exchange (RFC 8693) of enterprise-managed authorization
     dpop         DPoP keys, proofs and nonce challenges (RFC 9449)
+    resource     the resource server's side: `AuthInfo`, `TokenRequest`, `TokenVerifier`,
+                 `InvalidToken`, `DPoPNonceRequired`
     forms        `SecretFields`: form fields and headers whose values never show in a repr
     errors       the exceptions of this package
 
