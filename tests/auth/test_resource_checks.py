@@ -31,6 +31,7 @@ from mcpkit.auth.introspection import IntrospectionPolicy, introspection_info
 from mcpkit.auth.resource import (
     AuthInfo,
     DPoPNonceRequired,
+    InvalidDPoPProof,
     InvalidToken,
     TokenRequest,
     VerifierUnavailable,
@@ -262,9 +263,10 @@ def test_a_good_proof_passes() -> None:
 
 
 def proof_refusal(proof: str, key: DPoPKey, **request: Any) -> str:
-    with pytest.raises(InvalidToken) as caught:
+    with pytest.raises(InvalidDPoPProof) as caught:
         check_proof(proof, dpop_request(proof, **request), policy=DPoPPolicy(),
                     now=time.time(), expected_jkt=key.jkt)
+    assert caught.value.error == "invalid_dpop_proof"  # RFC 9449 §7.1
     assert TOKEN not in caught.value.description
     return caught.value.description
 
@@ -319,11 +321,12 @@ def test_presentation_rules() -> None:
     assert check_presentation(dpop_request(None, scheme="Bearer"), unbound) is False
     # a DPoP header beside an unbound Bearer token is not looked at (RFC 6750 governs)
     assert check_presentation(dpop_request("junk", scheme="Bearer"), unbound) is False
-    with pytest.raises(InvalidToken, match="not as a Bearer token"):
+    with pytest.raises(InvalidToken, match="not as a Bearer token") as downgrade:
         check_presentation(dpop_request(None, scheme="Bearer"), bound_to(key))
+    assert downgrade.value.error == "invalid_token"
     with pytest.raises(InvalidToken, match="not DPoP-bound"):
         check_presentation(dpop_request("p"), unbound)
-    with pytest.raises(InvalidToken, match="needs a DPoP proof"):
+    with pytest.raises(InvalidDPoPProof, match="needs a DPoP proof"):
         check_presentation(dpop_request(None), bound_to(key))
     assert check_presentation(dpop_request("p"), bound_to(key)) is True
 

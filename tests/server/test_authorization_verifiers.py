@@ -7,10 +7,14 @@ nonce flow. No token and no client secret reaches a log."""
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -137,7 +141,7 @@ async def test_oversized_and_overfull_jwks_are_refused(auth_server: AuthServer) 
 
 
 async def test_a_slow_jwks_times_out(auth_server: AuthServer) -> None:
-    auth_server.jwks_delay_s = 5
+    auth_server.jwks_delay_s = 2  # past the verifier's 0.5 s bound
     verifier = JwtVerifier(auth_server.issuer, RESOURCE, jwks_uri=auth_server.jwks_uri(),
                            http=AuthServerHttp(timeout_s=0.5))
     with anyio.fail_after(LIVENESS_S), pytest.raises(VerifierUnavailable,
@@ -222,7 +226,7 @@ async def test_introspection_refuses_another_audience_and_a_wrong_client(
 
 def test_introspection_cache_bounds_and_expiry() -> None:
     now = [1000.0]
-    cache = IntrospectionCache(ttl_s=30, max_entries=100, max_bytes=4096,
+    cache = IntrospectionCache(ttl_s=30, max_entries=100, max_bytes=8192,
                                clock=lambda: now[0])
     short = AuthInfo(subject="s", expires_at=1005.0)
     cache.put(b"a", short, 100)
@@ -232,7 +236,7 @@ def test_introspection_cache_bounds_and_expiry() -> None:
     assert cache.get(b"a") is None
     for i in range(50):
         cache.put(bytes([i]), AuthInfo(subject="s"), 500)
-    assert cache.bytes <= 4096 and len(cache) == 4096 // (500 + 256)
+    assert cache.bytes <= 8192 and len(cache) == 8192 // (4 * 500 + 512)
     assert cache.get(bytes([49])) is not None and cache.get(bytes([0])) is None
 
 
@@ -297,3 +301,18 @@ async def test_the_replay_cache_is_bounded_in_bytes_and_fails_closed() -> None:
 def test_no_secret_in_a_request_repr() -> None:
     request = dpop_request("secret-token", DPoPKey.generate())
     assert "secret-token" not in repr(request) and request.dpop_proof not in repr(request)
+
+
+def test_a_flood_keeps_the_caches_within_their_byte_bounds() -> None:
+    """The replay and introspection caches of a real process, flooded far past their bounds
+    (2 MiB each): its resident memory grows by at most the two bounds plus 8 MiB of headroom
+    (unbounded, they would hold about 69 MB)."""
+    bound = 2 * 1024 * 1024
+    out = subprocess.run([sys.executable, "-m", "tests.server.authorization_flood", str(bound)],
+                         capture_output=True, text=True, timeout=120, check=True,
+                         cwd=Path(__file__).resolve().parents[2])
+    figures = json.loads(out.stdout)
+    assert figures["replay_kept"] == bound // ENTRY_BYTES
+    assert figures["replay_refused"] == 200_000 - figures["replay_kept"]
+    assert figures["introspection_bytes"] <= bound and figures["introspection_kept"] > 100
+    assert figures["after"] - figures["before"] <= 2 * bound + 8 * 1024 * 1024, figures

@@ -9,7 +9,9 @@ token on this request, made by the key the token is bound to, for this method an
     check_proof         the proof itself (§4.3 steps 1-11 but the replay and nonce state)
     check_nonce         the proof's nonce against the ones the server accepts (§9)
 
-No IO and no state: the `jti` replay cache and the server's nonces are kept by the server
+A token presented wrongly is an InvalidToken (error="invalid_token"); a bad proof an
+InvalidDPoPProof (error="invalid_dpop_proof", RFC 9449 §7.1). No IO and no state: the `jti`
+replay cache and the server's nonces are kept by the server
 (`mcpkit.server.authorization`). Signatures, key import and RFC 7638 thumbprints: joserfc."""
 
 from __future__ import annotations
@@ -24,7 +26,13 @@ from joserfc.errors import JoseError
 from joserfc.jwk import JWKRegistry
 
 from mcpkit.auth.dpop import access_token_hash, normalize_htu
-from mcpkit.auth.resource import AuthInfo, DPoPNonceRequired, InvalidToken, TokenRequest
+from mcpkit.auth.resource import (
+    AuthInfo,
+    DPoPNonceRequired,
+    InvalidDPoPProof,
+    InvalidToken,
+    TokenRequest,
+)
 from mcpkit.errors import InvalidArgument
 
 __all__ = [
@@ -99,7 +107,7 @@ def check_presentation(request: TokenRequest, info: AuthInfo) -> bool:
     if info.jkt is None:
         raise InvalidToken("the access token is not DPoP-bound; send it as a Bearer token")
     if not request.dpop_proof:
-        raise InvalidToken("a DPoP-bound access token needs a DPoP proof header")
+        raise InvalidDPoPProof("a DPoP-bound access token needs a DPoP proof header")
     return True
 
 
@@ -115,25 +123,26 @@ def check_proof(proof: str, request: TokenRequest, *, policy: DPoPPolicy, now: f
         claims = jwt.decode(proof, key, algorithms=[header["alg"]]).claims
         thumbprint = key.thumbprint()
     except _DECODE_ERRORS:
-        raise InvalidToken("the DPoP proof's signature does not verify with its jwk") from None
+        raise InvalidDPoPProof("the DPoP proof's signature does not verify with its "
+                               "jwk") from None
     if not isinstance(claims, dict):
-        raise InvalidToken("the DPoP proof's payload is not a JSON object")
+        raise InvalidDPoPProof("the DPoP proof's payload is not a JSON object")
     if claims.get("htm") != request.method:
-        raise InvalidToken("the DPoP proof is for another HTTP method (htm)")
+        raise InvalidDPoPProof("the DPoP proof is for another HTTP method (htm)")
     _check_htu(claims.get("htu"), request.url)
     iat = _check_iat(claims.get("iat"), policy, now)
     jti = claims.get("jti")
     if not isinstance(jti, str) or not jti or len(jti) > policy.max_jti_chars:
-        raise InvalidToken(f"the DPoP proof needs a jti of 1 to {policy.max_jti_chars} "
-                           "characters")
+        raise InvalidDPoPProof(f"the DPoP proof needs a jti of 1 to {policy.max_jti_chars} "
+                               "characters")
     if claims.get("ath") != _token_hash(request.token):
-        raise InvalidToken("the DPoP proof is for another access token (ath)")
+        raise InvalidDPoPProof("the DPoP proof is for another access token (ath)")
     if thumbprint != expected_jkt:
-        raise InvalidToken("the DPoP proof is signed by a key the access token is not bound "
-                           "to (cnf.jkt)")
+        raise InvalidDPoPProof("the DPoP proof is signed by a key the access token is not "
+                               "bound to (cnf.jkt)")
     nonce = claims.get("nonce")
     if nonce is not None and not isinstance(nonce, str):
-        raise InvalidToken("the DPoP proof's nonce is not a string")
+        raise InvalidDPoPProof("the DPoP proof's nonce is not a string")
     return VerifiedProof(jti=jti, iat=iat, nonce=nonce, jkt=thumbprint)
 
 
@@ -146,44 +155,44 @@ def _token_hash(token: str) -> str:
 
 def _proof_header(proof: str, policy: DPoPPolicy) -> dict[str, Any]:
     if len(proof) > policy.max_proof_chars:
-        raise InvalidToken(f"the DPoP proof is over {policy.max_proof_chars} characters")
+        raise InvalidDPoPProof(f"the DPoP proof is over {policy.max_proof_chars} characters")
     if proof.count(".") != 2:
-        raise InvalidToken("the DPoP proof is not a signed JWT")
+        raise InvalidDPoPProof("the DPoP proof is not a signed JWT")
     try:
         header = dict(jws.extract_compact(proof.encode("ascii")).protected)
     except _DECODE_ERRORS:
-        raise InvalidToken("the DPoP proof's header does not decode") from None
+        raise InvalidDPoPProof("the DPoP proof's header does not decode") from None
     if header.get("typ") != "dpop+jwt":
-        raise InvalidToken("the DPoP proof's typ is not dpop+jwt")
+        raise InvalidDPoPProof("the DPoP proof's typ is not dpop+jwt")
     alg = header.get("alg")
     if not isinstance(alg, str) or alg not in policy.algorithms:
-        raise InvalidToken("the DPoP proof's algorithm is not accepted")
+        raise InvalidDPoPProof("the DPoP proof's algorithm is not accepted")
     jwk = header.get("jwk")
     if not isinstance(jwk, dict) or jwk.get("kty") not in _KEY_TYPES:
-        raise InvalidToken("the DPoP proof's header has no public jwk")
+        raise InvalidDPoPProof("the DPoP proof's header has no public jwk")
     if _PRIVATE_MEMBERS & jwk.keys():
-        raise InvalidToken("the DPoP proof's jwk holds private key material")
+        raise InvalidDPoPProof("the DPoP proof's jwk holds private key material")
     return header
 
 
 def _check_htu(htu: object, url: str) -> None:
     if not isinstance(htu, str):
-        raise InvalidToken("the DPoP proof has no htu")
+        raise InvalidDPoPProof("the DPoP proof has no htu")
     try:
         same = normalize_htu(htu) == normalize_htu(url)
     except InvalidArgument:
         same = False
     if not same:
-        raise InvalidToken("the DPoP proof is for another URL (htu)")
+        raise InvalidDPoPProof("the DPoP proof is for another URL (htu)")
 
 
 def _check_iat(iat: object, policy: DPoPPolicy, now: float) -> float:
     if isinstance(iat, bool) or not isinstance(iat, (int, float)) or not math.isfinite(iat):
-        raise InvalidToken("the DPoP proof has no iat")
+        raise InvalidDPoPProof("the DPoP proof has no iat")
     if iat > now + policy.leeway_s:
-        raise InvalidToken("the DPoP proof was issued in the future (iat)")
+        raise InvalidDPoPProof("the DPoP proof was issued in the future (iat)")
     if iat < now - policy.max_age_s - policy.leeway_s:
-        raise InvalidToken("the DPoP proof is too old (iat)")
+        raise InvalidDPoPProof("the DPoP proof is too old (iat)")
     return float(iat)
 
 

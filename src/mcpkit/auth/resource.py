@@ -7,6 +7,7 @@ introspect live in `mcpkit.server.authorization`; the HTTP gate in the server tr
     TokenVerifier   `await verifier.verify(request) -> AuthInfo`, or one of the errors below
     InvalidToken    401 error="invalid_token" (expired, wrong audience, bad signature, …)
     DPoPNonceRequired  401 error="use_dpop_nonce" with the nonce to send (RFC 9449 §9)
+    InvalidDPoPProof   an InvalidToken with error="invalid_dpop_proof" (RFC 9449 §7.1)
     InsufficientScope  403 error="insufficient_scope" (a verifier's required scopes missing)
     VerifierUnavailable  an InvalidToken: the AS's keys or introspection could not be reached
     challenge_header   the `WWW-Authenticate` value of a 401/403 (RFC 6750 §3, RFC 9728 §5.1,
@@ -67,7 +68,10 @@ class TokenVerifier(Protocol):
 
 class InvalidToken(AuthorizationError):
     """The token cannot be accepted: 401 with error="invalid_token". `description` is safe to
-    send back (it names the check that failed, never the token)."""
+    send back (it names the check that failed, never the token). `error` is the OAuth error
+    code for the challenge (a subclass may name another)."""
+
+    error = "invalid_token"
 
     def __init__(self, description: str) -> None:
         super().__init__(description)
@@ -81,6 +85,13 @@ class DPoPNonceRequired(AuthorizationError):
     def __init__(self, nonce: str) -> None:
         super().__init__("a DPoP proof with the server's nonce is required")
         self.nonce = nonce
+
+
+class InvalidDPoPProof(InvalidToken):
+    """The DPoP proof is missing, malformed, for another request or key, stale, or replayed:
+    401 with error="invalid_dpop_proof" under the `DPoP` scheme (RFC 9449 §7.1, §12.2)."""
+
+    error = "invalid_dpop_proof"
 
 
 class InsufficientScope(AuthorizationError):

@@ -34,9 +34,13 @@ DEFAULT_INTROSPECTION_CACHE_TTL_S = 30.0
 
 DEFAULT_INTROSPECTION_CACHE_ENTRIES = 10_000
 DEFAULT_INTROSPECTION_CACHE_BYTES = 8 * 1024 * 1024
-"""Bounds on the cache: entries, and the answers' bytes (plus a fixed cost per entry)."""
+"""Bounds on the cache: entries, and the memory the decoded answers take (estimated)."""
 
-_ENTRY_OVERHEAD_BYTES = 256
+_DECODED_BYTES_PER_BODY_BYTE = 4
+_ENTRY_OVERHEAD_BYTES = 512
+# An answer decoded into AuthInfo (a dict of str, the scope set) and its cache slot take about
+# 4 times the JSON body plus a fixed part: 1 487 bytes measured (tracemalloc) for a 268-byte answer
+# of ten members, estimated 1 584.
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +73,7 @@ class IntrospectionCache:
         until = self._clock() + self._ttl_s
         if isinstance(outcome, AuthInfo) and outcome.expires_at is not None:
             until = min(until, outcome.expires_at)
-        size = body_size + _ENTRY_OVERHEAD_BYTES
+        size = _DECODED_BYTES_PER_BODY_BYTE * body_size + _ENTRY_OVERHEAD_BYTES
         if until <= self._clock() or size > self._max_bytes:
             return
         if key in self._entries:
