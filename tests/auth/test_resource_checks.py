@@ -402,3 +402,12 @@ def test_protected_resource_metadata_document() -> None:
                         "dpop_signing_alg_values_supported": ["ES256"]}
     with pytest.raises(InvalidArgument):
         protected_resource_metadata(RESOURCE, [])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=400) | st.from_regex(r"[A-Za-z0-9_\-]{0,60}\.[A-Za-z0-9_\-]{0,60}"
+                                              r"\.[A-Za-z0-9_\-]{0,60}", fullmatch=True))
+def test_any_proof_text_gives_invalid_token(proof: str) -> None:
+    with pytest.raises(InvalidToken):
+        check_proof(proof, dpop_request(proof), policy=DPoPPolicy(), now=time.time(),
+                    expected_jkt="x")

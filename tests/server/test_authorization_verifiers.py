@@ -19,7 +19,9 @@ from typing import Any
 
 import anyio
 import pytest
-from tests.auth.resource_tokens import RESOURCE, Signer
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tests.auth.resource_tokens import ISSUER, RESOURCE, Signer, jwks
 from tests.server.authorization_server import AuthServer, running_auth_server
 
 from mcpkit.auth.dpop import DPoPKey
@@ -42,6 +44,7 @@ from mcpkit.server.authorization import (
     discover_verifier,
 )
 from mcpkit.server.authorization.dpop import ENTRY_BYTES
+from mcpkit.server.authorization.fetch import Fetched
 from mcpkit.server.authorization.introspection import IntrospectionCache
 
 pytestmark = pytest.mark.anyio
@@ -316,3 +319,37 @@ def test_a_flood_keeps_the_caches_within_their_byte_bounds() -> None:
     assert figures["replay_refused"] == 200_000 - figures["replay_kept"]
     assert figures["introspection_bytes"] <= bound and figures["introspection_kept"] > 100
     assert figures["after"] - figures["before"] <= 2 * bound + 8 * 1024 * 1024, figures
+
+
+class _KeysInMemory(AuthServerHttp):
+    """The JWKS without a socket (in addition to the real-HTTP tests above): for the fuzz
+    below, which runs hundreds of verifications."""
+
+    async def get(self, url: str, *, max_bytes: int | None = None) -> Fetched:
+        return Fetched(200, json.dumps(jwks(FUZZ_SIGNER)).encode())
+
+
+FUZZ_SIGNER = Signer("fuzz")
+
+
+@settings(max_examples=200, deadline=None)
+@given(scheme=st.sampled_from(["Bearer", "DPoP"]),
+       token=st.text(max_size=200) | st.builds(
+           lambda claims: FUZZ_SIGNER.mint(claims),
+           st.dictionaries(st.sampled_from(["aud", "exp", "sub", "scope", "cnf", "iss"]),
+                           st.none() | st.integers() | st.text(max_size=10)
+                           | st.dictionaries(st.just("jkt"), st.text(max_size=5)),
+                           max_size=4)),
+       proof=st.none() | st.text(max_size=100),
+       method=st.sampled_from(["GET", "POST", "x y"]),
+       url=st.sampled_from([RESOURCE, "not a url", "http://[::1"]))
+async def test_any_request_gives_auth_info_or_an_authorization_refusal(
+        scheme: str, token: str, proof: str | None, method: str, url: str) -> None:
+    request = TokenRequest(scheme, token, method, url, dpop_proof=proof)  # type: ignore[arg-type]
+    verifier = JwtVerifier(ISSUER, RESOURCE, jwks_uri="https://as.example/jwks",
+                           http=_KeysInMemory())
+    try:
+        info = await verifier.verify(request)
+    except (InvalidToken, DPoPNonceRequired):
+        return
+    assert isinstance(info, AuthInfo) and scheme == "Bearer" and info.jkt is None
