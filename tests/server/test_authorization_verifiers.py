@@ -227,6 +227,29 @@ async def test_introspection_refuses_another_audience_and_a_wrong_client(
         await wrong.verify(bearer("t"))
 
 
+async def test_concurrent_callers_share_one_introspection(auth_server: AuthServer) -> None:
+    auth_server.introspection_delay_s = 0.3
+    auth_server.introspection["same"] = {"active": True, "sub": "dan", "aud": RESOURCE}
+    verifier = introspector(auth_server, max_concurrent_requests=2)
+    seen: list[str] = []
+
+    async def one(token: str) -> None:
+        try:
+            seen.append((await verifier.verify(bearer(token))).subject)
+        except InvalidToken:
+            seen.append("refused")
+
+    with anyio.fail_after(LIVENESS_S):
+        async with anyio.create_task_group() as group:
+            for _ in range(10):
+                group.start_soon(one, "same")
+            for i in range(4):
+                group.start_soon(one, f"other-{i}")
+    assert sorted(seen) == ["dan"] * 10 + ["refused"] * 4
+    assert auth_server.hits["/introspect"] == 5 == verifier.requests  # 1 + one per other
+    assert auth_server.most_introspections_in_flight == 2  # the verifier's cap
+
+
 def test_introspection_cache_bounds_and_expiry() -> None:
     now = [1000.0]
     cache = IntrospectionCache(ttl_s=30, max_entries=100, max_bytes=8192,
