@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from mcpkit import Server
-from mcpkit.auth.resource import DPoPNonceRequired, InvalidToken, TokenRequest
+from mcpkit.auth.resource import DPoPNonceRequired, InvalidToken, presented_token
 from mcpkit.server.authorization import JwtVerifier
 
 Scope = MutableMapping[str, Any]
@@ -105,13 +105,10 @@ class Protected:
     async def granted_scopes(self, method: str, url: str, authorization: str,
                              proof: str | None) -> frozenset[str] | None:
         """The token's scopes, or None when it is missing, refused, or presented wrongly."""
-        scheme, _, token = authorization.partition(" ")
-        kind = {"bearer": "Bearer", "dpop": "DPoP"}.get(scheme.lower())
-        if kind is None or not token:
-            return None
-        request = TokenRequest(kind, token, method, url, dpop_proof=proof)  # type: ignore[arg-type]
         try:
-            return (await self.verifier.verify(request)).scopes
+            request = presented_token(method, url, [authorization] if authorization else [],
+                                      [proof] if proof else [])
+            return None if request is None else (await self.verifier.verify(request)).scopes
         except (InvalidToken, DPoPNonceRequired):
             return None
 
