@@ -96,4 +96,8 @@ def build_guarded_server() -> Server:
     def audit() -> str:
         return "audit everything"
 
+    @server.completion()
+    def complete(argument: str, value: str, context: dict[str, str]) -> list[str]:
+        return [value + "1"]
+
     return server

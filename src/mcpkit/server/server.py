@@ -275,9 +275,11 @@ class Server:
         return [t for t in self.tools.values() if t.scopes <= auth.scopes]
 
     def scopes_needed(self, method: str, params: dict[str, Any]) -> frozenset[str]:
-        """The scopes a `tools/call`, `resources/read` or `prompts/get` needs: those of the
-        item it names (none for other methods, and for names that are not registered: the
-        handler answers those as unknown)."""
+        """The scopes a `tools/call`, `resources/read`, `prompts/get` or
+        `completion/complete` needs: those of the item it names (none for other methods,
+        and for names that are not registered: the handler answers those as unknown)."""
+        if method == "completion/complete":
+            return self._completion_scopes(params.get("ref"))
         name = params.get("name")
         if method == "tools/call" and isinstance(name, str):
             tool = self.tools.get(name)
@@ -336,6 +338,22 @@ class Server:
 
             self._engine = Engine(self)
         return self._engine
+
+    def _completion_scopes(self, ref: Any) -> frozenset[str]:
+        """A completion asks about a prompt or a resource (template): it needs their scopes."""
+        if not isinstance(ref, dict):
+            return frozenset()
+        name, uri = ref.get("name"), ref.get("uri")
+        if ref.get("type") == "ref/prompt" and isinstance(name, str):
+            prompt = self.prompts.get(name)
+            return prompt.scopes if prompt is not None else frozenset()
+        if ref.get("type") == "ref/resource" and isinstance(uri, str):
+            resource = self.resources.get(uri)
+            if resource is not None:
+                return resource.scopes
+            template = next((t for t in self.templates if t.uri_template == uri), None)
+            return template.scopes if template is not None else frozenset()
+        return frozenset()
 
     def require_client_capabilities(self, required: dict[str, Any], call: Call) -> None:
         missing = capabilities.missing_capabilities(required, call.client_capabilities)
