@@ -22,7 +22,12 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from mcpkit import Server
-from mcpkit.auth.resource import DPoPNonceRequired, InvalidToken, presented_token
+from mcpkit.auth.resource import (
+    DPoPNonceRequired,
+    InvalidToken,
+    VerifierUnavailable,
+    presented_token,
+)
 from mcpkit.server.authorization import JwtVerifier
 
 Scope = MutableMapping[str, Any]
@@ -109,7 +114,7 @@ class Protected:
             request = presented_token(method, url, [authorization] if authorization else [],
                                       [proof] if proof else [])
             return None if request is None else (await self.verifier.verify(request)).scopes
-        except (InvalidToken, DPoPNonceRequired):
+        except (InvalidToken, DPoPNonceRequired, VerifierUnavailable):
             return None
 
     async def refuse(self, send: Send, status: int, error: str | None, scopes: str, *,

@@ -8,8 +8,8 @@ introspect live in `mcpkit.server.authorization`; the HTTP gate in the server tr
     InvalidToken    401 error="invalid_token" (expired, wrong audience, bad signature, …)
     DPoPNonceRequired  401 error="use_dpop_nonce" with the nonce to send (RFC 9449 §9)
     InvalidDPoPProof   an InvalidToken with error="invalid_dpop_proof" (RFC 9449 §7.1)
-    InsufficientScope  403 error="insufficient_scope" (a verifier's required scopes missing)
-    VerifierUnavailable  an InvalidToken: the AS's keys or introspection could not be reached
+    VerifierUnavailable  the AS's keys or introspection could not be had: a TransportError
+                       (503 with Retry-After at the gate: the caller is not at fault)
     presented_token    an HTTP request's `Authorization` and `DPoP` headers → TokenRequest
     challenge_header   the `WWW-Authenticate` value of a 401/403 (RFC 6750 §3, RFC 9728 §5.1,
                        RFC 9449 §7.1)
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from mcpkit.auth.errors import AuthorizationError
-from mcpkit.errors import InvalidArgument
+from mcpkit.errors import InvalidArgument, TransportError
 
 Scheme = Literal["Bearer", "DPoP"]
 
@@ -95,20 +95,15 @@ class InvalidDPoPProof(InvalidToken):
     error = "invalid_dpop_proof"
 
 
-class InsufficientScope(AuthorizationError):
-    """The token is valid but lacks scopes the request needs: 403 with
-    error="insufficient_scope" and `scope` naming `scopes` (RFC 6750 §3.1)."""
+class VerifierUnavailable(TransportError):
+    """The token could not be checked because the authorization server (its metadata, JWKS
+    or introspection endpoint) did not answer usefully: unreachable, slow, an error status,
+    an oversized or malformed document. Not the caller's fault, so not an InvalidToken: the
+    gate answers 503 with Retry-After. `description` names the URL and the problem only."""
 
-    def __init__(self, scopes: Iterable[str]) -> None:
-        self.scopes = frozenset(scopes)
-        super().__init__("the access token lacks a required scope: "
-                         + " ".join(sorted(self.scopes)))
-
-
-class VerifierUnavailable(InvalidToken):
-    """The token could not be checked because the authorization server (its JWKS or its
-    introspection endpoint) did not answer usefully. Still a 401 (the request is not
-    authorized); a gate may answer 503 instead, since the caller is not at fault."""
+    def __init__(self, description: str) -> None:
+        super().__init__(description)
+        self.description = description
 
 
 # --- reading a request ---------------------------------------------------------------------
