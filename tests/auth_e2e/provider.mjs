@@ -2,17 +2,20 @@
 // (a certified OpenID provider, test-only, from tests/js) on 127.0.0.1.
 //
 //   MACHINE_CLIENT_SECRET=S node provider.mjs --port PORT --resource URL --events FILE
-//       [--other-resource URL2] [--max-life-s N]
+//       [--other-resource URL2] [--opaque-resource URL3] [--max-life-s N]
 //
 // Configured as an MCP authorization server for one protected resource (URL): open dynamic
 // client registration, PKCE (S256, required), resource indicators (RFC 8707: URL is the only
 // resource; its access tokens are RFC 9068 JWTs with scopes mcp:read/mcp:write), refresh tokens
 // with rotation (issued to every client allowed the grant), client credentials (client
 // "machine", secret S, from the environment so no process listing shows it), DPoP, RFC 9207
-// `iss` in the redirect (always on in oidc-provider), and the package's own development login
+// `iss` in the redirect (always on in oidc-provider), token introspection (RFC 7662, for any
+// authenticated client), and the package's own development login
 // and consent pages (any login and password are accepted). With --other-resource, a second
 // resource URL2 is allowed too (same scopes, its own audience): tokens minted for it let the
-// tests prove a resource server refuses a token meant for another resource.
+// tests prove a resource server refuses a token meant for another resource. With
+// --opaque-resource, a third resource URL3 gets opaque access tokens (oidc-provider introspects
+// only those), for the introspection tests.
 //
 // Keys are generated per run; nothing is written but FILE, where every provider event the tests
 // count (grants by type, refresh-token consumption, revocations and destroyed tokens,
@@ -32,6 +35,7 @@ const { values: args } = parseArgs({
     port: { type: 'string' },
     resource: { type: 'string' },
     'other-resource': { type: 'string' },
+    'opaque-resource': { type: 'string' },
     events: { type: 'string' },
     'max-life-s': { type: 'string', default: '900' },
   },
@@ -68,19 +72,19 @@ const provider = new Provider(issuer, {
     clientCredentials: { enabled: true },
     dPoP: { enabled: true },
     revocation: { enabled: true },
+    introspection: { enabled: true },
     resourceIndicators: {
       enabled: true,
       defaultResource: () => args.resource,
       useGrantedResource: () => true,
       getResourceServerInfo(ctx, indicator) {
-        if (indicator !== args.resource && indicator !== args['other-resource']) {
-          throw new errors.InvalidTarget();
-        }
+        const known = [args.resource, args['other-resource'], args['opaque-resource']];
+        if (!indicator || !known.includes(indicator)) throw new errors.InvalidTarget();
         return {
           scope: 'mcp:read mcp:write',
           audience: indicator,
           accessTokenTTL: settings.accessTokenTTL,
-          accessTokenFormat: 'jwt',
+          accessTokenFormat: indicator === args['opaque-resource'] ? 'opaque' : 'jwt',
           jwt: { sign: { alg: 'ES256' } },
         };
       },
