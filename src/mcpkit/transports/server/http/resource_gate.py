@@ -30,8 +30,8 @@ import json
 import logging
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from mcpkit.auth.errors import AuthorizationError
 from mcpkit.auth.resource import AuthInfo, DPoPNonceRequired, InvalidToken, Scheme, TokenRequest
@@ -81,7 +81,8 @@ class ResourceGate:
 
     # --- requests ----------------------------------------------------------------------
 
-    async def check(self, scope: Scope, hdrs: dict[str, str] | Any) -> Admitted | Refused:
+    async def check(self, scope: Scope, hdrs: Mapping[str, str]) -> Admitted | Refused:
+        """The verified caller of this request, or the answer refusing it."""
         peer = peer_key(scope)
         wait = self.failures.blocked(peer)
         if wait is not None:
@@ -215,7 +216,7 @@ class ResourceGate:
         return Refused(405, {"allow": "GET, HEAD, OPTIONS"}, b"")
 
 
-def request_url(scope: Scope, hdrs: Any) -> str:
+def request_url(scope: Scope, hdrs: Mapping[str, str]) -> str:
     """The URL the client addressed (no query: RFC 9449's `htu`): the scheme of the
     connection (ws → http), the Host header (already checked against the allowed hosts),
     the mount point and the path."""
