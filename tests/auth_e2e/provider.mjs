@@ -2,7 +2,7 @@
 // (a certified OpenID provider, test-only, from tests/js) on 127.0.0.1.
 //
 //   MACHINE_CLIENT_SECRET=S node provider.mjs --port PORT --resource URL --events FILE
-//       [--max-life-s N]
+//       [--other-resource URL2] [--max-life-s N]
 //
 // Configured as an MCP authorization server for one protected resource (URL): open dynamic
 // client registration, PKCE (S256, required), resource indicators (RFC 8707: URL is the only
@@ -10,7 +10,9 @@
 // with rotation (issued to every client allowed the grant), client credentials (client
 // "machine", secret S, from the environment so no process listing shows it), DPoP, RFC 9207
 // `iss` in the redirect (always on in oidc-provider), and the package's own development login
-// and consent pages (any login and password are accepted).
+// and consent pages (any login and password are accepted). With --other-resource, a second
+// resource URL2 is allowed too (same scopes, its own audience): tokens minted for it let the
+// tests prove a resource server refuses a token meant for another resource.
 //
 // Keys are generated per run; nothing is written but FILE, where every provider event the tests
 // count (grants by type, refresh-token consumption, revocations and destroyed tokens,
@@ -29,6 +31,7 @@ const { values: args } = parseArgs({
   options: {
     port: { type: 'string' },
     resource: { type: 'string' },
+    'other-resource': { type: 'string' },
     events: { type: 'string' },
     'max-life-s': { type: 'string', default: '900' },
   },
@@ -70,10 +73,12 @@ const provider = new Provider(issuer, {
       defaultResource: () => args.resource,
       useGrantedResource: () => true,
       getResourceServerInfo(ctx, indicator) {
-        if (indicator !== args.resource) throw new errors.InvalidTarget();
+        if (indicator !== args.resource && indicator !== args['other-resource']) {
+          throw new errors.InvalidTarget();
+        }
         return {
           scope: 'mcp:read mcp:write',
-          audience: args.resource,
+          audience: indicator,
           accessTokenTTL: settings.accessTokenTTL,
           accessTokenFormat: 'jwt',
           jwt: { sign: { alg: 'ES256' } },
