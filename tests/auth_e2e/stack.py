@@ -5,6 +5,8 @@
         stack.issuer         the oidc-provider's issuer (http://127.0.0.1:PORT)
         stack.resource       the protected MCP server's URL (…/mcp), the only allowed resource
         stack.set_access_token_ttl(5)     later grants' access tokens live 5 s
+        stack.add_resource(url)           the provider also issues tokens for url (another
+                                          protected server a test starts, e.g. `mcpkit serve`)
         mark = stack.mark()
         …
         stack.events_since(mark, "grant.success", grant_type="refresh_token")  # what followed
@@ -25,6 +27,7 @@ import platform
 import secrets
 import subprocess
 import sys
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -87,6 +90,14 @@ class Stack:
         """The lifetime of access tokens issued from now on (the provider's test route)."""
         request = urllib.request.Request(
             f"{self.issuer}/__test/settings?access_token_ttl={seconds}", method="POST")
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            assert reply.status == 204
+
+    def add_resource(self, resource: str) -> None:
+        """Let the provider issue access tokens for `resource` too (audience: it alone)."""
+        query = urllib.parse.urlencode({"resource": resource})
+        request = urllib.request.Request(f"{self.issuer}/__test/resources?{query}",
+                                         method="POST")
         with urllib.request.urlopen(request, timeout=10) as reply:
             assert reply.status == 204
 
