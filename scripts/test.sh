@@ -12,7 +12,8 @@
 #                store's keyring tests (same rules as services)
 #   ruff         ruff check src tests bench scripts
 #   mypy         mypy src
-#   pytest       pytest -q [extra args]   (exit 5 "no tests collected" is a failure)
+#   pytest       pytest -q -n 2 -m "not serial" [extra args], then pytest -q -m serial [extra
+#                args] (exit 5 "no tests collected" of the first run is a failure)
 #   conformance  scripts/conformance/run_server_legs.py: the official conformance harness's
 #                server legs 2025-11-25, 2026-07-28 and all against the fixture server
 #   conformance-client
@@ -68,14 +69,21 @@ run_step() { # run_step NAME command...
   return 0
 }
 
+# Two runs: every test not marked `serial` on $MCPKIT_TEST_WORKERS processes (pytest-xdist,
+# default 2; a test file stays on one worker, so module fixtures and order within a file hold),
+# then the `serial` ones alone (schemathesis' generated cases are not collected in a worker).
 pytest_step() {
-  "$PY" -m pytest -q "$@"
+  "$PY" -m pytest -q -n "${MCPKIT_TEST_WORKERS:-2}" --dist loadfile -m "not serial" "$@"
   local rc=$?
   if [ "$rc" -eq 5 ]; then
     echo "test.sh: pytest collected NO tests (exit 5) - that is a failure here, not a pass:" \
          "check testpaths in pyproject.toml and the test file names" >&2
   fi
-  return "$rc"
+  "$PY" -m pytest -q -m serial "$@"
+  local serial_rc=$?
+  [ "$serial_rc" -eq 5 ] && serial_rc=0  # extra arguments may select no serial test
+  [ "$rc" -ne 0 ] && return "$rc"
+  return "$serial_rc"
 }
 
 summary() {
@@ -129,7 +137,7 @@ run_step services services_step
 run_step keyring keyring_step
 run_step ruff "$PY" -m ruff check src tests bench scripts
 run_step mypy "$PY" -m mypy src
-STEP_LABEL="$PY -m pytest -q $*" run_step pytest pytest_step "$@"
+STEP_LABEL="$PY -m pytest -q -n ${MCPKIT_TEST_WORKERS:-2} -m \"not serial\" $*, then -m serial" run_step pytest pytest_step "$@"
 if [ -n "${MCPKIT_SKIP_CONFORMANCE:-}" ]; then
   if [ -n "${CI:-}" ]; then
     echo "test.sh: MCPKIT_SKIP_CONFORMANCE is not allowed in CI" >&2

@@ -4,7 +4,8 @@ pytest's `-ra` lists skips per location, in the middle of a long output. This pr
 one line per distinct reason with how many tests it skipped; the reasons themselves say the
 one command that brings the missing piece in (scripts/install_services.sh, install_js_peers.sh,
 the spec checkout). With $MCPKIT_SKIP_SUMMARY set to a path, the same lines are written there,
-so scripts/test.sh can repeat them after all its steps. Hooked in by tests/conftest.py.
+so scripts/test.sh can repeat them after all its steps (appended: it runs pytest twice).
+Hooked in by tests/conftest.py.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     lines = grouped(terminalreporter.stats.get("skipped", []))
     target = os.environ.get(SUMMARY_ENV)
     if target:
-        Path(target).write_text("".join(f"{line}\n" for line in lines), "utf-8")
+        with Path(target).open("a", encoding="utf-8") as summary:  # test.sh runs pytest twice
+            summary.write("".join(f"{line}\n" for line in lines))
     if lines:
         terminalreporter.section("skipped, by reason (each says what brings it in)", sep="-")
         for line in lines:

@@ -60,6 +60,8 @@ CHECKS = [
 MAX_EXAMPLES = int(os.environ.get("MCPKIT_PROPERTY_EXAMPLES", "12"))
 DATABASE = os.environ.get("MCPKIT_PROPERTY_DATABASE", "sqlite")
 """Longer or PostgreSQL runs: MCPKIT_PROPERTY_EXAMPLES=200 MCPKIT_PROPERTY_DATABASE=postgres."""
+pytestmark = pytest.mark.serial  # its generated cases are not collected in an xdist worker
+
 SEEN: defaultdict[tuple[str, str], set[int]] = defaultdict(set)
 """(path, method) → the statuses the hub answered, over all runs."""
 CATALOG = Catalog(tools=(
