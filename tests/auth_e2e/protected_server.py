@@ -5,8 +5,8 @@ authorization is a later issue, so none of this is in src/).
 
 An mcpkit `Server` over Streamable HTTP (both eras) at http://127.0.0.1:PORT/mcp, behind an
 ASGI middleware that accepts only the issuer's RFC 9068 JWT access tokens for this resource,
-as bearer tokens or DPoP-bound (tests/auth_e2e/token_check.py; the issuer's JWKS is read once
-at startup). Otherwise it answers like an MCP resource server:
+as bearer tokens or DPoP-bound (mcpkit's `JwtVerifier`: the issuer's JWKS found through its
+metadata and cached). Otherwise it answers like an MCP resource server:
 
     no or bad token      401  WWW-Authenticate: Bearer scope="mcp:read", resource_metadata="…"
     `write`, no mcp:write 403  Bearer error="insufficient_scope", scope="mcp:read mcp:write", …
@@ -21,9 +21,9 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from tests.auth_e2e.token_check import Presented, TokenCheck
-
 from mcpkit import Server
+from mcpkit.auth.resource import DPoPNonceRequired, InvalidToken, TokenRequest
+from mcpkit.server.authorization import JwtVerifier
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -56,9 +56,9 @@ def mcp_server() -> Server:
 class Protected:
     """The ASGI middleware in front of the MCP app (see the module docstring)."""
 
-    def __init__(self, app: Any, check: TokenCheck, base: str, issuer: str) -> None:
+    def __init__(self, app: Any, verifier: JwtVerifier, base: str, issuer: str) -> None:
         self.app = app
-        self.check = check
+        self.verifier = verifier
         self.issuer = issuer
         self.resource = f"{base}/mcp"
         self.metadata_url = f"{base}{METADATA_PATH}/mcp"
@@ -83,9 +83,9 @@ class Protected:
         messages, body = await read_all(receive)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         authorization = headers.get("authorization", "")
-        granted = self.check.scopes(Presented(
+        granted = await self.granted_scopes(
             scope["method"], f"http://{headers.get('host', '')}{path}", authorization,
-            headers.get("dpop")))
+            headers.get("dpop"))
         dpop = authorization.lower().startswith("dpop ")
         if granted is None:
             error = "invalid_token" if authorization else None
@@ -101,6 +101,19 @@ class Protected:
             return next(pending, None) or await receive()
 
         await self.app(scope, replay, send)
+
+    async def granted_scopes(self, method: str, url: str, authorization: str,
+                             proof: str | None) -> frozenset[str] | None:
+        """The token's scopes, or None when it is missing, refused, or presented wrongly."""
+        scheme, _, token = authorization.partition(" ")
+        kind = {"bearer": "Bearer", "dpop": "DPoP"}.get(scheme.lower())
+        if kind is None or not token:
+            return None
+        request = TokenRequest(kind, token, method, url, dpop_proof=proof)  # type: ignore[arg-type]
+        try:
+            return (await self.verifier.verify(request)).scopes
+        except (InvalidToken, DPoPNonceRequired):
+            return None
 
     async def refuse(self, send: Send, status: int, error: str | None, scopes: str, *,
                      dpop: bool = False) -> None:
@@ -149,10 +162,10 @@ def main() -> None:
     parser.add_argument("--issuer", required=True)
     args = parser.parse_args()
     base = f"http://127.0.0.1:{args.port}"
-    check = TokenCheck(args.issuer, f"{base}/mcp")
+    verifier = JwtVerifier(args.issuer, f"{base}/mcp")
 
     mcp_server().run_http(port=args.port, log_level="warning",
-                          wrap=lambda app: Protected(app, check, base, args.issuer),
+                          wrap=lambda app: Protected(app, verifier, base, args.issuer),
                           on_ready=lambda url: print(f"serving on {url}", flush=True))
 
 

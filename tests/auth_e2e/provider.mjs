@@ -11,7 +11,8 @@
 // with rotation (issued to every client allowed the grant), client credentials (client
 // "machine", secret S, from the environment so no process listing shows it), DPoP, RFC 9207
 // `iss` in the redirect (always on in oidc-provider), and the package's own development login
-// and consent pages (any login and password are accepted).
+// and consent pages (any login and password are accepted). Several resources, so the tests can
+// prove a resource server refuses a token meant for another one.
 //
 // Keys are generated per run; nothing is written but FILE, where every provider event the tests
 // count (grants by type, refresh-token consumption, revocations and destroyed tokens,

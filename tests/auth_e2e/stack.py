@@ -3,7 +3,9 @@
 
     with running_stack(tmp_dir) as stack:
         stack.issuer         the oidc-provider's issuer (http://127.0.0.1:PORT)
-        stack.resource       the protected MCP server's URL (…/mcp), the only allowed resource
+        stack.resource       the protected MCP server's URL (…/mcp)
+        stack.other_resource a second resource the provider mints tokens for (…/other-mcp),
+                             served by nobody: its tokens must be refused at stack.resource
         stack.set_access_token_ttl(5)     later grants' access tokens live 5 s
         stack.add_resource(url)           the provider also issues tokens for url (another
                                           protected server a test starts, e.g. `mcpkit serve`)
@@ -67,6 +69,7 @@ class Stack:
     issuer: str
     resource: str
     events_file: Path
+    other_resource: str = ""
     machine_client_id: str = "machine"
     machine_secret: str = field(default="", repr=False)
     """The provider's one pre-registered client-credentials client (client_secret_basic)."""
@@ -124,13 +127,15 @@ def running_stack(directory: Path) -> Iterator[Stack]:
     provider_port, server_port = free_port(), free_port()
     resource = f"http://127.0.0.1:{server_port}/mcp"
     stack = Stack(f"http://127.0.0.1:{provider_port}", resource, directory / "events.jsonl",
+                  other_resource=f"http://127.0.0.1:{server_port}/other-mcp",
                   machine_secret=secrets.token_urlsafe(24))
     with contextlib.ExitStack() as stop:
         provider_log = stop.enter_context(open(directory / "provider.log", "w+b"))
         server_log = stop.enter_context(open(directory / "server.log", "w+b"))
         provider = _start(
             [str(NODE22), str(PROVIDER_SCRIPT), "--port", str(provider_port),
-             "--resource", resource, "--events", str(stack.events_file),
+             "--resource", resource, "--resource", stack.other_resource,
+             "--events", str(stack.events_file),
              "--max-life-s", str(MAX_LIFE_S)],
             provider_port, provider_log, stdin=subprocess.PIPE,
             env={**os.environ, "MACHINE_CLIENT_SECRET": stack.machine_secret})

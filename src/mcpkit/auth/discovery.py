@@ -2,6 +2,7 @@
 
     protected_resource_urls   RFC 9728 §3.1: the header's URL, then path-inserted, then root
     authorization_server_urls RFC 8414 §3.1 and OpenID Discovery, with path insertion
+    check_endpoint_url        HTTPS, or HTTP on loopback only
     legacy_*                  the 2025-03-26 revision: metadata at the MCP server's origin, else
                               the default endpoints /authorize, /token, /register there
 """
@@ -10,11 +11,27 @@ from __future__ import annotations
 
 import urllib.parse
 
+from mcpkit.auth.errors import AuthorizationError
 from mcpkit.auth.metadata import AuthorizationServerMetadata
 
 PRM_WELL_KNOWN = "/.well-known/oauth-protected-resource"
 OAUTH_WELL_KNOWN = "/.well-known/oauth-authorization-server"
 OIDC_WELL_KNOWN = "/.well-known/openid-configuration"
+
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+
+
+def check_endpoint_url(url: str) -> None:
+    """OAuth endpoints and metadata (the client's and the resource server's: JWKS,
+    introspection) must be HTTPS (OAuth 2.1 §1.5, MCP security best practices); plain HTTP
+    only on the loopback interface (local servers and tests)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme == "https":
+        return
+    if parts.scheme == "http" and parts.hostname in LOOPBACK_HOSTS:
+        return
+    raise AuthorizationError(
+        f"refusing the OAuth URL {url!r}: only HTTPS (or HTTP on loopback) is allowed")
 
 
 def origin(url: str) -> str:

@@ -103,3 +103,14 @@ def resource_matches(resource: str, server_url: str) -> bool:
     prefix = res.path.rstrip("/")
     path = srv.path.rstrip("/")
     return path == prefix or path.startswith(prefix + "/")
+
+
+class IssuerKeysMetadata(msgspec.Struct, frozen=True):
+    """What a resource server reads of its authorization server's metadata (RFC 8414 / OIDC
+    Discovery): where the signing keys and the introspection endpoint are. The endpoints a
+    client needs are not required here (an AS for machine clients may lack some)."""
+
+    issuer: Url
+    jwks_uri: Url | None = None
+    introspection_endpoint: Url | None = None
+    introspection_endpoint_auth_methods_supported: Strings | None = None

@@ -6,7 +6,6 @@ URL only (never a request body: it may hold a code, verifier or secret)."""
 
 from __future__ import annotations
 
-import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import aiohttp
 import msgspec
 
+from mcpkit.auth.discovery import check_endpoint_url
 from mcpkit.auth.errors import AuthorizationError
 from mcpkit.auth.metadata import MAX_DOCUMENT_BYTES
 from mcpkit.transports.client._aiohttp import read_body
@@ -68,7 +68,7 @@ class OAuthHttp:
 
     async def _send(self, method: str, url: str, data: bytes | None,
                     headers: Mapping[str, str]) -> Reply:
-        _check_scheme(url)
+        check_endpoint_url(url)
         timeout = aiohttp.ClientTimeout(total=self.timeout_s)
         try:
             async with aiohttp.ClientSession(timeout=timeout) as http, http.request(
@@ -83,18 +83,3 @@ class OAuthHttp:
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise AuthorizationError(
                 f"{method} {url} failed: {type(exc).__name__}") from None
-
-
-LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
-
-
-def _check_scheme(url: str) -> None:
-    """OAuth endpoints and metadata must be HTTPS (OAuth 2.1 §1.5, MCP security best
-    practices); plain HTTP only on the loopback interface (local servers and tests)."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme == "https":
-        return
-    if parts.scheme == "http" and parts.hostname in LOOPBACK_HOSTS:
-        return
-    raise AuthorizationError(
-        f"refusing the OAuth URL {url!r}: only HTTPS (or HTTP on loopback) is allowed")

@@ -6,6 +6,7 @@ from typing import Any
 
 import msgspec
 
+from mcpkit.auth.resource import AuthInfo
 from mcpkit.protocol import jsonrpc
 from mcpkit.server.connection import Channel, Connection
 
@@ -26,3 +27,5 @@ class Call(msgspec.Struct):
     connection: Connection
     channel: Channel
     principal: str = ""
+    auth: AuthInfo | None = None
+    """The verified OAuth caller of this request (a server with `ResourceAuth`), else None."""

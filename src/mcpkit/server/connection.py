@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import anyio
 
+from mcpkit.auth.resource import AuthInfo
 from mcpkit.protocol import errors, jsonrpc
 
 DEFAULT_CLIENT_REQUEST_TIMEOUT_S = 300.0
@@ -58,9 +59,13 @@ class Connection:
         session_id: str | None = None,
         principal: str = "",
         caller: str | None = None,
+        auth: AuthInfo | None = None,
     ) -> None:
         self.session_id = session_id
         self.principal = principal  # who is on the other end (see transports/server/http/app.py)
+        self.auth = auth
+        """The verified OAuth caller of a connection authorized once for its whole life (a
+        WebSocket's handshake); requests that carry their own token pass theirs to `admit`."""
         self.outbound = outbound
         self.legacy: LegacySession | None = None
         self.in_flight: dict[jsonrpc.RequestId, anyio.CancelScope] = {}

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from mcpkit.auth.resource import AuthInfo
 from mcpkit.protocol import capabilities, jsonrpc, meta
 from mcpkit.server import inputs
 from mcpkit.server.call import Call
@@ -71,6 +72,12 @@ class Context:
     @property
     def protocol_version(self) -> str:
         return self.call.protocol_version
+
+    @property
+    def auth(self) -> AuthInfo | None:
+        """Who is calling, as the server's `ResourceAuth` verified it (subject, client id,
+        scopes, claims); None on a server without one (stdio, an unprotected HTTP server)."""
+        return self.call.auth
 
     @property
     def client_capabilities(self) -> dict[str, Any]:

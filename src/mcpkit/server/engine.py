@@ -16,18 +16,23 @@ only the `Engine` methods below - never the Server's registries (`tools`, `notif
 `tasks`, `legacy_versions`, ...) and never `mcpkit.server.server`. Besides this module they
 import only the value types of the seam: `mcpkit.server.connection` (`Connection`,
 `Channel`, `LegacySession`: what a transport hands the engine), `mcpkit.server.call`
-(`Call`) and `mcpkit.server.admission` (`Refusal`, the request-slot limits).
+(`Call`), `mcpkit.server.admission` (`Refusal`, the request-slot limits) and
+`mcpkit.server.resource_auth` (`ResourceAuth`, the settings of a protected server, and
+`InsufficientScope`, what `admit` raises for a call whose scopes the caller lacks).
 tests/test_import_layers.py holds them to it.
 
 Requests:
     is_modern(request) -> bool            the era decision (no parsing: a transport that
                                           keeps modern and legacy apart asks it first)
-    admit(request, headers, connection, channel, principal) -> Call
+    admit(request, headers, connection, channel, principal, auth) -> Call
                                           every era, version, `_meta` and header check, once;
                                           raises `McpError` (what to answer). `headers`: the
-                                          HTTP request's (lower-case names), None elsewhere
+                                          HTTP request's (lower-case names), None elsewhere.
+                                          `auth`: the verified caller (AuthInfo), whose scopes
+                                          must cover the tool/resource/prompt called, else
+                                          `InsufficientScope` (an McpError; HTTP: 403)
     answer(call) -> (body | None, error code | None)      run an admitted call
-    handle_request(request, connection, channel, principal=) -> body | None
+    handle_request(request, connection, channel, principal=, auth=) -> body | None
                                           admit + answer, for transports without headers
     check_legacy_headers(headers)         a legacy HTTP request's MCP-Protocol-Version (apart
                                           from admit: refused with 400 before the session's
@@ -55,9 +60,10 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from mcpkit.auth.resource import AuthInfo
 from mcpkit.errors import UsageError
 from mcpkit.protocol import errors, headers, jsonrpc, meta, versions
-from mcpkit.server import handlers, tasks
+from mcpkit.server import handlers, resource_auth, tasks
 from mcpkit.server.admission import Admission
 from mcpkit.server.call import Call
 from mcpkit.server.connection import Channel, Connection, LegacySession
@@ -162,11 +168,12 @@ class Engine:
         channel: Channel,
         *,
         principal: str = "",
+        auth: AuthInfo | None = None,
     ) -> bytes | None:
         """The encoded response to `request` (a result or an error); None if it was
         cancelled, since nothing more may be sent for a cancelled request."""
         try:
-            call = self.admit(request, None, connection, channel, principal)
+            call = self.admit(request, None, connection, channel, principal, auth)
         except errors.McpError as exc:
             return jsonrpc.encode_error(request.id, exc)
         body, _ = await self.answer(call)
@@ -200,13 +207,21 @@ class Engine:
         connection: Connection,
         channel: Channel,
         principal: str = "",
+        auth: AuthInfo | None = None,
     ) -> Call:
         """Decide the request's era and make every check that era asks of it, once: `_meta`,
         the version, the method, and - for a modern HTTP request (`headers` given) - the
-        MCP-Protocol-Version, Mcp-Method / Mcp-Name and Mcp-Param-* headers. Raises only
-        `McpError` (what to answer), whatever the params hold."""
+        MCP-Protocol-Version, Mcp-Method / Mcp-Name and Mcp-Param-* headers; then that the
+        caller's scopes (`auth`, else the connection's) cover the item called
+        (`InsufficientScope`). Raises only `McpError` (what to answer), whatever the params
+        hold. Without `principal`/`auth`, the connection's."""
         try:
-            return self._admit(request, headers, connection, channel, principal)
+            call = self._admit(request, headers, connection, channel,
+                               principal or connection.principal, auth or connection.auth)
+            if call.auth is not None:
+                resource_auth.check(
+                    self.server.scopes_needed(call.method, call.params), call.auth)
+            return call
         except errors.McpError:
             raise
         except Exception:
@@ -222,12 +237,13 @@ class Engine:
         connection: Connection,
         channel: Channel,
         principal: str,
+        auth: AuthInfo | None,
     ) -> Call:
         params = request.params if request.params is not None else {}  # `decode_params`
         meta_value = params.get("_meta")
         if meta.has_modern_meta(meta_value):
             return self._modern_call(request, params, meta_value, hdrs, connection, channel,
-                                     principal)
+                                     principal, auth)
         legacy = connection.legacy
         if legacy is not None or request.method in ("initialize", "ping"):
             self._check_method(request.method, versions.Era.LEGACY)
@@ -245,6 +261,7 @@ class Engine:
                 connection=connection,
                 channel=channel,
                 principal=principal,
+                auth=auth,
             )
         raise errors.invalid_params(
             "missing _meta with io.modelcontextprotocol/protocolVersion and clientCapabilities"
@@ -260,6 +277,7 @@ class Engine:
         connection: Connection,
         channel: Channel,
         principal: str,
+        auth: AuthInfo | None,
     ) -> Call:
         """In the spec's order: `_meta` (-32602), MCP-Protocol-Version header = `_meta`
         version (-32020), version supported (-32022), method exists (-32601), then the
@@ -289,6 +307,7 @@ class Engine:
             connection=connection,
             channel=channel,
             principal=principal,
+            auth=auth,
         )
 
     def _check_param_headers(

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
 
@@ -30,6 +30,21 @@ def _cursor(call: Call) -> str | None:
     if cursor is not None and not isinstance(cursor, str):
         raise errors.invalid_params('"cursor" must be a string')
     return cursor
+
+
+class _Scoped(Protocol):
+    scopes: frozenset[str]
+
+
+_S = TypeVar("_S", bound=_Scoped)
+
+
+def _visible(items: Iterable[_S], call: Call) -> list[_S]:
+    """The items the caller's scopes allow it to see (all of them without `call.auth`)."""
+    auth = call.auth
+    if auth is None:
+        return list(items)
+    return [item for item in items if item.scopes <= auth.scopes]
 
 
 async def _invoke(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
@@ -87,7 +102,7 @@ async def set_level(server: Server, call: Call) -> dict[str, Any]:
 
 async def list_tools(server: Server, call: Call) -> dict[str, Any]:
     page, next_cursor = pagination.paginate(
-        "tools", server.tool_list(), _cursor(call), server.page_size
+        "tools", server.tool_list(call.auth), _cursor(call), server.page_size
     )
     result: dict[str, Any] = {"tools": [t.to_wire() for t in page]}
     if next_cursor:
@@ -188,7 +203,7 @@ async def run_handler(
 
 async def list_resources(server: Server, call: Call) -> dict[str, Any]:
     page, next_cursor = pagination.paginate(
-        "resources", list(server.resources.values()), _cursor(call), server.page_size
+        "resources", _visible(server.resources.values(), call), _cursor(call), server.page_size
     )
     result: dict[str, Any] = {"resources": [r.to_wire() for r in page]}
     if next_cursor:
@@ -198,7 +213,7 @@ async def list_resources(server: Server, call: Call) -> dict[str, Any]:
 
 async def list_templates(server: Server, call: Call) -> dict[str, Any]:
     page, next_cursor = pagination.paginate(
-        "templates", server.templates, _cursor(call), server.page_size
+        "templates", _visible(server.templates, call), _cursor(call), server.page_size
     )
     result: dict[str, Any] = {"resourceTemplates": [t.to_wire() for t in page]}
     if next_cursor:
@@ -261,7 +276,7 @@ async def unsubscribe(server: Server, call: Call) -> dict[str, Any]:
 
 async def list_prompts(server: Server, call: Call) -> dict[str, Any]:
     page, next_cursor = pagination.paginate(
-        "prompts", list(server.prompts.values()), _cursor(call), server.page_size
+        "prompts", _visible(server.prompts.values(), call), _cursor(call), server.page_size
     )
     result: dict[str, Any] = {"prompts": [p.to_wire() for p in page]}
     if next_cursor:

@@ -37,6 +37,8 @@ class PromptDef:
     icons: list[Any] | None = None
     meta: dict[str, Any] | None = None
     context_param: str | None = None
+    scopes: frozenset[str] = frozenset()
+    """OAuth scopes a caller needs to see and get it (resource_auth.py)."""
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"name": self.name}

@@ -37,6 +37,8 @@ class ResourceDef:
     annotations: dict[str, Any] | None = None
     meta: dict[str, Any] | None = None
     context_param: str | None = None
+    scopes: frozenset[str] = frozenset()
+    """OAuth scopes a caller needs to see and read it (resource_auth.py)."""
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -68,6 +70,8 @@ class TemplateDef:
     annotations: dict[str, Any] | None = None
     meta: dict[str, Any] | None = None
     context_param: str | None = None
+    scopes: frozenset[str] = frozenset()
+    """OAuth scopes a caller needs to see and read it (resource_auth.py)."""
 
     def match(self, uri: str) -> dict[str, str] | None:
         found = self.pattern.fullmatch(uri)

@@ -15,9 +15,11 @@ serves both eras at once, over any number of transports.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from mcpkit.auth.resource import AuthInfo
+from mcpkit.errors import UsageError
 from mcpkit.protocol import capabilities, errors, versions
 from mcpkit.protocol.request_state import RequestStateCodec
 from mcpkit.server import admission, inputs
@@ -114,9 +116,11 @@ class Server:
         meta: dict[str, Any] | None = None,
         required_capabilities: dict[str, Any] | None = None,
         task_support: str | None = None,
+        scopes: Iterable[str] = (),
     ) -> ToolDef:
         """Register `fn` as a tool. Schemas come from its type hints unless given (then they
-        are kept verbatim); the docstring is the description unless one is given."""
+        are kept verbatim); the docstring is the description unless one is given. `scopes`:
+        the OAuth scopes a caller needs to see and call it (on a server with `ResourceAuth`)."""
         tool = build_tool(
             fn,
             name=name,
@@ -130,6 +134,7 @@ class Server:
             meta=meta,
             required_capabilities=required_capabilities,
             task_support=task_support,
+            scopes=_scope_set(scopes),
         )
         self.tools[tool.name] = tool
         return tool
@@ -150,6 +155,7 @@ class Server:
         self, fn_or_value: Any, uri: str, *, name: str | None = None, **options: Any
     ) -> ResourceDef:
         """Register a static resource: a reader function, or the content itself."""
+        _scopes_option(options)
         resource = build_resource(fn_or_value, uri, name=name, context_type=Context, **options)
         self.resources[uri] = resource
         return resource
@@ -163,6 +169,7 @@ class Server:
         **options: Any,
     ) -> TemplateDef:
         """Register a reader for every URI matching `uri_template` (`{var}` → parameter)."""
+        _scopes_option(options)
         template = build_template(fn, uri_template, name=name, context_type=Context, **options)
         self.templates.append(template)
         return template
@@ -182,6 +189,7 @@ class Server:
     def add_prompt(
         self, fn: Callable[..., Any], *, name: str | None = None, **options: Any
     ) -> PromptDef:
+        _scopes_option(options)
         prompt = build_prompt(fn, name=name, context_type=Context, **options)
         self.prompts[prompt.name] = prompt
         return prompt
@@ -260,8 +268,34 @@ class Server:
         """(ttlMs, cacheScope) for a cacheable modern result."""
         return self.cache_ttl_ms, "private" if method == "resources/read" else "public"
 
-    def tool_list(self) -> list[ToolDef]:
-        return list(self.tools.values())
+    def tool_list(self, auth: AuthInfo | None = None) -> list[ToolDef]:
+        """The tools, or those a caller with `auth` may see (its scopes allow them)."""
+        if auth is None:
+            return list(self.tools.values())
+        return [t for t in self.tools.values() if t.scopes <= auth.scopes]
+
+    def scopes_needed(self, method: str, params: dict[str, Any]) -> frozenset[str]:
+        """The scopes a `tools/call`, `resources/read`, `prompts/get` or
+        `completion/complete` needs: those of the item it names (none for other methods,
+        and for names that are not registered: the handler answers those as unknown)."""
+        if method == "completion/complete":
+            return self._completion_scopes(params.get("ref"))
+        name = params.get("name")
+        if method == "tools/call" and isinstance(name, str):
+            tool = self.tools.get(name)
+            return tool.scopes if tool is not None else frozenset()
+        if method == "prompts/get" and isinstance(name, str):
+            prompt = self.prompts.get(name)
+            return prompt.scopes if prompt is not None else frozenset()
+        uri = params.get("uri")
+        if method == "resources/read" and isinstance(uri, str):
+            resource = self.resources.get(uri)
+            if resource is not None:
+                return resource.scopes
+            for template in self.templates:  # the first that matches reads it (handlers.py)
+                if template.match(uri) is not None:
+                    return template.scopes
+        return frozenset()
 
     def honoured_filter(self, wanted: dict[str, Any]) -> dict[str, Any]:
         """The part of a `subscriptions/listen` filter this server can honour."""
@@ -304,6 +338,22 @@ class Server:
 
             self._engine = Engine(self)
         return self._engine
+
+    def _completion_scopes(self, ref: Any) -> frozenset[str]:
+        """A completion asks about a prompt or a resource (template): it needs their scopes."""
+        if not isinstance(ref, dict):
+            return frozenset()
+        name, uri = ref.get("name"), ref.get("uri")
+        if ref.get("type") == "ref/prompt" and isinstance(name, str):
+            prompt = self.prompts.get(name)
+            return prompt.scopes if prompt is not None else frozenset()
+        if ref.get("type") == "ref/resource" and isinstance(uri, str):
+            resource = self.resources.get(uri)
+            if resource is not None:
+                return resource.scopes
+            template = next((t for t in self.templates if t.uri_template == uri), None)
+            return template.scopes if template is not None else frozenset()
+        return frozenset()
 
     def require_client_capabilities(self, required: dict[str, Any], call: Call) -> None:
         missing = capabilities.missing_capabilities(required, call.client_capabilities)
@@ -366,13 +416,31 @@ class Server:
         run_stdio_server(self, **options)
 
     def asgi_app(self, **options: Any) -> Any:
-        """The Streamable HTTP (and HTTP+SSE, WebSocket) endpoints as an ASGI app."""
+        """The Streamable HTTP (and HTTP+SSE, WebSocket) endpoints as an ASGI app;
+        `authorization=ResourceAuth(...)` protects them (OAuth resource server)."""
         from mcpkit.transports.server.http.app import McpAsgiApp
 
         return McpAsgiApp(self, **options)
 
     def run_http(self, host: str = "127.0.0.1", port: int = 8000, **options: Any) -> None:
-        """Serve Streamable HTTP at http://host:port/mcp with uvicorn."""
+        """Serve Streamable HTTP at http://host:port/mcp with uvicorn (`options`: those of
+        `asgi_app`, such as `authorization=ResourceAuth(...)`, and of `serve`)."""
         from mcpkit.transports.server.http.serve import run_http
 
         run_http(self, host=host, port=port, **options)
+
+
+def _scope_set(scopes: Iterable[str]) -> frozenset[str]:
+    """`scopes=` of a registration, as a set; a bare string is refused (it would be read as
+    its letters)."""
+    if isinstance(scopes, str):
+        raise UsageError(f"scopes must be a list of scope names, not the string {scopes!r}")
+    found = frozenset(scopes)
+    if not all(isinstance(s, str) and s and " " not in s for s in found):
+        raise UsageError(f"scopes must be non-empty names without spaces: {sorted(found)!r}")
+    return found
+
+
+def _scopes_option(options: dict[str, Any]) -> None:
+    if "scopes" in options:
+        options["scopes"] = _scope_set(options["scopes"])

@@ -45,6 +45,8 @@ class ToolDef:
     output_validator: SchemaValidator | None = None
     wrap_result: bool = False  # structured output of a non-object return type: {"result": …}
     header_params: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    scopes: frozenset[str] = frozenset()
+    """OAuth scopes a caller needs to see and call it (resource_auth.py)."""
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"name": self.name, "inputSchema": self.input_schema}

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from mcpkit.auth.resource import AuthInfo
 from mcpkit.protocol import errors, jsonrpc, versions
 from mcpkit.server import admission
 from mcpkit.server.connection import Channel, Connection
@@ -23,7 +24,8 @@ from mcpkit.server.engine import Engine
 
 
 async def answer_batch(
-    engine: Engine, data: bytes, connection: Connection, channel: Channel, *, principal: str = ""
+    engine: Engine, data: bytes, connection: Connection, channel: Channel, *, principal: str = "",
+    auth: AuthInfo | None = None,
 ) -> bytes | None:
     """The encoded batch response, or None when the batch held no requests."""
     legacy = connection.legacy
@@ -64,7 +66,8 @@ async def answer_batch(
         if refused is None:
             admitted.append(request.footprint)
             answers.append(
-                engine.handle_request(request, connection, channel, principal=principal))
+                engine.handle_request(request, connection, channel, principal=principal,
+                                      auth=auth))
         else:
             replies.append(jsonrpc.encode_error(request.id, refused))
     try:

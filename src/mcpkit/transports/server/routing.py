@@ -24,6 +24,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+from mcpkit.auth.resource import AuthInfo
 from mcpkit.protocol import jsonrpc
 from mcpkit.server.admission import Admission, Refusal
 from mcpkit.server.connection import Channel, Connection
@@ -44,13 +45,15 @@ def route(
     channel: Channel,
     spawn: Spawn,
     reply: Reply,
+    auth: AuthInfo | None = None,
 ) -> jsonrpc.DecodeFailure | Refusal | None:
     """Route one message; returns what the transport must answer itself at once: the
     decode failure of a message that is not valid, or the refusal of a request its
-    connection has no slot for."""
+    connection has no slot for. `auth`: the verified caller of the message (an HTTP+SSE
+    POST's token), else the connection's."""
     if jsonrpc.is_batch(data):
         return _start(engine, connection, None, spawn, _answer_batch,
-                      engine, data, connection, channel, reply)
+                      engine, data, connection, channel, reply, auth)
     try:
         message = jsonrpc.decode_message(data)
     except jsonrpc.DecodeFailure as failure:
@@ -58,7 +61,7 @@ def route(
         return failure
     if isinstance(message, jsonrpc.Request):
         refused = _start(engine, connection, message.id, spawn, _answer_request,
-                         engine, message, connection, channel, reply,
+                         engine, message, connection, channel, reply, auth,
                          footprint=message.footprint)
         if refused is None:
             connection.reserve(message.id)
@@ -128,9 +131,10 @@ async def _answer_request(
     connection: Connection,
     channel: Channel,
     reply: Reply,
+    auth: AuthInfo | None,
 ) -> None:
     try:
-        response = await engine.handle_request(request, connection, channel)
+        response = await engine.handle_request(request, connection, channel, auth=auth)
     finally:
         connection.unreserve(request.id)
     if response is not None:
@@ -138,8 +142,9 @@ async def _answer_request(
 
 
 async def _answer_batch(
-    engine: Engine, data: bytes, connection: Connection, channel: Channel, reply: Reply
+    engine: Engine, data: bytes, connection: Connection, channel: Channel, reply: Reply,
+    auth: AuthInfo | None,
 ) -> None:
-    response: Any = await answer_batch(engine, data, connection, channel)
+    response: Any = await answer_batch(engine, data, connection, channel, auth=auth)
     if response is not None:
         await reply(response)

@@ -15,9 +15,13 @@ WebSocket /mcp and /ws     the WebSocket transport, subprotocol `mcp` (`websocke
 Before anything: Host and Origin must be acceptable (403), the body at most
 `max_body_bytes` (413).
 
-Who is calling: an authenticating middleware in front of the app may put the caller's
-identity in `scope[PRINCIPAL_KEY]` (a string). It reaches the handlers as `Call.principal`,
-and a legacy session belongs to the principal that opened it (404 for anyone else).
+Who is calling: with `authorization=ResourceAuth(...)` the app is an OAuth resource server
+(`resource_gate.py`: 401/403 challenges, RFC 9728 metadata at
+/.well-known/oauth-protected-resource and that followed by the MCP path); the verified
+caller's `principal_of(auth)` and AuthInfo reach the handlers as `Call.principal` and
+`Call.auth` (`ctx.auth`). Else an authenticating middleware in front of the app may put the
+caller's identity in `scope[PRINCIPAL_KEY]` (a string). A legacy session belongs to the
+principal that opened it (404 for anyone else).
 Legacy sessions are capped per principal - per client address when there is none - and in
 all (`sessions.py`): past a cap `initialize` gets 429 (this caller's sessions are all busy)
 or 503 (every session is busy), with `Retry-After` and a JSON-RPC error.
@@ -34,11 +38,13 @@ from typing import Any
 
 import anyio
 
+from mcpkit.auth.resource import AuthInfo
 from mcpkit.errors import InvalidArgument
 from mcpkit.protocol import errors, jsonrpc, versions
 from mcpkit.server.call import Call
 from mcpkit.server.connection import Connection, LegacySession
 from mcpkit.server.engine import HasEngine, decode_params
+from mcpkit.server.resource_auth import WELL_KNOWN, InsufficientScope, ResourceAuth
 from mcpkit.transports.server.batch import answer_batch
 from mcpkit.transports.server.http import asgi
 from mcpkit.transports.server.http.asgi import Receive, Scope, Send
@@ -46,6 +52,7 @@ from mcpkit.transports.server.http.late_start import LateStart
 from mcpkit.transports.server.http.legacy_sse import LegacySseTransport
 from mcpkit.transports.server.http.peers import host_key
 from mcpkit.transports.server.http.replay import ReplayBudget, ReplayLimits
+from mcpkit.transports.server.http.resource_gate import Refused, ResourceGate
 from mcpkit.transports.server.http.security import HostGuard
 from mcpkit.transports.server.http.sessions import (
     DEFAULT_MAX_SESSIONS,
@@ -67,6 +74,8 @@ BUSY_RETRY_AFTER_S = 1
 """Retry-After of a request refused for want of a slot (admission.py)."""
 PRINCIPAL_KEY = "mcpkit.principal"
 """The ASGI scope key where an authenticating middleware puts the caller's identity."""
+AUTH_KEY = "mcpkit.auth"
+"""The ASGI scope key of the verified OAuth caller (AuthInfo), set by the app's own gate."""
 CLIENT_HEADER = " mcpkit-client"
 """Where `_http` puts the address of a POST's caller without a principal (whose session
 quota it is, `_legacy_session`) in the request's header map: a name no real header can have
@@ -124,6 +133,7 @@ class McpAsgiApp:
         session_codec: SessionCodec | None = None,
         replay_limits: ReplayLimits | None = None,
         max_bodies_in_flight_bytes: int = asgi.DEFAULT_MAX_BODIES_IN_FLIGHT_BYTES,
+        authorization: ResourceAuth | None = None,
     ) -> None:
         self.engine = server.engine
         self.path = path.rstrip("/") or "/"
@@ -150,9 +160,20 @@ class McpAsgiApp:
         )
         self.ws_paths = {self.path, _norm(ws_path)}
         self.websocket = WebSocketTransport(self) if websocket else None
+        self.gate = ResourceGate(authorization) if authorization is not None else None
+        """The OAuth resource server in front of every MCP path (`resource_gate.py`)."""
+        self._protected = {self.path, *self.ws_paths}
+        if self.legacy_sse is not None:
+            self._protected |= {self.legacy_sse.sse_path, self.legacy_sse.messages_path}
+        self._metadata_paths = {WELL_KNOWN, _norm(WELL_KNOWN + self.path)}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
+        if self.gate is not None and kind in ("http", "websocket"):
+            gated = await self._authorize(scope, receive, send)
+            if gated is None:
+                return
+            scope = gated
         if kind == "http":
             await self._http(scope, receive, send)
         elif kind == "websocket":
@@ -165,6 +186,27 @@ class McpAsgiApp:
             await self._lifespan(receive, send)
         else:
             raise InvalidArgument(f"unsupported ASGI scope type {kind!r}")
+
+    async def _authorize(self, scope: Scope, receive: Receive, send: Send) -> Scope | None:
+        """The scope to serve with the verified caller in it, or None once answered (the
+        metadata document, or a refusal). Requests to other paths, and those the Host/Origin
+        check will refuse, pass unchanged: they are answered 404 / 403 as without a gate."""
+        assert self.gate is not None
+        path = _route_path(scope)
+        if scope["type"] == "http" and path in self._metadata_paths:
+            answer = self.gate.metadata(scope["method"])
+            await asgi.respond(send, answer.status, answer.body, headers=answer.headers)
+            return None
+        if path not in self._protected:
+            return scope
+        hdrs = asgi.header_map(scope)
+        if not self.guard.host_ok(hdrs.get("host")) or not self.guard.origin_ok(hdrs.get("origin")):
+            return scope
+        outcome = await self.gate.check(scope, hdrs)
+        if isinstance(outcome, Refused):
+            await _refuse(scope, receive, send, outcome)
+            return None
+        return {**scope, PRINCIPAL_KEY: outcome.principal, AUTH_KEY: outcome.auth}
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -206,7 +248,7 @@ class McpAsgiApp:
             if not principal:  # the client's address is whose session quota it is
                 client = scope.get("client")
                 hdrs = {**hdrs, CLIENT_HEADER: str(client[0]) if client else ""}
-            await self._post(hdrs, receive, send, principal)
+            await self._post(hdrs, receive, send, principal, scope.get(AUTH_KEY))
         elif method == "GET":
             await self._get(hdrs, receive, send, principal)
         elif method == "DELETE":
@@ -217,7 +259,8 @@ class McpAsgiApp:
     # --- POST ----------------------------------------------------------------------------------
 
     async def _post(
-        self, hdrs: Mapping[str, str], receive: Receive, send: Send, principal: str
+        self, hdrs: Mapping[str, str], receive: Receive, send: Send, principal: str,
+        auth: AuthInfo | None = None,
     ) -> None:
         accept = hdrs.get("accept", "*/*")
         can_sse = "text/event-stream" in accept or "*/*" in accept
@@ -237,7 +280,7 @@ class McpAsgiApp:
         if body is None:
             return
         if jsonrpc.is_batch(body):
-            await self._post_batch(body, hdrs, send, principal)
+            await self._post_batch(body, hdrs, send, principal, auth)
             return
         try:
             message = jsonrpc.decode_message(body)
@@ -246,7 +289,7 @@ class McpAsgiApp:
             await self._error(send, 400, failure.error, failure.id)
             return
         if isinstance(message, jsonrpc.Request):
-            await self._post_request(message, hdrs, receive, send, can_sse, principal)
+            await self._post_request(message, hdrs, receive, send, can_sse, principal, auth)
         else:
             await self._post_other(message, hdrs, send, principal)
 
@@ -330,7 +373,8 @@ class McpAsgiApp:
         return functools.partial(self.stray_responses, session, message)
 
     async def _post_batch(
-        self, body: bytes, hdrs: Mapping[str, str], send: Send, principal: str
+        self, body: bytes, hdrs: Mapping[str, str], send: Send, principal: str,
+        auth: AuthInfo | None,
     ) -> None:
         session = self.sessions.get(hdrs.get("mcp-session-id", ""), principal)
         legacy = session.connection.legacy if session is not None else None
@@ -344,7 +388,8 @@ class McpAsgiApp:
         session.open_streams += 1  # busy: not evicted while the batch runs
         try:
             reply = await answer_batch(
-                self.engine, body, session.connection, session.standalone, principal=principal
+                self.engine, body, session.connection, session.standalone, principal=principal,
+                auth=auth,
             )
         finally:
             session.open_streams -= 1
@@ -362,11 +407,12 @@ class McpAsgiApp:
         send: Send,
         can_sse: bool,
         principal: str,
+        auth: AuthInfo | None,
     ) -> None:
         if self.engine.is_modern(request):
-            await self._modern(request, hdrs, receive, send, can_sse, principal)
+            await self._modern(request, hdrs, receive, send, can_sse, principal, auth)
         else:
-            await self._legacy(request, hdrs, receive, send, can_sse, principal)
+            await self._legacy(request, hdrs, receive, send, can_sse, principal, auth)
 
     async def _modern(
         self,
@@ -376,12 +422,16 @@ class McpAsgiApp:
         send: Send,
         can_sse: bool,
         principal: str,
+        auth: AuthInfo | None,
     ) -> None:
         stream = ResponseStream(
             send, extra_headers={}, log_factory=None, prime=False, can_sse=can_sse
         )
         try:
-            call = self._modern_call(request, hdrs, stream, principal)
+            call = self._modern_call(request, hdrs, stream, principal, auth)
+        except InsufficientScope as lacking:
+            await self._step_up(send, lacking)
+            return
         except errors.McpError as exc:
             status = 404 if exc.code == errors.METHOD_NOT_FOUND else 400
             await self._error(send, status, exc, request.id)
@@ -402,13 +452,14 @@ class McpAsgiApp:
         hdrs: Mapping[str, str],
         stream: ResponseStream,
         principal: str,
+        auth: AuthInfo | None,
     ) -> Call:
         """A modern request's call, on a throwaway connection, once the engine made every
         check of the spec's order; `McpError` names the first it fails."""
         client = hdrs.get(CLIENT_HEADER)  # only there without a principal
         caller = principal if client is None else f"peer:{host_key(client)}"
         connection = Connection(principal=principal, caller=caller)
-        return self.engine.admit(request, hdrs, connection, stream, principal)
+        return self.engine.admit(request, hdrs, connection, stream, principal, auth)
 
     async def _legacy(
         self,
@@ -418,6 +469,7 @@ class McpAsgiApp:
         send: Send,
         can_sse: bool,
         principal: str,
+        auth: AuthInfo | None,
     ) -> None:
         session, problem = self._legacy_session(request, hdrs, principal)
         if problem is not None:
@@ -440,7 +492,10 @@ class McpAsgiApp:
             can_sse=can_sse,
         )
         try:
-            call = self.engine.admit(request, hdrs, session.connection, stream, principal)
+            call = self.engine.admit(request, hdrs, session.connection, stream, principal, auth)
+        except InsufficientScope as lacking:  # nothing of the stream was sent yet
+            await self._step_up(send, lacking)
+            return
         except errors.McpError as exc:
             await stream.finish(jsonrpc.encode_error(request.id, exc))
             return
@@ -530,6 +585,12 @@ class McpAsgiApp:
             self._late_watch.discard(key)
             if watcher is not None:
                 watcher.cancel()
+
+    async def _step_up(self, send: Send, refused: InsufficientScope) -> None:
+        """403 insufficient_scope with the step-up challenge (resource_gate.py)."""
+        assert self.gate is not None  # only a gated call has the AuthInfo to lack scopes
+        answer = self.gate.insufficient_scope(refused)
+        await asgi.respond(send, answer.status, answer.body, headers=answer.headers)
 
     async def _busy(self, send: Send, refused: errors.McpError, request_id: Any) -> None:
         """A request not started for want of a slot: 429, Retry-After and its -32000."""
@@ -645,6 +706,22 @@ class McpAsgiApp:
             await asgi.respond(send, 200)
         else:
             await self._error(send, 404, errors.invalid_request("Session not found"))
+
+
+async def _refuse(scope: Scope, receive: Receive, send: Send, answer: Refused) -> None:
+    """Answer a refused request; a WebSocket handshake with the same HTTP response when the
+    server supports ASGI's denial responses, else with a close (403)."""
+    if scope["type"] == "http":
+        await asgi.respond(send, answer.status, answer.body, headers=answer.headers)
+        return
+    await receive()  # websocket.connect
+    if "websocket.http.response" in scope.get("extensions", {}):
+        headers = {**answer.headers, "content-length": str(len(answer.body))}
+        await send({"type": "websocket.http.response.start", "status": answer.status,
+                    "headers": asgi.encode_headers(headers)})
+        await send({"type": "websocket.http.response.body", "body": answer.body})
+    else:
+        await send({"type": "websocket.close", "code": 1008})
 
 
 def _norm(path: str) -> str:

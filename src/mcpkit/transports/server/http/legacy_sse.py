@@ -12,7 +12,9 @@ backpressure (`SseChannel`: nothing is queued for a client that stops reading). 
 GET's task group, so the session ending (the GET disconnecting, or server shutdown) cancels
 what runs for it. Host/Origin checks (403) and the body limit (413) are the main app's, and
 so are the session limits: at most the app's `max_sessions` streams in all (503) and its
-per-principal cap per caller - principal, else client address (429). These sessions are
+per-principal cap per caller - principal, else client address (429). So is the OAuth gate
+(`resource_gate.py`): the GET and every POST present a token; a POST whose principal is not
+the one that opened the session gets 404, and runs with its own token's AuthInfo. These sessions are
 never idle (each is an open stream), so none is evicted.
 """
 
@@ -84,11 +86,13 @@ class SseChannel:
 class SseSession:
     def __init__(
         self, session_id: str, tg: TaskGroup, channel: SseChannel, caller: str | None = None,
+        principal: str = "",
     ) -> None:
         self.id = session_id
         self.tg = tg
         self.channel = channel
-        self.connection = Connection(self.channel, session_id=session_id, caller=caller)
+        self.connection = Connection(
+            self.channel, session_id=session_id, caller=caller, principal=principal)
 
     def close(self) -> None:
         self.connection.close()
@@ -167,7 +171,8 @@ class LegacySseTransport:
         try:
             await channel.write(sse.encode_event(endpoint, event="endpoint"))
             async with anyio.create_task_group() as tg:
-                session = SseSession(session_id, tg, channel, caller_key(scope))
+                session = SseSession(session_id, tg, channel, caller_key(scope),
+                                     str(scope.get("mcpkit.principal", "")))
                 self.sessions[session_id] = session
                 engine.open_session(session.connection)
                 tg.start_soon(self._keepalive, channel)
@@ -209,7 +214,10 @@ class LegacySseTransport:
             await _error(send, 400, errors.invalid_request("missing session_id"))
             return
         session = self.sessions.get(session_id)
-        if session is None:
+        # A session belongs to whoever opened it: anyone else is told it does not exist.
+        if session is None or session.connection.principal != str(
+            scope.get("mcpkit.principal", "")
+        ):
             await _error(send, 404, errors.invalid_request("Session not found"))
             return
         body = await self.app.read_body(asgi.header_map(scope), receive, send)
@@ -222,6 +230,7 @@ class LegacySseTransport:
             session.channel,
             session.tg.start_soon,
             lambda reply: _reply(session, reply),
+            scope.get("mcpkit.auth"),  # app.AUTH_KEY: this POST's verified caller
         )
         if isinstance(failure, Refusal):  # the POST was fine: the request gets its error
             await _reply(session, jsonrpc.encode_error(failure.id, failure.error))

@@ -7,6 +7,9 @@
 - A binary frame closes the socket with 1003 (unsupported data); a text frame over
   `max_message_bytes` closes it with 1009 (message too big).
 - The socket closing ends the session: what runs for it is cancelled.
+- On a protected app the handshake presents the token (`resource_gate.py`; refused with the
+  gate's 401/403 when the server supports ASGI denial responses, else a 403 close); the
+  caller it verified is the socket's until it closes.
 """
 
 from __future__ import annotations
@@ -80,7 +83,11 @@ class WebSocketTransport:
             return
         await send({"type": "websocket.accept", "subprotocol": SUBPROTOCOL})
         channel = WebSocketChannel(send)
-        connection = Connection(channel, caller=caller_key(scope))
+        # The handshake's verified caller (app.PRINCIPAL_KEY / AUTH_KEY) is the socket's for
+        # its whole life: frames carry no token.
+        connection = Connection(channel, caller=caller_key(scope),
+                                principal=str(scope.get("mcpkit.principal", "")),
+                                auth=scope.get("mcpkit.auth"))
         engine = self.app.engine
         engine.open_session(connection)
         try:
