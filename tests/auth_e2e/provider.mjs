@@ -18,8 +18,10 @@
 // count (grants by type, refresh-token consumption, revocations and destroyed tokens,
 // registrations) is appended as one JSON line. Control routes for the tests:
 // POST /__test/settings?access_token_ttl=N sets the access-token lifetime of later grants
-// (seconds); POST /__test/resources?resource=URL adds a protected resource (a server a test
-// starts once the provider runs, e.g. `mcpkit serve`). Prints one JSON line with the issuer
+// (seconds); POST /__test/resources?resource=URL[&format=opaque] adds a protected resource (a
+// server a test starts once the provider runs, e.g. `mcpkit serve`), whose access tokens are
+// opaque with format=opaque (for introspection, which is on: any confidential client may
+// introspect, oidc-provider's default policy). Prints one JSON line with the issuer
 // when it listens; exits when stdin closes (the test process is gone) or after --max-life-s.
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { appendFileSync } from 'node:fs';
@@ -40,6 +42,7 @@ const { values: args } = parseArgs({
 const issuer = `http://127.0.0.1:${args.port}`;
 const settings = { accessTokenTTL: 3600 };
 const resources = new Set(args.resource);
+const opaqueResources = new Set(); // resources whose access tokens are opaque, not JWTs
 const MAX_RESOURCES = 64; // the control route adds at most this many
 
 function signingKey(type, options, alg) {
@@ -73,6 +76,7 @@ const provider = new Provider(issuer, {
     clientCredentials: { enabled: true },
     dPoP: { enabled: true },
     revocation: { enabled: true },
+    introspection: { enabled: true },
     resourceIndicators: {
       enabled: true,
       defaultResource: () => args.resource[0],
@@ -83,8 +87,9 @@ const provider = new Provider(issuer, {
           scope: 'mcp:read mcp:write',
           audience: indicator,
           accessTokenTTL: settings.accessTokenTTL,
-          accessTokenFormat: 'jwt',
-          jwt: { sign: { alg: 'ES256' } },
+          ...(opaqueResources.has(indicator)
+            ? { accessTokenFormat: 'opaque' }
+            : { accessTokenFormat: 'jwt', jwt: { sign: { alg: 'ES256' } } }),
         };
       },
     },
@@ -132,6 +137,7 @@ const server = createServer((req, res) => {
       return;
     }
     resources.add(resource);
+    if (url.searchParams.get('format') === 'opaque') opaqueResources.add(resource);
     res.writeHead(204).end();
     return;
   }

@@ -11,6 +11,7 @@ for it; the process leads its own process group and is stopped by it."""
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -41,9 +42,11 @@ def serve_argv(workspace: Path, port: int, stack: Stack | None, *options: str) -
 
 
 @contextlib.contextmanager
-def running_serve(directory: Path, stack: Stack | None, *options: str) -> Iterator[Served]:
+def running_serve(directory: Path, stack: Stack | None, *options: str, opaque: bool = False,
+                  env: dict[str, str] | None = None) -> Iterator[Served]:
     """`mcpkit serve` on a free port over a fresh workspace (one file in it), trusting
-    `stack`'s provider (when given) with `options` added; stopped after the block."""
+    `stack`'s provider (when given; `opaque`: its tokens for this server are opaque) with
+    `options` added and `env` in its environment; stopped after the block."""
     directory.mkdir(parents=True, exist_ok=True)
     workspace = directory / "workspace"
     workspace.mkdir(exist_ok=True)
@@ -51,10 +54,11 @@ def running_serve(directory: Path, stack: Stack | None, *options: str) -> Iterat
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     if stack is not None:
-        stack.add_resource(url)
+        stack.add_resource(url, opaque=opaque)
     log_path = directory / f"serve-{port}.log"
     with open(log_path, "w+b") as log:
         proc = subprocess.Popen(serve_argv(workspace, port, stack, *options), cwd=ROOT,
+                                env={**os.environ, **(env or {})},
                                 stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         try:

@@ -96,9 +96,11 @@ class Stack:
         with urllib.request.urlopen(request, timeout=10) as reply:
             assert reply.status == 204
 
-    def add_resource(self, resource: str) -> None:
-        """Let the provider issue access tokens for `resource` too (audience: it alone)."""
-        query = urllib.parse.urlencode({"resource": resource})
+    def add_resource(self, resource: str, *, opaque: bool = False) -> None:
+        """Let the provider issue access tokens for `resource` too (audience: it alone):
+        JWTs, or opaque tokens only introspection can read."""
+        query = urllib.parse.urlencode({"resource": resource,
+                                        **({"format": "opaque"} if opaque else {})})
         request = urllib.request.Request(f"{self.issuer}/__test/resources?{query}",
                                          method="POST")
         with urllib.request.urlopen(request, timeout=10) as reply:

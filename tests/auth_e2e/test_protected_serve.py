@@ -11,6 +11,7 @@ session: tests/auth_e2e/stack.py), every piece a real process on 127.0.0.1:
 - mcpkit's client-credentials client with DPoP (a proof per request) calls the tools;
 - a DPoP-bound client-credentials token: taken with a fresh proof by its key, refused with a
   replayed proof, another key's proof, or as a Bearer token;
+- opaque tokens by introspection (`--auth-introspection-*`), and `--auth-dpop-nonce`;
 - `--required-scope`: 403 insufficient_scope for a token without it, and mcpkit's client
   steps up;
 - start-up: `--auth-*` with `--token` is refused, and an unreachable issuer is one line and
@@ -24,7 +25,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ MODERN = "2026-07-28"
 SDK_LIMIT_S = 90.0
 CODING_TOOLS = {"view", "ls", "glob", "grep", "bash"}
 READ, WRITE = "mcp:read", "mcp:write"
+SECRET_ENV = "MCPKIT_TEST_INTROSPECTION_SECRET"
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +68,28 @@ def served_write(oidc_stack: Stack, tmp_path_factory: pytest.TempPathFactory
     """The same, with `--required-scope mcp:write`: a token with only mcp:read gets 403."""
     with running_serve(tmp_path_factory.mktemp("serve-write"), oidc_stack,
                        "--required-scope", WRITE) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def served_introspecting(oidc_stack: Stack, tmp_path_factory: pytest.TempPathFactory
+                         ) -> Iterator[Served]:
+    """Opaque tokens, checked by introspection at the provider as the "machine" client (its
+    secret in an environment variable, never on the command line)."""
+    with running_serve(tmp_path_factory.mktemp("serve-introspect"), oidc_stack,
+                       "--required-scope", READ,
+                       "--auth-introspection-client-id", oidc_stack.machine_client_id,
+                       "--auth-introspection-secret-env", SECRET_ENV, opaque=True,
+                       env={SECRET_ENV: oidc_stack.machine_secret}) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def served_nonce(oidc_stack: Stack, tmp_path_factory: pytest.TempPathFactory
+                 ) -> Iterator[Served]:
+    """DPoP proofs must carry the server's nonce (`--auth-dpop-nonce`)."""
+    with running_serve(tmp_path_factory.mktemp("serve-nonce"), oidc_stack,
+                       "--auth-dpop-nonce") as process:
         yield process
 
 
@@ -92,6 +116,12 @@ async def machine_token(stack: Stack, resource: str, scopes: list[str],
 async def initialize(url: str, authorization: str | None = None,
                      proof: str | None = None) -> tuple[int, str]:
     """The status and WWW-Authenticate of a raw 2025-11-25 `initialize` POST."""
+    status, headers = await initialize_headers(url, authorization, proof)
+    return status, headers.get("WWW-Authenticate", "")
+
+
+async def initialize_headers(url: str, authorization: str | None = None,
+                             proof: str | None = None) -> tuple[int, Mapping[str, str]]:
     headers = {"Accept": "application/json, text/event-stream",
                **({"Authorization": authorization} if authorization else {}),
                **({"DPoP": proof} if proof else {})}
@@ -100,7 +130,7 @@ async def initialize(url: str, authorization: str | None = None,
         "clientInfo": {"name": "raw", "version": "0"}}}
     async with aiohttp.ClientSession() as http, http.post(
             url, json=message, headers=headers) as reply:
-        return reply.status, reply.headers.get("WWW-Authenticate", "")
+        return reply.status, reply.headers.copy()  # case-insensitive, like HTTP
 
 
 def challenge_params(header: str) -> dict[str, str]:
@@ -182,6 +212,42 @@ async def test_mcpkit_machine_client_with_dpop(stack: Stack, served: Served) -> 
         for _ in range(3):  # three requests, three proofs
             result = await client.call_tool("view", view_arguments(served))
             assert not result.is_error and WORKSPACE_TEXT.strip() in text_of(result)
+
+
+async def test_opaque_tokens_by_introspection(stack: Stack, served: Served,
+                                             served_introspecting: Served) -> None:
+    """`--auth-introspection-*`: the provider's opaque tokens are read by introspection; a
+    login through the pages works the same; another resource's tokens are still refused."""
+    opaque = await machine_token(stack, served_introspecting.url, [READ])
+    assert opaque.count(".") != 2  # not a JWT: only the provider can say what it means
+    assert (await initialize(served_introspecting.url, f"Bearer {opaque}"))[0] == 200
+    assert (await initialize(served.url, f"Bearer {opaque}"))[0] == 401  # JWTs only there
+    jwt_elsewhere = await machine_token(stack, served.url, [READ])
+    assert (await initialize(served_introspecting.url, f"Bearer {jwt_elsewhere}"))[0] == 401
+    login = FormLogin()
+    async with Client(served_introspecting.url, era=LEGACY,
+                      auth=OAuth(redirect=login)) as client:
+        result = await client.call_tool("view", view_arguments(served_introspecting))
+        assert not result.is_error and WORKSPACE_TEXT.strip() in text_of(result)
+    assert login.pages == ["login", "consent"]
+
+
+async def test_dpop_nonce_is_required_and_mcpkit_follows_it(stack: Stack,
+                                                           served_nonce: Served) -> None:
+    key = DPoPKey.generate()
+    token = await machine_token(stack, served_nonce.url, [READ], key)
+    proof = key.proof("POST", served_nonce.url, access_token=token)
+    status, headers = await initialize_headers(served_nonce.url, f"DPoP {token}", proof)
+    assert status == 401 and "use_dpop_nonce" in headers.get("WWW-Authenticate", "")
+    nonce = headers["DPoP-Nonce"]
+    with_nonce = key.proof("POST", served_nonce.url, access_token=token, nonce=nonce)
+    assert (await initialize(served_nonce.url, f"DPoP {token}", with_nonce))[0] == 200
+
+    grant = ClientCredentialsGrant(stack.machine_client_id, client_secret=stack.machine_secret)
+    async with Client(served_nonce.url, era=MODERN,
+                      auth=MachineAuth(grant, scopes=[READ], dpop=True)) as client:
+        result = await client.call_tool("view", view_arguments(served_nonce))
+        assert not result.is_error
 
 
 # --- what is refused ---------------------------------------------------------------------
