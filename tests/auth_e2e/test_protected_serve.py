@@ -34,7 +34,7 @@ import pytest
 from tests.auth_e2e.logins import FormLogin
 from tests.auth_e2e.serve_process import WORKSPACE_FILE, WORKSPACE_TEXT, Served, running_serve
 from tests.auth_e2e.stack import ROOT, Stack
-from tests.procs import free_port
+from tests.procs import free_port, stop_process, wait_for_port
 
 from mcpkit import Client
 from mcpkit.auth.assertions import client_credentials_form
@@ -250,6 +250,33 @@ async def test_dpop_nonce_is_required_and_mcpkit_follows_it(stack: Stack,
         assert not result.is_error
 
 
+@pytest.fixture
+def example_url(stack: Stack, tmp_path: Path) -> Iterator[str]:
+    """`mcpkit example --auth-issuer … --auth-audience …` (the serve_arguments commands)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    stack.add_resource(url)
+    with open(tmp_path / "example.log", "w+b") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mcpkit", "example", "--port", str(port),
+             "--auth-issuer", stack.issuer, "--auth-audience", url], cwd=ROOT,
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+        try:
+            wait_for_port(proc, port, timeout=30)
+            yield url
+        finally:
+            stop_process(proc, group=True)
+
+
+async def test_mcpkit_example_takes_the_same_options(stack: Stack, example_url: str) -> None:
+    assert (await initialize(example_url))[0] == 401
+    grant = ClientCredentialsGrant(stack.machine_client_id, client_secret=stack.machine_secret)
+    async with Client(example_url, auth=MachineAuth(grant, scopes=[READ])) as client:
+        result = await client.call_tool("add", {"a": 2, "b": 3})
+        assert result.structured_content == {"result": 5}
+
+
 # --- what is refused ---------------------------------------------------------------------
 
 
@@ -292,7 +319,9 @@ async def test_a_dpop_bound_token_needs_a_fresh_proof_by_its_key(stack: Stack,
     assert (await initialize(served.url, f"DPoP {token}", proof))[0] == 200
     status, challenge = await initialize(served.url, f"DPoP {token}", proof)
     assert status == 401, "a replayed proof was accepted"
-    assert challenge_params(challenge).get("error") == "invalid_token"
+    # RFC 9449 §7.1: invalid_dpop_proof (the verifier raises InvalidDPoPProof); the gate as
+    # merged so far answers every refused token with invalid_token
+    assert challenge_params(challenge).get("error") in ("invalid_token", "invalid_dpop_proof")
     other = DPoPKey.generate().proof("POST", served.url, access_token=token)
     assert (await initialize(served.url, f"DPoP {token}", other))[0] == 401  # not its key
     assert (await initialize(served.url, f"Bearer {token}"))[0] == 401  # bound: no bearer use
