@@ -143,6 +143,16 @@ def test_server_import_does_not_load_the_http_stack() -> None:
     assert loaded_after("mcpkit.server.server", ("uvicorn",)) == []
 
 
+def test_resource_server_token_checks_load_io_only_when_used() -> None:
+    """`mcpkit.server` does not load the verifiers, and `mcpkit.auth.resource` (the types a
+    handler's `ctx.auth` and the HTTP gate share) loads no JOSE library; the verifiers load
+    aiohttp and anyio only when they first talk to an authorization server."""
+    assert loaded_after("mcpkit.server.server, mcpkit.auth.resource",
+                        ("mcpkit.server.authorization", "joserfc", "aiohttp")) == []
+    assert loaded_after("mcpkit.server.authorization",
+                        ("aiohttp", "authlib", "anyio", "uvicorn", "mcpkit.client")) == []
+
+
 def test_protocol_import_loads_no_io_library() -> None:
     code = (
         "import sys; before = set(sys.modules);"

@@ -36,6 +36,7 @@ from mcpkit.auth.resource import (
     TokenRequest,
     VerifierUnavailable,
     challenge_header,
+    presented_token,
     protected_resource_metadata,
 )
 from mcpkit.errors import InvalidArgument
@@ -190,9 +191,10 @@ def test_any_token_text_gives_invalid_token(token: str) -> None:
                                                 "client_id", "cnf", "iss"]),
                                                JSON_VALUES, max_size=6)))
 def test_any_introspection_answer_gives_auth_info_or_invalid_token(body: bytes) -> None:
+    """(or VerifierUnavailable for an answer that is not a JSON object: the AS's fault)"""
     try:
         info = introspection_info(body, IntrospectionPolicy(audience=RESOURCE), time.time())
-    except InvalidToken:
+    except (InvalidToken, VerifierUnavailable):
         return
     assert isinstance(info, AuthInfo)
 
@@ -402,3 +404,54 @@ def test_protected_resource_metadata_document() -> None:
                         "dpop_signing_alg_values_supported": ["ES256"]}
     with pytest.raises(InvalidArgument):
         protected_resource_metadata(RESOURCE, [])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(max_size=400) | st.from_regex(r"[A-Za-z0-9_\-]{0,60}\.[A-Za-z0-9_\-]{0,60}"
+                                              r"\.[A-Za-z0-9_\-]{0,60}", fullmatch=True))
+def test_any_proof_text_gives_invalid_token(proof: str) -> None:
+    with pytest.raises(InvalidToken):
+        check_proof(proof, dpop_request(proof), policy=DPoPPolicy(), now=time.time(),
+                    expected_jkt="x")
+
+
+# --- reading a request's headers -----------------------------------------------------------
+
+
+def test_presented_token() -> None:
+    request = presented_token("POST", URL, ["dpop  abc.def-_~+/=="], ["  proof "])
+    assert request is not None
+    assert (request.scheme, request.token, request.dpop_proof) == ("DPoP", "abc.def-_~+/==",
+                                                                   "proof")
+    bearer = presented_token("GET", URL, ["Bearer t"])
+    assert bearer is not None and (bearer.scheme, bearer.dpop_proof) == ("Bearer", None)
+    assert presented_token("GET", URL, []) is None
+    assert presented_token("GET", URL, ["Basic dXNlcjpwdw=="]) is None
+    with pytest.raises(InvalidToken, match="more than one Authorization"):
+        presented_token("GET", URL, ["Bearer a", "Bearer b"])
+    with pytest.raises(InvalidToken, match="not a token"):
+        presented_token("GET", URL, ["Bearer a b"])
+    with pytest.raises(InvalidToken, match="not a token"):
+        presented_token("GET", URL, ["Bearer"])
+    with pytest.raises(InvalidToken, match="over 30 characters"):
+        presented_token("GET", URL, ["Bearer " + "a" * 30], max_chars=30)
+    with pytest.raises(InvalidDPoPProof, match="more than one DPoP"):
+        presented_token("GET", URL, ["DPoP t"], ["p1", "p2"])
+
+
+SCHEME_AND_JUNK = st.tuples(st.sampled_from(["Bearer", "DPoP", "dpop", "Basic", ""]),
+                            st.text(max_size=40))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(SCHEME_AND_JUNK, max_size=2), st.lists(st.text(max_size=20), max_size=2))
+def test_any_headers_give_a_request_none_or_invalid_token(
+        authorization: list[tuple[str, str]], dpop: list[str]) -> None:
+    values = [f"{scheme} {junk}" for scheme, junk in authorization]
+    try:
+        request = presented_token("GET", URL, values, dpop)
+    except InvalidToken as refused:
+        assert all(junk not in refused.description
+                   for _, junk in authorization if len(junk) >= 8)
+        return
+    assert request is None or (request.token and " " not in request.token)

@@ -22,7 +22,12 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from mcpkit import Server
-from mcpkit.auth.resource import DPoPNonceRequired, InvalidToken, TokenRequest
+from mcpkit.auth.resource import (
+    DPoPNonceRequired,
+    InvalidToken,
+    VerifierUnavailable,
+    presented_token,
+)
 from mcpkit.server.authorization import JwtVerifier
 
 Scope = MutableMapping[str, Any]
@@ -105,14 +110,11 @@ class Protected:
     async def granted_scopes(self, method: str, url: str, authorization: str,
                              proof: str | None) -> frozenset[str] | None:
         """The token's scopes, or None when it is missing, refused, or presented wrongly."""
-        scheme, _, token = authorization.partition(" ")
-        kind = {"bearer": "Bearer", "dpop": "DPoP"}.get(scheme.lower())
-        if kind is None or not token:
-            return None
-        request = TokenRequest(kind, token, method, url, dpop_proof=proof)  # type: ignore[arg-type]
         try:
-            return (await self.verifier.verify(request)).scopes
-        except (InvalidToken, DPoPNonceRequired):
+            request = presented_token(method, url, [authorization] if authorization else [],
+                                      [proof] if proof else [])
+            return None if request is None else (await self.verifier.verify(request)).scopes
+        except (InvalidToken, DPoPNonceRequired, VerifierUnavailable):
             return None
 
     async def refuse(self, send: Send, status: int, error: str | None, scopes: str, *,

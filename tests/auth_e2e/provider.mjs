@@ -2,7 +2,7 @@
 // (a certified OpenID provider, test-only, from tests/js) on 127.0.0.1.
 //
 //   MACHINE_CLIENT_SECRET=S node provider.mjs --port PORT --resource URL [--resource URL2 …]
-//       --events FILE [--max-life-s N]
+//       --events FILE [--other-resource URL2] [--opaque-resource URL3] [--max-life-s N]
 //
 // Configured as an MCP authorization server for the protected resources given (the first is
 // the default): open dynamic client registration, PKCE (S256, required), resource indicators
@@ -10,9 +10,13 @@
 // mcp:read/mcp:write and that resource alone as their audience), refresh tokens
 // with rotation (issued to every client allowed the grant), client credentials (client
 // "machine", secret S, from the environment so no process listing shows it), DPoP, RFC 9207
-// `iss` in the redirect (always on in oidc-provider), and the package's own development login
-// and consent pages (any login and password are accepted). Several resources, so the tests can
-// prove a resource server refuses a token meant for another one.
+// `iss` in the redirect (always on in oidc-provider), token introspection (RFC 7662, for any
+// authenticated client), and the package's own development login
+// and consent pages (any login and password are accepted). Several resources (--resource
+// repeated, --other-resource, or added later by the control route), so the tests can prove a
+// resource server refuses a token meant for another one. With --opaque-resource, one more
+// resource URL3 gets opaque access tokens (oidc-provider introspects only those), for the
+// introspection tests.
 //
 // Keys are generated per run; nothing is written but FILE, where every provider event the tests
 // count (grants by type, refresh-token consumption, revocations and destroyed tokens,
@@ -35,14 +39,17 @@ const { values: args } = parseArgs({
   options: {
     port: { type: 'string' },
     resource: { type: 'string', multiple: true },
+    'other-resource': { type: 'string' },
+    'opaque-resource': { type: 'string' },
     events: { type: 'string' },
     'max-life-s': { type: 'string', default: '900' },
   },
 });
 const issuer = `http://127.0.0.1:${args.port}`;
 const settings = { accessTokenTTL: 3600 };
-const resources = new Set(args.resource);
-const opaqueResources = new Set(); // resources whose access tokens are opaque, not JWTs
+const opaqueResources = new Set([args['opaque-resource']].filter(Boolean)); // opaque tokens
+const resources = new Set([...args.resource, args['other-resource'], ...opaqueResources]
+  .filter(Boolean));
 const MAX_RESOURCES = 64; // the control route adds at most this many
 
 function signingKey(type, options, alg) {
@@ -82,7 +89,7 @@ const provider = new Provider(issuer, {
       defaultResource: () => args.resource[0],
       useGrantedResource: () => true,
       getResourceServerInfo(ctx, indicator) {
-        if (!resources.has(indicator)) throw new errors.InvalidTarget();
+        if (!indicator || !resources.has(indicator)) throw new errors.InvalidTarget();
         return {
           scope: 'mcp:read mcp:write',
           audience: indicator,

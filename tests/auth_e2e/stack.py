@@ -6,6 +6,7 @@
         stack.resource       the protected MCP server's URL (…/mcp)
         stack.other_resource a second resource the provider mints tokens for (…/other-mcp),
                              served by nobody: its tokens must be refused at stack.resource
+        stack.opaque_resource  a third one, whose access tokens are opaque (for introspection)
         stack.set_access_token_ttl(5)     later grants' access tokens live 5 s
         stack.add_resource(url)           the provider also issues tokens for url (another
                                           protected server a test starts, e.g. `mcpkit serve`)
@@ -70,6 +71,7 @@ class Stack:
     resource: str
     events_file: Path
     other_resource: str = ""
+    opaque_resource: str = ""
     machine_client_id: str = "machine"
     machine_secret: str = field(default="", repr=False)
     """The provider's one pre-registered client-credentials client (client_secret_basic)."""
@@ -130,13 +132,15 @@ def running_stack(directory: Path) -> Iterator[Stack]:
     resource = f"http://127.0.0.1:{server_port}/mcp"
     stack = Stack(f"http://127.0.0.1:{provider_port}", resource, directory / "events.jsonl",
                   other_resource=f"http://127.0.0.1:{server_port}/other-mcp",
+                  opaque_resource=f"http://127.0.0.1:{server_port}/opaque-mcp",
                   machine_secret=secrets.token_urlsafe(24))
     with contextlib.ExitStack() as stop:
         provider_log = stop.enter_context(open(directory / "provider.log", "w+b"))
         server_log = stop.enter_context(open(directory / "server.log", "w+b"))
         provider = _start(
             [str(NODE22), str(PROVIDER_SCRIPT), "--port", str(provider_port),
-             "--resource", resource, "--resource", stack.other_resource,
+             "--resource", resource, "--other-resource", stack.other_resource,
+             "--opaque-resource", stack.opaque_resource,
              "--events", str(stack.events_file),
              "--max-life-s", str(MAX_LIFE_S)],
             provider_port, provider_log, stdin=subprocess.PIPE,

@@ -3,7 +3,8 @@
 tokens for the stack's resource pass `JwtVerifier` (keys discovered from the provider's
 metadata), a DPoP-bound one only with a fresh proof by its key (a replayed proof and a bearer
 presentation refused), and a token the same provider minted for another resource is refused:
-no token for another resource, so none passed through."""
+no token for another resource, so none passed through. Opaque tokens go through the
+provider's introspection endpoint (`IntrospectionVerifier`) under the same rules."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from mcpkit.auth.assertions import client_credentials_form
 from mcpkit.auth.client_auth import basic_authorization
 from mcpkit.auth.dpop import DPoPKey
 from mcpkit.auth.resource import InvalidToken, TokenRequest
-from mcpkit.server.authorization import JwtVerifier, discover_verifier
+from mcpkit.server.authorization import IntrospectionVerifier, JwtVerifier, discover_verifier
 
 pytestmark = pytest.mark.anyio
 
@@ -84,3 +85,34 @@ async def test_a_dpop_bound_token_needs_a_fresh_proof_by_its_key(stack: Stack) -
     with pytest.raises(InvalidToken, match="htu"):
         await verifier.verify(TokenRequest("DPoP", token, "POST", stack.resource,
                                            dpop_proof=wrong_url))
+
+
+async def test_introspection_at_the_provider(stack: Stack) -> None:
+    """The provider's own RFC 7662 endpoint, found through its metadata, asked with the
+    machine client's credentials about opaque tokens: the answer for this resource's token
+    passes (a DPoP-bound one only with its proof), the one for another resource's token is
+    refused on its audience, and a made-up token is inactive."""
+    verifier = await discover_verifier(
+        stack.issuer, stack.opaque_resource,
+        introspection_client=(stack.machine_client_id, stack.machine_secret))
+    assert isinstance(verifier, IntrospectionVerifier)
+    ours = (await machine_token(stack, stack.opaque_resource))["access_token"]
+    assert ours.count(".") != 2  # opaque, not a JWT
+    info = await verifier.verify(TokenRequest("Bearer", ours, "POST", stack.opaque_resource))
+    assert info.client_id == stack.machine_client_id and "mcp:read" in info.scopes
+    assert info.expires_at is not None
+    with pytest.raises(InvalidToken, match="another resource"):
+        await (await discover_verifier(
+            stack.issuer, stack.resource,
+            introspection_client=(stack.machine_client_id, stack.machine_secret))
+        ).verify(TokenRequest("Bearer", ours, "POST", stack.resource))
+    with pytest.raises(InvalidToken, match="not active"):
+        await verifier.verify(TokenRequest("Bearer", "made-up", "POST", stack.opaque_resource))
+    key = DPoPKey.generate()
+    bound = (await machine_token(stack, stack.opaque_resource, key))["access_token"]
+    proof = key.proof("POST", stack.opaque_resource, access_token=bound)
+    request = TokenRequest("DPoP", bound, "POST", stack.opaque_resource, dpop_proof=proof)
+    assert (await verifier.verify(request)).jkt == key.jkt
+    with pytest.raises(InvalidToken, match="already used"):
+        await verifier.verify(request)
+    assert stack.machine_secret not in repr(verifier)

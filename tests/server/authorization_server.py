@@ -29,6 +29,9 @@ class AuthServer:
     jwks_delay_s: float = 0.0
     introspection: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Token → the answer; any other token is `{"active": false}`."""
+    introspection_delay_s: float = 0.0
+    introspections_in_flight: int = 0
+    most_introspections_in_flight: int = 0
     client: tuple[str, str] = ("rs", "rs-secret")
     hits: Counter[str] = field(default_factory=Counter)
     issuer: str = ""
@@ -68,6 +71,13 @@ class AuthServer:
         if headers.get(b"authorization", b"").decode() != expected:
             await self._json(send, 401, b'{"error": "invalid_client"}')
             return
+        self.introspections_in_flight += 1
+        self.most_introspections_in_flight = max(self.most_introspections_in_flight,
+                                                 self.introspections_in_flight)
+        try:
+            await anyio.sleep(self.introspection_delay_s)
+        finally:
+            self.introspections_in_flight -= 1
         form = parse_qs(body.decode())
         self.introspected_forms.append(form)
         answer = self.introspection.get(form["token"][0], {"active": False})

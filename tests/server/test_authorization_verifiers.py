@@ -19,14 +19,15 @@ from typing import Any
 
 import anyio
 import pytest
-from tests.auth.resource_tokens import RESOURCE, Signer
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tests.auth.resource_tokens import ISSUER, RESOURCE, Signer, jwks
 from tests.server.authorization_server import AuthServer, running_auth_server
 
 from mcpkit.auth.dpop import DPoPKey
 from mcpkit.auth.resource import (
     AuthInfo,
     DPoPNonceRequired,
-    InsufficientScope,
     InvalidToken,
     TokenRequest,
     VerifierUnavailable,
@@ -42,6 +43,7 @@ from mcpkit.server.authorization import (
     discover_verifier,
 )
 from mcpkit.server.authorization.dpop import ENTRY_BYTES
+from mcpkit.server.authorization.fetch import Fetched
 from mcpkit.server.authorization.introspection import IntrospectionCache
 
 pytestmark = pytest.mark.anyio
@@ -81,13 +83,6 @@ async def test_a_token_for_another_resource_or_issuer_is_refused(
         await verifier.verify(bearer(mint(auth_server, aud="https://other.example/mcp")))
     with pytest.raises(InvalidToken, match="another authorization server"):
         await verifier.verify(bearer(mint(auth_server, iss="https://evil.example")))
-
-
-async def test_required_scopes_are_a_403(auth_server: AuthServer) -> None:
-    verifier = JwtVerifier(auth_server.issuer, RESOURCE, required_scopes=["admin"])
-    with pytest.raises(InsufficientScope) as caught:
-        await verifier.verify(bearer(mint(auth_server)))
-    assert caught.value.scopes == {"admin"}
 
 
 async def test_a_new_kid_is_fetched_and_the_ttl_refreshes(auth_server: AuthServer) -> None:
@@ -224,6 +219,29 @@ async def test_introspection_refuses_another_audience_and_a_wrong_client(
         await wrong.verify(bearer("t"))
 
 
+async def test_concurrent_callers_share_one_introspection(auth_server: AuthServer) -> None:
+    auth_server.introspection_delay_s = 0.3
+    auth_server.introspection["same"] = {"active": True, "sub": "dan", "aud": RESOURCE}
+    verifier = introspector(auth_server, max_concurrent_requests=2)
+    seen: list[str] = []
+
+    async def one(token: str) -> None:
+        try:
+            seen.append((await verifier.verify(bearer(token))).subject)
+        except InvalidToken:
+            seen.append("refused")
+
+    with anyio.fail_after(LIVENESS_S):
+        async with anyio.create_task_group() as group:
+            for _ in range(10):
+                group.start_soon(one, "same")
+            for i in range(4):
+                group.start_soon(one, f"other-{i}")
+    assert sorted(seen) == ["dan"] * 10 + ["refused"] * 4
+    assert auth_server.hits["/introspect"] == 5 == verifier.requests  # 1 + one per other
+    assert auth_server.most_introspections_in_flight == 2  # the verifier's cap
+
+
 def test_introspection_cache_bounds_and_expiry() -> None:
     now = [1000.0]
     cache = IntrospectionCache(ttl_s=30, max_entries=100, max_bytes=8192,
@@ -316,3 +334,37 @@ def test_a_flood_keeps_the_caches_within_their_byte_bounds() -> None:
     assert figures["replay_refused"] == 200_000 - figures["replay_kept"]
     assert figures["introspection_bytes"] <= bound and figures["introspection_kept"] > 100
     assert figures["after"] - figures["before"] <= 2 * bound + 8 * 1024 * 1024, figures
+
+
+class _KeysInMemory(AuthServerHttp):
+    """The JWKS without a socket (in addition to the real-HTTP tests above): for the fuzz
+    below, which runs hundreds of verifications."""
+
+    async def get(self, url: str, *, max_bytes: int | None = None) -> Fetched:
+        return Fetched(200, json.dumps(jwks(FUZZ_SIGNER)).encode())
+
+
+FUZZ_SIGNER = Signer("fuzz")
+
+
+@settings(max_examples=200, deadline=None)
+@given(scheme=st.sampled_from(["Bearer", "DPoP"]),
+       token=st.text(max_size=200) | st.builds(
+           lambda claims: FUZZ_SIGNER.mint(claims),
+           st.dictionaries(st.sampled_from(["aud", "exp", "sub", "scope", "cnf", "iss"]),
+                           st.none() | st.integers() | st.text(max_size=10)
+                           | st.dictionaries(st.just("jkt"), st.text(max_size=5)),
+                           max_size=4)),
+       proof=st.none() | st.text(max_size=100),
+       method=st.sampled_from(["GET", "POST", "x y"]),
+       url=st.sampled_from([RESOURCE, "not a url", "http://[::1"]))
+async def test_any_request_gives_auth_info_or_an_authorization_refusal(
+        scheme: str, token: str, proof: str | None, method: str, url: str) -> None:
+    request = TokenRequest(scheme, token, method, url, dpop_proof=proof)  # type: ignore[arg-type]
+    verifier = JwtVerifier(ISSUER, RESOURCE, jwks_uri="https://as.example/jwks",
+                           http=_KeysInMemory())
+    try:
+        info = await verifier.verify(request)
+    except (InvalidToken, DPoPNonceRequired):
+        return
+    assert isinstance(info, AuthInfo) and scheme == "Bearer" and info.jkt is None

@@ -14,7 +14,11 @@
                  exchange (RFC 8693) of enterprise-managed authorization
     dpop         DPoP keys, proofs and nonce challenges (RFC 9449)
     resource     the resource server's side: `AuthInfo`, `TokenRequest`, `TokenVerifier`,
-                 `InvalidToken`, `DPoPNonceRequired`
+                 `InvalidToken`, `DPoPNonceRequired`, `presented_token`, `challenge_header`,
+                 `protected_resource_metadata`
+    access_token RFC 9068 JWT access tokens at a resource: header, signature, claim checks
+    introspection RFC 7662 introspection answers, held to the same audience/expiry rules
+    dpop_proof   RFC 9449 proofs at a resource: presentation, the proof, the nonce
     forms        `SecretFields`: form fields and headers whose values never show in a repr
     errors       the exceptions of this package
 

@@ -16,6 +16,8 @@ replay cache and the server's nonces are kept by the server
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -119,9 +121,8 @@ def check_proof(proof: str, request: TokenRequest, *, policy: DPoPPolicy, now: f
     `ath` = the token's hash, and the key's thumbprint = the token's `cnf.jkt`."""
     header = _proof_header(proof, policy)
     try:
-        key = JWKRegistry.import_key(header["jwk"])
+        key, thumbprint = _public_key(json.dumps(header["jwk"], sort_keys=True))
         claims = jwt.decode(proof, key, algorithms=[header["alg"]]).claims
-        thumbprint = key.thumbprint()
     except _DECODE_ERRORS:
         raise InvalidDPoPProof("the DPoP proof's signature does not verify with its "
                                "jwk") from None
@@ -144,6 +145,19 @@ def check_proof(proof: str, request: TokenRequest, *, policy: DPoPPolicy, now: f
     if nonce is not None and not isinstance(nonce, str):
         raise InvalidDPoPProof("the DPoP proof's nonce is not a string")
     return VerifiedProof(jti=jti, iat=iat, nonce=nonce, jkt=thumbprint)
+
+
+DPOP_KEY_CACHE_ENTRIES = 256
+"""Imported proof keys kept (a client sends the same key with every proof; importing it and
+computing its thumbprint is half the cost of a check). Each entry is at most one proof's jwk,
+so the cache stays under DPOP_KEY_CACHE_ENTRIES x DEFAULT_MAX_PROOF_CHARS."""
+
+
+@functools.lru_cache(maxsize=DPOP_KEY_CACHE_ENTRIES)
+def _public_key(jwk_json: str) -> tuple[Any, str]:
+    """The key a proof's `jwk` (as canonical JSON) describes, and its RFC 7638 thumbprint."""
+    key = JWKRegistry.import_key(json.loads(jwk_json))
+    return key, key.thumbprint()
 
 
 def _token_hash(token: str) -> str:

@@ -8,8 +8,9 @@ introspect live in `mcpkit.server.authorization`; the HTTP gate in the server tr
     InvalidToken    401 error="invalid_token" (expired, wrong audience, bad signature, …)
     DPoPNonceRequired  401 error="use_dpop_nonce" with the nonce to send (RFC 9449 §9)
     InvalidDPoPProof   an InvalidToken with error="invalid_dpop_proof" (RFC 9449 §7.1)
-    InsufficientScope  403 error="insufficient_scope" (a verifier's required scopes missing)
-    VerifierUnavailable  an InvalidToken: the AS's keys or introspection could not be reached
+    VerifierUnavailable  the AS's keys or introspection could not be had: a TransportError
+                       (503 with Retry-After at the gate: the caller is not at fault)
+    presented_token    an HTTP request's `Authorization` and `DPoP` headers → TokenRequest
     challenge_header   the `WWW-Authenticate` value of a 401/403 (RFC 6750 §3, RFC 9728 §5.1,
                        RFC 9449 §7.1)
     protected_resource_metadata   the RFC 9728 §2 document a resource publishes
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from mcpkit.auth.errors import AuthorizationError
-from mcpkit.errors import InvalidArgument
+from mcpkit.errors import InvalidArgument, TransportError
 
 Scheme = Literal["Bearer", "DPoP"]
 
@@ -94,20 +95,55 @@ class InvalidDPoPProof(InvalidToken):
     error = "invalid_dpop_proof"
 
 
-class InsufficientScope(AuthorizationError):
-    """The token is valid but lacks scopes the request needs: 403 with
-    error="insufficient_scope" and `scope` naming `scopes` (RFC 6750 §3.1)."""
+class VerifierUnavailable(TransportError):
+    """The token could not be checked because the authorization server (its metadata, JWKS
+    or introspection endpoint) did not answer usefully: unreachable, slow, an error status,
+    an oversized or malformed document. Not the caller's fault, so not an InvalidToken: the
+    gate answers 503 with Retry-After. `description` names the URL and the problem only."""
 
-    def __init__(self, scopes: Iterable[str]) -> None:
-        self.scopes = frozenset(scopes)
-        super().__init__("the access token lacks a required scope: "
-                         + " ".join(sorted(self.scopes)))
+    def __init__(self, description: str) -> None:
+        super().__init__(description)
+        self.description = description
 
 
-class VerifierUnavailable(InvalidToken):
-    """The token could not be checked because the authorization server (its JWKS or its
-    introspection endpoint) did not answer usefully. Still a 401 (the request is not
-    authorized); a gate may answer 503 instead, since the caller is not at fault."""
+# --- reading a request ---------------------------------------------------------------------
+
+DEFAULT_MAX_AUTHORIZATION_CHARS = 16384 + 16
+"""The longest `Authorization` value read (a 16 KiB token and its scheme)."""
+
+# RFC 6750 §2.1 b64token: the characters a token may have (no spaces, so nothing after it).
+_B64TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+_SCHEMES: dict[str, Scheme] = {"bearer": "Bearer", "dpop": "DPoP"}
+
+
+def presented_token(method: str, url: str, authorization: Iterable[str],
+                    dpop: Iterable[str] = (), *,
+                    max_chars: int = DEFAULT_MAX_AUTHORIZATION_CHARS) -> TokenRequest | None:
+    """What a request presents, from all its `Authorization` and `DPoP` header values: None
+    when it carries no `Bearer` or `DPoP` credentials (answer 401 with a bare challenge).
+    Refused (InvalidToken) are several `Authorization` headers, an over-long one, and a
+    token off RFC 6750's b64token grammar; several `DPoP` headers are an InvalidDPoPProof
+    (RFC 9449 §4.3: at most one proof). The scheme is case-insensitive (RFC 9110 §11.1)."""
+    values = list(authorization)
+    if not values:
+        return None
+    if len(values) > 1:
+        raise InvalidToken("the request has more than one Authorization header")
+    value = values[0]
+    if len(value) > max_chars:
+        raise InvalidToken(f"the Authorization header is over {max_chars} characters")
+    scheme_name, _, token = value.strip(" \t").partition(" ")
+    scheme = _SCHEMES.get(scheme_name.lower())
+    if scheme is None:
+        return None
+    token = token.strip(" \t")
+    if not _B64TOKEN.fullmatch(token):
+        raise InvalidToken(f"the {scheme} credentials are not a token (RFC 6750 b64token)")
+    proofs = list(dpop)
+    if len(proofs) > 1:
+        raise InvalidDPoPProof("the request has more than one DPoP header")
+    return TokenRequest(scheme, token, method, url,
+                        dpop_proof=proofs[0].strip(" \t") if proofs else None)
 
 
 # --- WWW-Authenticate ----------------------------------------------------------------------

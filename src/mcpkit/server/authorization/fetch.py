@@ -65,6 +65,8 @@ class AuthServerHttp:
                     if len(body) > max_bytes:
                         raise too_large
                 return Fetched(reply.status, bytes(body))
+        except VerifierUnavailable:  # (a TransportError, so an OSError: not re-wrapped)
+            raise
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise VerifierUnavailable(f"{method} {url} failed: {type(exc).__name__}") from None
 

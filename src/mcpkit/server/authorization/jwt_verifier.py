@@ -26,7 +26,6 @@ from mcpkit.auth.access_token import (
 from mcpkit.auth.dpop import DEFAULT_MAX_ACCESS_TOKEN_CHARS
 from mcpkit.auth.resource import (
     AuthInfo,
-    InsufficientScope,
     InvalidToken,
     TokenRequest,
     VerifierUnavailable,
@@ -49,7 +48,6 @@ class JwtVerifier:
 
     def __init__(self, issuer: str, audience: str | Collection[str], *,
                  jwks_uri: str | None = None,
-                 required_scopes: Collection[str] = (),
                  leeway_s: float = DEFAULT_LEEWAY_S,
                  algorithms: Collection[str] = DEFAULT_ACCESS_TOKEN_ALGORITHMS,
                  allow_plain_jwt: bool = False,
@@ -64,9 +62,6 @@ class JwtVerifier:
         self.policy = AccessTokenPolicy(
             issuer=issuer, audience=audience, leeway_s=leeway_s, algorithms=tuple(algorithms),
             allow_plain_jwt=allow_plain_jwt, max_token_chars=max_token_chars)
-        self.required_scopes = frozenset(required_scopes)
-        """Scopes every token must carry (InsufficientScope, a 403, when one is missing;
-        per-tool scopes are the gate's)."""
         self.dpop = dpop or DPoPGuard()
         self._http = http or AuthServerHttp()
         self._jwks_uri = jwks_uri
@@ -87,8 +82,6 @@ class JwtVerifier:
         claims = self._claims_under_one_of(request.token, keys, header)
         info = access_token_info(header, claims, self.policy, self._clock())
         await self.dpop.check(request, info)
-        if not self.required_scopes <= info.scopes:
-            raise InsufficientScope(self.required_scopes)
         return info
 
     @staticmethod
