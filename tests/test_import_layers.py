@@ -194,7 +194,7 @@ SEAM = {
     "mcpkit.server.connection",  # Connection, Channel, LegacySession
     "mcpkit.server.call",  # Call
     "mcpkit.server.admission",  # Refusal and the request-slot limits
-    "mcpkit.server.resource_auth",  # ResourceAuth, InsufficientScope (a protected server)
+    "mcpkit.server.resource_auth",  # ResourceAuth, StepUpRequired (a protected server)
 }
 """What of `mcpkit.server` a server transport may import (engine.py's docstring)."""
 SERVER_TRANSPORT_FILES = sorted((SRC / "transports" / "server").rglob("*.py"))

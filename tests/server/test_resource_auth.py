@@ -1,5 +1,5 @@
 """`ResourceAuth` and the scope decisions, without HTTP: the settings' checks, the metadata
-URL rule, the engine's `InsufficientScope` where no HTTP status can answer (a JSON-RPC
+URL rule, the engine's `StepUpRequired` where no HTTP status can answer (a JSON-RPC
 error), registration of `scopes=`, and the HTTP app's gate driven as an ASGI app with
 arbitrary Authorization headers (hypothesis): never a 500, never let in without a known
 token."""
@@ -37,15 +37,21 @@ def anyio_backend() -> str:
 
 
 def test_the_resource_must_be_an_absolute_url_and_the_metadata_url_follows_it() -> None:
-    verifier = KnownTokens()
+    verifier, issuers = KnownTokens(), ["https://as.test"]
     for bad in ("", "/mcp", "mcp.example.test", "ftp://x/mcp", "https://x/mcp#frag"):
         with pytest.raises(UsageError):
-            ResourceAuth(verifier, resource=bad)
-    with pytest.raises(UsageError):
-        ResourceAuth(verifier, resource="https://x/mcp", max_authorization_bytes=0)
-    assert ResourceAuth(verifier, resource="https://x.test/").metadata_url == (
+            ResourceAuth(verifier, resource=bad, authorization_servers=issuers)
+    for settings_ in ({"max_authorization_bytes": 0}, {"authorization_servers": []},
+                      {"authorization_servers": "https://as.test"},
+                      {"required_scopes": ["a b"]}, {"scopes_supported": ['q"']}):
+        with pytest.raises(UsageError):
+            ResourceAuth(verifier, **{"resource": "https://x/mcp",
+                                      "authorization_servers": issuers, **settings_})
+    assert ResourceAuth(verifier, resource="https://x.test/",
+                        authorization_servers=issuers).metadata_url == (
         "https://x.test/.well-known/oauth-protected-resource")
-    assert ResourceAuth(verifier, resource="https://x.test:8443/a/mcp/").metadata_url == (
+    assert ResourceAuth(verifier, resource="https://x.test:8443/a/mcp/",
+                        authorization_servers=issuers).metadata_url == (
         "https://x.test:8443/.well-known/oauth-protected-resource/a/mcp")
 
 

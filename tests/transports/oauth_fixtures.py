@@ -7,7 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 from mcpkit import Server
-from mcpkit.auth.resource import AuthInfo, DPoPNonceRequired, InvalidToken, TokenRequest
+from mcpkit.auth.resource import (
+    AuthInfo,
+    DPoPNonceRequired,
+    InvalidToken,
+    TokenRequest,
+    TokenVerifier,
+)
 from mcpkit.server.context import Context
 from mcpkit.server.resource_auth import ResourceAuth
 
@@ -50,7 +56,7 @@ class KnownTokens:
         return info
 
 
-def protection(verifier: KnownTokens, **options: Any) -> ResourceAuth:
+def protection(verifier: TokenVerifier, **options: Any) -> ResourceAuth:
     settings: dict[str, Any] = {
         "resource": RESOURCE, "authorization_servers": [ISSUER],
         "scopes_supported": ["mcp", "admin"], "required_scopes": ["mcp"],

@@ -42,7 +42,7 @@ META = {
 JSON = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 TIMEOUT = aiohttp.ClientTimeout(total=10)
 CHALLENGE_401 = (f'Bearer resource_metadata="{METADATA_URL}", scope="mcp", '
-                 f'DPoP algs="ES256", resource_metadata="{METADATA_URL}", scope="mcp"')
+                 f'DPoP resource_metadata="{METADATA_URL}", algs="ES256", scope="mcp"')
 
 
 @pytest.fixture
@@ -146,8 +146,10 @@ async def test_dpop_nonce_401_then_the_proof_with_the_nonce_passes() -> None:
                                     "tok-dpop", scheme="DPoP")
         assert status == 401
         assert got["dpop-nonce"] == NONCE
-        assert 'DPoP algs="ES256"' in got["www-authenticate"]
-        assert 'error="use_dpop_nonce"' in got["www-authenticate"]
+        assert got["www-authenticate"] == (  # the DPoP challenge alone: a DPoP-only error
+            f'DPoP resource_metadata="{METADATA_URL}", algs="ES256", scope="mcp", '
+            'error="use_dpop_nonce", error_description="resend the proof with the DPoP-Nonce '
+            'given"')
         status, _, messages = await post(http, base + "/mcp", body,
                                          {**headers, "dpop": f"proof-{NONCE}"}, "tok-dpop",
                                          scheme="DPoP")
@@ -333,3 +335,44 @@ async def test_many_bad_tokens_from_one_address_are_rate_limited() -> None:
         status, got, _ = await post(http, base + "/mcp", body, headers, "tok-alice")
         assert status == 429 and int(got["retry-after"]) >= 1  # not even a right one now
         assert len(verifier.seen) == 5  # the blocked ones never reached the verifier
+
+
+# --- with the real JWT verifier ----------------------------------------------------------------
+
+
+async def test_jwt_access_tokens_checked_against_the_issuers_jwks() -> None:
+    """`JwtVerifier` (RFC 9068, keys from the issuer's JWKS, served on 127.0.0.1) behind the
+    gate: a token for this resource gets in as its issuer-qualified subject; one minted for
+    another resource is refused; per-tool scopes hold for JWT scopes too."""
+    from tests.auth.resource_tokens import Signer
+    from tests.server.authorization_server import running_auth_server
+
+    from mcpkit.server.authorization import JwtVerifier
+
+    with running_auth_server(Signer("k1")) as issuer:
+        def mint(**claims: Any) -> str:
+            return issuer.signers[0].mint({"iss": issuer.issuer, "aud": RESOURCE,
+                                           "scope": "mcp", **claims})
+
+        auth = protection(JwtVerifier(issuer.issuer, RESOURCE),
+                          authorization_servers=[issuer.issuer])
+        app = build_guarded_server().asgi_app(authorization=auth)
+        async with serving(app) as (_, port):
+            url = f"http://127.0.0.1:{port}/mcp"
+            async with Client(url, bearer_token=mint()) as alice:
+                assert [t.name for t in await alice.list_tools()] == ["whoami"]
+                me = json.loads((await alice.call_tool("whoami")).content[0].text)  # type: ignore[union-attr]
+                assert me["subject"] == "alice" and me["client_id"] == "app"
+                assert me["principal"] == f"{issuer.issuer}#alice"
+            async with aiohttp.ClientSession(timeout=TIMEOUT) as http:
+                body, headers = modern("tools/list")
+                elsewhere = mint(aud="https://other.example.test/mcp")
+                status, got, _ = await post(http, url, body, headers, elsewhere)
+                assert status == 401
+                assert 'error="invalid_token"' in got["www-authenticate"]
+                status, got, _ = await post(
+                    http, url, *modern("tools/call", {"name": "wipe", "arguments": {}}, "wipe"),
+                    mint())
+                assert status == 403
+                assert 'scope="admin mcp", error="insufficient_scope"' in got["www-authenticate"]
+            app.shutdown()

@@ -18,7 +18,7 @@ import only the value types of the seam: `mcpkit.server.connection` (`Connection
 `Channel`, `LegacySession`: what a transport hands the engine), `mcpkit.server.call`
 (`Call`), `mcpkit.server.admission` (`Refusal`, the request-slot limits) and
 `mcpkit.server.resource_auth` (`ResourceAuth`, the settings of a protected server, and
-`InsufficientScope`, what `admit` raises for a call whose scopes the caller lacks).
+`StepUpRequired`, what `admit` raises for a call whose scopes the caller lacks).
 tests/test_import_layers.py holds them to it.
 
 Requests:
@@ -30,7 +30,7 @@ Requests:
                                           HTTP request's (lower-case names), None elsewhere.
                                           `auth`: the verified caller (AuthInfo), whose scopes
                                           must cover the tool/resource/prompt called, else
-                                          `InsufficientScope` (an McpError; HTTP: 403)
+                                          `StepUpRequired` (an McpError; HTTP: 403)
     answer(call) -> (body | None, error code | None)      run an admitted call
     handle_request(request, connection, channel, principal=, auth=) -> body | None
                                           admit + answer, for transports without headers
@@ -213,7 +213,7 @@ class Engine:
         the version, the method, and - for a modern HTTP request (`headers` given) - the
         MCP-Protocol-Version, Mcp-Method / Mcp-Name and Mcp-Param-* headers; then that the
         caller's scopes (`auth`, else the connection's) cover the item called
-        (`InsufficientScope`). Raises only `McpError` (what to answer), whatever the params
+        (`StepUpRequired`). Raises only `McpError` (what to answer), whatever the params
         hold. Without `principal`/`auth`, the connection's."""
         try:
             call = self._admit(request, headers, connection, channel,

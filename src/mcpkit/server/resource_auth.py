@@ -7,7 +7,7 @@
 
 One of the Engine's seam modules (engine.py): the HTTP transport reads these settings to
 gate requests (401/403 challenges, RFC 9728 metadata), and the engine raises
-`InsufficientScope` from `admit` when a call names a tool, resource or prompt whose scopes
+`StepUpRequired` from `admit` when a call names a tool, resource or prompt whose scopes
 the caller's token lacks - before anything of the response is sent, so HTTP answers 403
 with the step-up challenge. Without HTTP (a WebSocket message, an HTTP+SSE POST, a batch
 member) it is a JSON-RPC error: code `INSUFFICIENT_SCOPE` (-32003), data
@@ -22,16 +22,19 @@ No IO and no IO library here (`import mcpkit.server` stays light).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from mcpkit.auth.resource import AuthInfo, TokenVerifier
+from mcpkit.auth.resource import AuthInfo, TokenVerifier, protected_resource_metadata
 from mcpkit.errors import UsageError
 from mcpkit.protocol import errors
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
+SCOPE_NAME = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
+"""What a scope name may hold (RFC 6749 §3.3: visible ASCII but `"` and `\\`)."""
 INSUFFICIENT_SCOPE = -32003
 """The JSON-RPC error of a call whose scopes the caller lacks, where no HTTP status can say
 it (implementation-defined range, -32000..-32099)."""
@@ -54,7 +57,9 @@ class ResourceAuth:
     resource: str
     """This server's canonical URL, e.g. "https://mcp.example.com/mcp": the audience tokens
     must name, the RFC 9728 `resource`. Required (see the module docstring)."""
-    authorization_servers: Sequence[str] = ()
+    authorization_servers: Sequence[str]
+    """The issuers whose tokens this server takes (at least one: MCP clients find the
+    authorization server through them)."""
     scopes_supported: Sequence[str] | None = None
     required_scopes: Sequence[str] = ()
     """Scopes every request needs (403 insufficient_scope otherwise)."""
@@ -75,6 +80,10 @@ class ResourceAuth:
             raise UsageError(
                 f"ResourceAuth.resource must be an absolute http(s) URL without a fragment "
                 f"(this server's canonical URL), not {self.resource!r}")
+        if isinstance(self.authorization_servers, str) or not self.authorization_servers:
+            raise UsageError("ResourceAuth.authorization_servers must list at least one issuer")
+        for scopes in (self.required_scopes, self.scopes_supported or ()):
+            check_scope_names(scopes)
         if min(self.max_authorization_bytes, self.max_dpop_proof_bytes, self.failure_burst,
                self.failures_per_minute) < 1:
             raise UsageError("ResourceAuth limits must be whole numbers above 0")
@@ -90,25 +99,17 @@ class ResourceAuth:
 
     def metadata(self) -> dict[str, Any]:
         """The RFC 9728 protected-resource metadata document."""
-        document: dict[str, Any] = {
-            "resource": self.resource,
-            "bearer_methods_supported": ["header"],
-        }
-        if self.authorization_servers:
-            document["authorization_servers"] = list(self.authorization_servers)
-        if self.scopes_supported is not None:
-            document["scopes_supported"] = list(self.scopes_supported)
-        if self.resource_name is not None:
-            document["resource_name"] = self.resource_name
-        if self.dpop_algs:
-            document["dpop_signing_alg_values_supported"] = list(self.dpop_algs)
+        document = protected_resource_metadata(
+            self.resource, self.authorization_servers, self.scopes_supported,
+            resource_name=self.resource_name,
+            dpop_signing_alg_values_supported=self.dpop_algs or None)
         return {**self.extra_metadata, **document}
 
 
-class InsufficientScope(errors.McpError):
+class StepUpRequired(errors.McpError):
     """The caller's token lacks scopes this call needs (`needed`, plus the server's required
-    ones). HTTP answers 403 `insufficient_scope` with `challenge_scopes` (what is needed and
-    what the token has, so that re-authorizing keeps them); elsewhere this JSON-RPC error."""
+    ones). HTTP answers 403 `insufficient_scope` with the scopes needed and those the token
+    has (so that re-authorizing keeps them); elsewhere this JSON-RPC error."""
 
     def __init__(self, needed: Iterable[str], granted: Iterable[str]) -> None:
         self.needed = frozenset(needed)
@@ -120,9 +121,18 @@ class InsufficientScope(errors.McpError):
             {"error": "insufficient_scope", "scope": scope},
         )
 
-    @property
-    def challenge_scopes(self) -> str:
-        return " ".join(sorted(self.needed | self.granted))
+
+def check_scope_names(scopes: Iterable[str]) -> frozenset[str]:
+    """`scopes` as a set, or UsageError: a bare string (it would be read as its letters),
+    or a name that is empty or holds a space, a quote or a backslash (RFC 6749 §3.3)."""
+    if isinstance(scopes, str):
+        raise UsageError(f"scopes must be a list of scope names, not the string {scopes!r}")
+    found = frozenset(scopes)
+    bad = sorted(repr(s) for s in found if not isinstance(s, str) or not SCOPE_NAME.fullmatch(s))
+    if bad:
+        raise UsageError(f"scope names are visible ASCII without quotes or backslashes: "
+                         f"{', '.join(bad)}")
+    return found
 
 
 def allowed(scopes: frozenset[str], auth: AuthInfo | None) -> bool:
@@ -132,9 +142,9 @@ def allowed(scopes: frozenset[str], auth: AuthInfo | None) -> bool:
 
 
 def check(scopes: frozenset[str], auth: AuthInfo | None) -> None:
-    """`InsufficientScope` unless the caller has every scope in `scopes`."""
+    """`StepUpRequired` unless the caller has every scope in `scopes`."""
     if auth is not None and not scopes <= auth.scopes:
-        raise InsufficientScope(scopes, auth.scopes)
+        raise StepUpRequired(scopes, auth.scopes)
 
 
 def principal_of(auth: AuthInfo) -> str:

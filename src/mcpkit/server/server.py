@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from mcpkit.auth.resource import AuthInfo
-from mcpkit.errors import UsageError
 from mcpkit.protocol import capabilities, errors, versions
 from mcpkit.protocol.request_state import RequestStateCodec
 from mcpkit.server import admission, inputs
@@ -32,6 +31,7 @@ from mcpkit.server.connection import (
 from mcpkit.server.context import Context
 from mcpkit.server.notifier import Notifier
 from mcpkit.server.prompts import PromptDef, build_prompt
+from mcpkit.server.resource_auth import check_scope_names
 from mcpkit.server.resources import (
     ResourceDef,
     TemplateDef,
@@ -134,7 +134,7 @@ class Server:
             meta=meta,
             required_capabilities=required_capabilities,
             task_support=task_support,
-            scopes=_scope_set(scopes),
+            scopes=check_scope_names(scopes),
         )
         self.tools[tool.name] = tool
         return tool
@@ -430,17 +430,6 @@ class Server:
         run_http(self, host=host, port=port, **options)
 
 
-def _scope_set(scopes: Iterable[str]) -> frozenset[str]:
-    """`scopes=` of a registration, as a set; a bare string is refused (it would be read as
-    its letters)."""
-    if isinstance(scopes, str):
-        raise UsageError(f"scopes must be a list of scope names, not the string {scopes!r}")
-    found = frozenset(scopes)
-    if not all(isinstance(s, str) and s and " " not in s for s in found):
-        raise UsageError(f"scopes must be non-empty names without spaces: {sorted(found)!r}")
-    return found
-
-
 def _scopes_option(options: dict[str, Any]) -> None:
     if "scopes" in options:
-        options["scopes"] = _scope_set(options["scopes"])
+        options["scopes"] = check_scope_names(options["scopes"])

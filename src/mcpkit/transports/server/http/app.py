@@ -44,7 +44,7 @@ from mcpkit.protocol import errors, jsonrpc, versions
 from mcpkit.server.call import Call
 from mcpkit.server.connection import Connection, LegacySession
 from mcpkit.server.engine import HasEngine, decode_params
-from mcpkit.server.resource_auth import WELL_KNOWN, InsufficientScope, ResourceAuth
+from mcpkit.server.resource_auth import WELL_KNOWN, ResourceAuth, StepUpRequired
 from mcpkit.transports.server.batch import answer_batch
 from mcpkit.transports.server.http import asgi
 from mcpkit.transports.server.http.asgi import Receive, Scope, Send
@@ -429,7 +429,7 @@ class McpAsgiApp:
         )
         try:
             call = self._modern_call(request, hdrs, stream, principal, auth)
-        except InsufficientScope as lacking:
+        except StepUpRequired as lacking:
             await self._step_up(send, lacking)
             return
         except errors.McpError as exc:
@@ -493,7 +493,7 @@ class McpAsgiApp:
         )
         try:
             call = self.engine.admit(request, hdrs, session.connection, stream, principal, auth)
-        except InsufficientScope as lacking:  # nothing of the stream was sent yet
+        except StepUpRequired as lacking:  # nothing of the stream was sent yet
             await self._step_up(send, lacking)
             return
         except errors.McpError as exc:
@@ -586,7 +586,7 @@ class McpAsgiApp:
             if watcher is not None:
                 watcher.cancel()
 
-    async def _step_up(self, send: Send, refused: InsufficientScope) -> None:
+    async def _step_up(self, send: Send, refused: StepUpRequired) -> None:
         """403 insufficient_scope with the step-up challenge (resource_gate.py)."""
         assert self.gate is not None  # only a gated call has the AuthInfo to lack scopes
         answer = self.gate.insufficient_scope(refused)

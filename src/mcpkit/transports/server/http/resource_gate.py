@@ -15,7 +15,11 @@ app accepts):
     the token lacks `required_scopes` → 403 error="insufficient_scope"
     else the caller: `principal_of(auth)` and the AuthInfo, put in the ASGI scope.
 
-With `dpop_algs` set every challenge offers `DPoP algs="…"` beside Bearer (RFC 9449 §7.1).
+With `dpop_algs` set every challenge offers `DPoP algs="…"` beside Bearer (RFC 9449 §7.1);
+errors only DPoP has (use_dpop_nonce, invalid_dpop_proof) come in the DPoP challenge alone.
+A verifier that cannot reach its authorization server (`VerifierUnavailable`) → 503 with
+Retry-After: the caller is not at fault. The challenges and the document are built by
+`mcpkit.auth.resource` (`challenge_header`, `protected_resource_metadata`).
 Bodies are JSON-RPC errors. Refused tokens and malformed headers spend the client address's
 budget (`AuthFailures`): once spent, 429 with Retry-After before any token is looked at.
 A token is never logged nor echoed; descriptions come from the verifier (safe by contract).
@@ -30,15 +34,30 @@ import json
 import logging
 import math
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from mcpkit.auth.errors import AuthorizationError
-from mcpkit.auth.resource import AuthInfo, DPoPNonceRequired, InvalidToken, Scheme, TokenRequest
+from mcpkit.auth.resource import (
+    AuthInfo,
+    DPoPNonceRequired,
+    InsufficientScope,
+    InvalidToken,
+    Scheme,
+    TokenRequest,
+    VerifierUnavailable,
+    challenge_header,
+)
 from mcpkit.errors import Timeout as McpkitTimeout
 from mcpkit.errors import TransportError
 from mcpkit.protocol import errors, jsonrpc
-from mcpkit.server.resource_auth import INSUFFICIENT_SCOPE, InsufficientScope, ResourceAuth
+from mcpkit.server.resource_auth import (
+    INSUFFICIENT_SCOPE,
+    SCOPE_NAME,
+    ResourceAuth,
+    StepUpRequired,
+)
 from mcpkit.server.resource_auth import principal_of as _principal_of
 from mcpkit.transports.server.http.asgi import Scope
 from mcpkit.transports.server.http.auth_failures import AuthFailures
@@ -74,14 +93,15 @@ class ResourceGate:
         self.settings = settings
         self.failures = AuthFailures(
             burst=settings.failure_burst, per_minute=settings.failures_per_minute)
-        scopes = settings.required_scopes or settings.scopes_supported or ()
-        self.initial_scope = " ".join(scopes) or None
+        self.initial_scope: Sequence[str] = (
+            settings.required_scopes or settings.scopes_supported or ())
         """The `scope` of a 401: what a client should ask for first."""
         self.document = json.dumps(settings.metadata()).encode()
 
     # --- requests ----------------------------------------------------------------------
 
-    async def check(self, scope: Scope, hdrs: dict[str, str] | Any) -> Admitted | Refused:
+    async def check(self, scope: Scope, hdrs: Mapping[str, str]) -> Admitted | Refused:
+        """The verified caller of this request, or the answer refusing it."""
         peer = peer_key(scope)
         wait = self.failures.blocked(peer)
         if wait is not None:
@@ -115,55 +135,43 @@ class ResourceGate:
             auth = await self.settings.verifier.verify(request)
         except DPoPNonceRequired as need:
             return self._nonce_required(need.nonce)
+        except VerifierUnavailable as down:  # the AS did not answer: not the caller's fault
+            return self._unavailable(type(down).__name__)
         except InvalidToken as refused:
             self.failures.failed(peer)
-            return self.invalid_token(refused.description)
+            return self.invalid_token(refused.description, refused.error)
+        except InsufficientScope as lacking:  # the verifier's own required scopes
+            return self.insufficient_scope(StepUpRequired(lacking.scopes, ()))
         except AuthorizationError as refused:  # a verifier's other refusals: messages are safe
             self.failures.failed(peer)
             return self.invalid_token(str(refused))
         except (TransportError, McpkitTimeout, OSError) as exc:
-            log.warning("the token verifier could not check a token: %s", type(exc).__name__)
-            return _refused(503, "the token could not be checked now; retry later",
-                            errors.INTERNAL_ERROR,
-                            {"retry-after": str(VERIFIER_RETRY_AFTER_S)})
+            return self._unavailable(type(exc).__name__)
         except Exception as exc:
             # A verifier's bug: the request is refused (never let in, never a 500); only the
             # exception's type is logged, since its message might quote the token.
             log.error("the token verifier failed (%s): refusing the token", type(exc).__name__)
             self.failures.failed(peer)
             return self.invalid_token("the token could not be verified")
-        missing = frozenset(self.settings.required_scopes) - auth.scopes
-        if missing:
-            return self.insufficient_scope(InsufficientScope(
-                frozenset(self.settings.required_scopes), auth.scopes))
+        required = frozenset(self.settings.required_scopes)
+        if not required <= auth.scopes:
+            return self.insufficient_scope(StepUpRequired(required, auth.scopes))
         return Admitted(_principal_of(auth), auth)
 
     # --- answers -----------------------------------------------------------------------
 
-    def challenge(self, *, scope: str | None, error: str | None = None,
-                  description: str | None = None, dpop_error: str | None = None) -> str:
-        """The WWW-Authenticate value: a Bearer challenge, and a DPoP one when DPoP is on or
-        `dpop_error` names an error only DPoP has (use_dpop_nonce)."""
-        params = [("resource_metadata", self.settings.metadata_url)]
-        if scope:
-            params.append(("scope", scope))
-        if error:
-            params.append(("error", error))
-        if description:
-            params.append(("error_description", _safe(description)))
-        found = []
-        if dpop_error is None:
-            found.append("Bearer " + _params(params))
-        if self.settings.dpop_algs or dpop_error is not None:
-            dpop = [(n, v) for n, v in params if n not in ("error", "error_description")]
-            dpop_err = dpop_error or error
-            if dpop_err:
-                dpop.append(("error", dpop_err))
-                if description:
-                    dpop.append(("error_description", _safe(description)))
-            if self.settings.dpop_algs:
-                dpop.insert(0, ("algs", " ".join(self.settings.dpop_algs)))
-            found.append("DPoP " + _params(dpop))
+    def challenge(self, *, scope: Iterable[str], error: str | None = None,
+                  description: str | None = None, dpop_only: bool = False) -> str:
+        """The WWW-Authenticate value: a Bearer challenge, and a DPoP one (RFC 9449 §7.1)
+        when DPoP is on; only the DPoP one for an error only DPoP has (`dpop_only`:
+        use_dpop_nonce, invalid_dpop_proof). Scopes off RFC 6749's grammar (a token's odd
+        claim) are left out rather than break the header."""
+        names = sorted(s for s in scope if SCOPE_NAME.fullmatch(s))
+        common: dict[str, Any] = {"resource_metadata": self.settings.metadata_url,
+                                  "scope": names, "error": error, "description": description}
+        found = [] if dpop_only else [challenge_header("Bearer", **common)]
+        if self.settings.dpop_algs or dpop_only:
+            found.append(challenge_header("DPoP", algs=self.settings.dpop_algs, **common))
         return ", ".join(found)
 
     def unauthorized(self) -> Refused:
@@ -172,24 +180,30 @@ class ResourceGate:
                         UNAUTHORIZED, {"www-authenticate": self.challenge(
                             scope=self.initial_scope)})
 
-    def invalid_token(self, description: str) -> Refused:
+    def invalid_token(self, description: str, error: str = "invalid_token") -> Refused:
         return _refused(401, f"invalid token: {_safe(description)}", UNAUTHORIZED, {
             "www-authenticate": self.challenge(
-                scope=self.initial_scope, error="invalid_token", description=description)})
+                scope=self.initial_scope, error=error, description=description,
+                dpop_only=error == "invalid_dpop_proof")})
 
-    def insufficient_scope(self, refused: InsufficientScope) -> Refused:
+    def _unavailable(self, what: str) -> Refused:
+        log.warning("the token verifier could not check a token: %s", what)
+        return _refused(503, "the token could not be checked now; retry later",
+                        errors.INTERNAL_ERROR, {"retry-after": str(VERIFIER_RETRY_AFTER_S)})
+
+    def insufficient_scope(self, refused: StepUpRequired) -> Refused:
         """403 with the step-up challenge: the scopes needed, plus those the token has (so
         the client's new token keeps them)."""
         needed = " ".join(sorted(refused.needed))
         return _refused(403, f"insufficient scope: this needs {needed!r}", INSUFFICIENT_SCOPE, {
             "www-authenticate": self.challenge(
-                scope=refused.challenge_scopes, error="insufficient_scope",
+                scope=refused.needed | refused.granted, error="insufficient_scope",
                 description=f"this needs the scopes: {needed}")})
 
     def _nonce_required(self, nonce: str) -> Refused:
         return _refused(401, "a DPoP proof with the server's nonce is required", UNAUTHORIZED, {
             "www-authenticate": self.challenge(
-                scope=self.initial_scope, dpop_error="use_dpop_nonce",
+                scope=self.initial_scope, error="use_dpop_nonce", dpop_only=True,
                 description="resend the proof with the DPoP-Nonce given"),
             "dpop-nonce": nonce})
 
@@ -215,7 +229,7 @@ class ResourceGate:
         return Refused(405, {"allow": "GET, HEAD, OPTIONS"}, b"")
 
 
-def request_url(scope: Scope, hdrs: Any) -> str:
+def request_url(scope: Scope, hdrs: Mapping[str, str]) -> str:
     """The URL the client addressed (no query: RFC 9449's `htu`): the scheme of the
     connection (ws → http), the Host header (already checked against the allowed hosts),
     the mount point and the path."""
@@ -240,10 +254,6 @@ def _safe(text: str) -> str:
     """`text` as RFC 6750 allows inside error_description (no quote, no backslash, printable
     ASCII), bounded."""
     return _UNSAFE_IN_QUOTES.sub("?", text[:MAX_DESCRIPTION_CHARS])
-
-
-def _params(params: list[tuple[str, str]]) -> str:
-    return ", ".join(f'{name}="{_UNSAFE_IN_QUOTES.sub("?", value)}"' for name, value in params)
 
 
 def _refused(status: int, message: str, code: int, headers: dict[str, str]) -> Refused:
