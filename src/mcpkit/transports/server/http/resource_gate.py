@@ -42,7 +42,6 @@ from mcpkit.auth.errors import AuthorizationError
 from mcpkit.auth.resource import (
     AuthInfo,
     DPoPNonceRequired,
-    InsufficientScope,
     InvalidToken,
     Scheme,
     TokenRequest,
@@ -140,8 +139,6 @@ class ResourceGate:
         except InvalidToken as refused:
             self.failures.failed(peer)
             return self.invalid_token(refused.description, refused.error)
-        except InsufficientScope as lacking:  # the verifier's own required scopes
-            return self.insufficient_scope(StepUpRequired(lacking.scopes, ()))
         except AuthorizationError as refused:  # a verifier's other refusals: messages are safe
             self.failures.failed(peer)
             return self.invalid_token(str(refused))
