@@ -325,9 +325,9 @@ async def test_a_dpop_bound_token_needs_a_fresh_proof_by_its_key(stack: Stack,
     assert (await initialize(served.url, f"DPoP {token}", proof))[0] == 200
     status, challenge = await initialize(served.url, f"DPoP {token}", proof)
     assert status == 401, "a replayed proof was accepted"
-    # RFC 9449 §7.1: invalid_dpop_proof (the verifier raises InvalidDPoPProof); the gate as
-    # merged so far answers every refused token with invalid_token
-    assert challenge_params(challenge).get("error") in ("invalid_token", "invalid_dpop_proof")
+    assert challenge.startswith("DPoP ")  # RFC 9449 §7.1: the scheme the request used
+    assert challenge_params(challenge).get("error") == "invalid_dpop_proof"
+    assert "replayed" in challenge_params(challenge).get("error_description", "")
     other = DPoPKey.generate().proof("POST", served.url, access_token=token)
     assert (await initialize(served.url, f"DPoP {token}", other))[0] == 401  # not its key
     assert (await initialize(served.url, f"Bearer {token}"))[0] == 401  # bound: no bearer use
