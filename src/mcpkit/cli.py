@@ -50,6 +50,7 @@ first steps:
 def _example(args: argparse.Namespace) -> int:
     from mcpkit.examples.demo import server
     from mcpkit.serve_arguments import serve
+    from mcpkit.serve_authorization import AuthOptionsError
     from mcpkit.transports.server.http.listen import ListenError
 
     def ready(where: str) -> None:
@@ -59,7 +60,7 @@ def _example(args: argparse.Namespace) -> int:
 
     try:
         serve(server, args, on_ready=ready)
-    except ListenError as exc:
+    except (ListenError, AuthOptionsError) as exc:
         print(f"mcpkit example: {exc.message}", file=sys.stderr)
         return 2
     return 0

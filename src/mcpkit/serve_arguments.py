@@ -1,5 +1,6 @@
 """Command-line options shared by every command that serves a `Server`:
-`--transport stdio|http`, `--host`, `--port`, and running the server as they say."""
+`--transport stdio|http`, `--host`, `--port`, the limits, `--auth-*` (serve_authorization.py),
+and running the server as they say."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ def add_transport_arguments(
 
     add_limit_arguments(parser)
     add_admission_arguments(parser)
+    from mcpkit.serve_authorization import add_authorization_arguments
+
+    add_authorization_arguments(parser)
 
 
 def add_admission_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,7 +69,13 @@ def serve(server: Server, args: argparse.Namespace,
     """Run `server` on the transport the parsed arguments name (HTTP serves /mcp) until
     stdin ends (stdio) or a stop signal comes. `on_ready(where)` is called once it serves:
     `where` is "stdio" or the endpoint's URL (the real port when `--port 0`). Raises
-    `mcpkit.transports.server.http.listen.ListenError` when the port cannot be bound."""
+    `mcpkit.transports.server.http.listen.ListenError` when the port cannot be bound, and
+    `mcpkit.serve_authorization.AuthOptionsError` when the `--auth-*` options are wrong or the
+    issuer cannot be used (before anything listens)."""
+    from mcpkit.serve_authorization import check_authorization_arguments, resource_auth
+
+    check_authorization_arguments(args, static_token=None, transport=args.transport)
+    authorization = resource_auth(args)
     apply_admission_arguments(server, args)
     if args.transport == "stdio":
         server.run_stdio(on_ready=None if on_ready is None else lambda: on_ready("stdio"))
@@ -74,4 +84,4 @@ def serve(server: Server, args: argparse.Namespace,
 
         server.run_http(host=args.host, port=args.port, log_level="warning",
                         on_ready=None if on_ready is None else lambda url: on_ready(url + "/mcp"),
-                        **limit_options(args))
+                        authorization=authorization, **limit_options(args))

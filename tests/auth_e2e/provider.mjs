@@ -1,26 +1,31 @@
 // The real authorization server of the OAuth end-to-end tests: the `oidc-provider` npm package
 // (a certified OpenID provider, test-only, from tests/js) on 127.0.0.1.
 //
-//   MACHINE_CLIENT_SECRET=S node provider.mjs --port PORT --resource URL --events FILE
-//       [--other-resource URL2] [--opaque-resource URL3] [--max-life-s N]
+//   MACHINE_CLIENT_SECRET=S node provider.mjs --port PORT --resource URL [--resource URL2 …]
+//       --events FILE [--other-resource URL2] [--opaque-resource URL3] [--max-life-s N]
 //
-// Configured as an MCP authorization server for one protected resource (URL): open dynamic
-// client registration, PKCE (S256, required), resource indicators (RFC 8707: URL is the only
-// resource; its access tokens are RFC 9068 JWTs with scopes mcp:read/mcp:write), refresh tokens
+// Configured as an MCP authorization server for the protected resources given (the first is
+// the default): open dynamic client registration, PKCE (S256, required), resource indicators
+// (RFC 8707: only those resources; each one's access tokens are RFC 9068 JWTs with scopes
+// mcp:read/mcp:write and that resource alone as their audience), refresh tokens
 // with rotation (issued to every client allowed the grant), client credentials (client
 // "machine", secret S, from the environment so no process listing shows it), DPoP, RFC 9207
 // `iss` in the redirect (always on in oidc-provider), token introspection (RFC 7662, for any
 // authenticated client), and the package's own development login
-// and consent pages (any login and password are accepted). With --other-resource, a second
-// resource URL2 is allowed too (same scopes, its own audience): tokens minted for it let the
-// tests prove a resource server refuses a token meant for another resource. With
-// --opaque-resource, a third resource URL3 gets opaque access tokens (oidc-provider introspects
-// only those), for the introspection tests.
+// and consent pages (any login and password are accepted). Several resources (--resource
+// repeated, --other-resource, or added later by the control route), so the tests can prove a
+// resource server refuses a token meant for another one. With --opaque-resource, one more
+// resource URL3 gets opaque access tokens (oidc-provider introspects only those), for the
+// introspection tests.
 //
 // Keys are generated per run; nothing is written but FILE, where every provider event the tests
 // count (grants by type, refresh-token consumption, revocations and destroyed tokens,
-// registrations) is appended as one JSON line. A control route for the tests, POST /__test/settings?access_token_ttl=N, sets
-// the access-token lifetime of later grants (seconds). Prints one JSON line with the issuer
+// registrations) is appended as one JSON line. Control routes for the tests:
+// POST /__test/settings?access_token_ttl=N sets the access-token lifetime of later grants
+// (seconds); POST /__test/resources?resource=URL[&format=opaque] adds a protected resource (a
+// server a test starts once the provider runs, e.g. `mcpkit serve`), whose access tokens are
+// opaque with format=opaque (for introspection, which is on: any confidential client may
+// introspect, oidc-provider's default policy). Prints one JSON line with the issuer
 // when it listens; exits when stdin closes (the test process is gone) or after --max-life-s.
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { appendFileSync } from 'node:fs';
@@ -33,7 +38,7 @@ import Provider, { errors } from '../js/node_modules/oidc-provider/lib/index.js'
 const { values: args } = parseArgs({
   options: {
     port: { type: 'string' },
-    resource: { type: 'string' },
+    resource: { type: 'string', multiple: true },
     'other-resource': { type: 'string' },
     'opaque-resource': { type: 'string' },
     events: { type: 'string' },
@@ -42,6 +47,10 @@ const { values: args } = parseArgs({
 });
 const issuer = `http://127.0.0.1:${args.port}`;
 const settings = { accessTokenTTL: 3600 };
+const opaqueResources = new Set([args['opaque-resource']].filter(Boolean)); // opaque tokens
+const resources = new Set([...args.resource, args['other-resource'], ...opaqueResources]
+  .filter(Boolean));
+const MAX_RESOURCES = 64; // the control route adds at most this many
 
 function signingKey(type, options, alg) {
   const { privateKey } = generateKeyPairSync(type, options);
@@ -59,7 +68,9 @@ const provider = new Provider(issuer, {
   }],
   jwks: { keys: [signingKey('ec', { namedCurve: 'P-256' }, 'ES256'), signingKey('rsa', { modulusLength: 2048 }, 'RS256')] },
   cookies: { keys: [randomBytes(32).toString('hex')] },
-  scopes: ['openid', 'offline_access'],
+  // the resources' scopes are listed too: a client may name them in its registration (the
+  // official Python SDK registers with the scope it will ask for)
+  scopes: ['openid', 'offline_access', 'mcp:read', 'mcp:write'],
   pkce: { required: () => true },
   rotateRefreshToken: true,
   // issueRefreshToken is oidc-provider's default: a refresh token only for a grant with
@@ -75,17 +86,17 @@ const provider = new Provider(issuer, {
     introspection: { enabled: true },
     resourceIndicators: {
       enabled: true,
-      defaultResource: () => args.resource,
+      defaultResource: () => args.resource[0],
       useGrantedResource: () => true,
       getResourceServerInfo(ctx, indicator) {
-        const known = [args.resource, args['other-resource'], args['opaque-resource']];
-        if (!indicator || !known.includes(indicator)) throw new errors.InvalidTarget();
+        if (!indicator || !resources.has(indicator)) throw new errors.InvalidTarget();
         return {
           scope: 'mcp:read mcp:write',
           audience: indicator,
           accessTokenTTL: settings.accessTokenTTL,
-          accessTokenFormat: indicator === args['opaque-resource'] ? 'opaque' : 'jwt',
-          jwt: { sign: { alg: 'ES256' } },
+          ...(opaqueResources.has(indicator)
+            ? { accessTokenFormat: 'opaque' }
+            : { accessTokenFormat: 'jwt', jwt: { sign: { alg: 'ES256' } } }),
         };
       },
     },
@@ -123,6 +134,17 @@ const server = createServer((req, res) => {
       return;
     }
     settings.accessTokenTTL = ttl;
+    res.writeHead(204).end();
+    return;
+  }
+  if (url.pathname === '/__test/resources' && req.method === 'POST') {
+    const resource = url.searchParams.get('resource');
+    if (!resource?.startsWith('http://127.0.0.1:') || resources.size >= MAX_RESOURCES) {
+      res.writeHead(400).end(`resource must be an http://127.0.0.1: URL, at most ${MAX_RESOURCES}`);
+      return;
+    }
+    resources.add(resource);
+    if (url.searchParams.get('format') === 'opaque') opaqueResources.add(resource);
     res.writeHead(204).end();
     return;
   }

@@ -8,6 +8,8 @@
                              served by nobody: its tokens must be refused at stack.resource
         stack.opaque_resource  a third one, whose access tokens are opaque (for introspection)
         stack.set_access_token_ttl(5)     later grants' access tokens live 5 s
+        stack.add_resource(url)           the provider also issues tokens for url (another
+                                          protected server a test starts, e.g. `mcpkit serve`)
         mark = stack.mark()
         …
         stack.events_since(mark, "grant.success", grant_type="refresh_token")  # what followed
@@ -28,6 +30,7 @@ import platform
 import secrets
 import subprocess
 import sys
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -92,6 +95,16 @@ class Stack:
         """The lifetime of access tokens issued from now on (the provider's test route)."""
         request = urllib.request.Request(
             f"{self.issuer}/__test/settings?access_token_ttl={seconds}", method="POST")
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            assert reply.status == 204
+
+    def add_resource(self, resource: str, *, opaque: bool = False) -> None:
+        """Let the provider issue access tokens for `resource` too (audience: it alone):
+        JWTs, or opaque tokens only introspection can read."""
+        query = urllib.parse.urlencode({"resource": resource,
+                                        **({"format": "opaque"} if opaque else {})})
+        request = urllib.request.Request(f"{self.issuer}/__test/resources?{query}",
+                                         method="POST")
         with urllib.request.urlopen(request, timeout=10) as reply:
             assert reply.status == 204
 

@@ -9,6 +9,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mcpkit.coding.scope import MAX_TASKS, current_task, valid_task_id
+from mcpkit.serve_authorization import (
+    AuthOptionsError,
+    add_authorization_arguments,
+    check_authorization_arguments,
+    resource_auth,
+)
 from mcpkit.transports.server.http.auth_failures import (
     DEFAULT_AUTH_FAILURE_BURST,
     DEFAULT_AUTH_FAILURES_PER_MINUTE,
@@ -16,6 +22,7 @@ from mcpkit.transports.server.http.auth_failures import (
 from mcpkit.transports.server.http.serve import add_limit_arguments, positive_int
 
 if TYPE_CHECKING:
+    from mcpkit.server.resource_auth import ResourceAuth
     from mcpkit.server.server import Server
 
 DEFAULT_PORT = 65510
@@ -35,7 +42,10 @@ examples:
   mcpkit serve --workspace ~/project        # http://127.0.0.1:{DEFAULT_PORT}/mcp
   mcpkit serve --transport stdio            # for a client that starts the server
   {TOKEN_ENV}=$(openssl rand -hex 16) mcpkit serve --host 0.0.0.0
-                                            # reachable from other machines: require a token"""
+                                            # reachable from other machines: require a token
+  mcpkit serve --host 0.0.0.0 --auth-issuer https://auth.example.com \\
+      --auth-audience https://mcp.example.com/mcp --required-scope mcp
+                                            # or OAuth access tokens (MCP authorization)"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,6 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="output one command may write; past it the command is stopped "
                         "(default 1 GiB)")  # coding.env's defaults (not imported: slow)
     add_limit_arguments(parser)
+    add_authorization_arguments(parser)
 
 
 def _assignments(items: list[str]) -> dict[str, str] | None:
@@ -112,9 +123,11 @@ def run(args: argparse.Namespace) -> int:
     from mcpkit.coding.tracking import Tracking, TrackingError, claim_process
     from mcpkit.coding.workspace import Workspace, WorkspaceError
 
+    token = args.token or os.environ.get(TOKEN_ENV) or None
     try:
+        check_authorization_arguments(args, static_token=token, transport=args.transport)
         workspace = Workspace.at(args.workspace)
-    except WorkspaceError as exc:
+    except (AuthOptionsError, WorkspaceError) as exc:
         print(f"mcpkit serve: {exc}", file=sys.stderr)
         return 2
     set_env = _assignments(args.set_env)
@@ -133,9 +146,13 @@ def run(args: argparse.Namespace) -> int:
     except TrackingError as exc:
         print(f"mcpkit serve: {exc.message}", file=sys.stderr)
         return 2
+    try:
+        authorization = resource_auth(args)  # reads the issuer's metadata: bounded
+    except AuthOptionsError as exc:
+        print(f"mcpkit serve: {exc}", file=sys.stderr)
+        return 2
     server = build_server(env)
     claim_process()  # every child of this process is the coding tools' (see tracking.py)
-    token = args.token or os.environ.get(TOKEN_ENV) or None
     if args.transport == "stdio" and args.task_id is not None:
         if not valid_task_id(args.task_id):
             print("mcpkit serve: invalid --task-id", file=sys.stderr)
@@ -148,8 +165,9 @@ def run(args: argparse.Namespace) -> int:
             server.run_stdio(on_stop=lambda: stop_jobs(env),
                              on_ready=lambda: _say_ready(workspace.root, "stdio", token))
         else:
-            _serve_http(server, env, args, token,
-                        on_ready=lambda url: _say_ready(workspace.root, url + "/mcp", token))
+            _serve_http(server, env, args, token, authorization,
+                        on_ready=lambda url: _say_ready(workspace.root, url + "/mcp", token,
+                                                        authorization))
     except ListenError as exc:
         print(f"mcpkit serve: {exc.message}", file=sys.stderr)
         return 2
@@ -159,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _serve_http(server: Server, env: object, args: argparse.Namespace, token: str | None,
-                on_ready: Callable[[str], None]) -> None:
+                authorization: ResourceAuth | None, on_ready: Callable[[str], None]) -> None:
     from mcpkit.coding.http import CodingHttpApp
     from mcpkit.transports.server.http.auth_failures import AuthFailures
     from mcpkit.transports.server.http.serve import limit_options
@@ -169,16 +187,20 @@ def _serve_http(server: Server, env: object, args: argparse.Namespace, token: st
                         app, token=token, on_shutdown=lambda: stop_jobs(env),
                         auth_failures=AuthFailures(burst=args.auth_failure_burst,
                                                    per_minute=args.auth_failure_rate)),
-                    **limit_options(args))
+                    authorization=authorization, **limit_options(args))
 
 
-def _say_ready(root: object, where: str, token: str | None) -> None:
+def _say_ready(root: object, where: str, token: str | None,
+               authorization: ResourceAuth | None = None) -> None:
     """The start-up line, once the server answers: where, on what, and whether it needs a
     token (never the token)."""
     if where == "stdio":
         access = "on stdio; end stdin or press Ctrl-C to stop"
     else:
         needs = "bearer token required" if token else "no token required"
+        if authorization is not None:
+            issuers = ", ".join(authorization.authorization_servers)
+            needs = f"OAuth access tokens from {issuers} required"
         access = f"at {where} ({needs}); Ctrl-C to stop"
     print(f"mcpkit serve: coding tools for {root} {access}", file=sys.stderr, flush=True)
 
