@@ -4,6 +4,7 @@ scopes whose `whoami` tool reports `ctx.auth`."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from mcpkit import Server
@@ -21,6 +22,8 @@ RESOURCE = "https://mcp.example.test/mcp"
 METADATA_URL = "https://mcp.example.test/.well-known/oauth-protected-resource/mcp"
 ISSUER = "https://issuer.example.test"
 NONCE = "n-0001"
+BRIEF_S = 1.0
+"""The life of the token "tok-brief", from when it is verified."""
 
 ALICE = AuthInfo(subject="alice", client_id="app-1", scopes=frozenset({"mcp"}),
                  claims={"iss": ISSUER, "sub": "alice", "email": "alice@example.test"})
@@ -45,6 +48,9 @@ class KnownTokens:
 
     async def verify(self, request: TokenRequest) -> AuthInfo:
         self.seen.append((request.scheme, request.method, request.url))
+        if request.token == "tok-brief":  # a token that expires a second from now
+            return AuthInfo(subject="erin", scopes=frozenset({"mcp"}), claims={"iss": ISSUER},
+                            expires_at=time.time() + BRIEF_S)
         info = TOKENS.get(request.token)
         if info is None:
             raise InvalidToken("the token is not active")

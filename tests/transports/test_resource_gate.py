@@ -21,6 +21,7 @@ from mcpkit.server.resource_auth import INSUFFICIENT_SCOPE
 
 from .conftest import serving
 from .oauth_fixtures import (
+    BRIEF_S,
     ISSUER,
     METADATA_URL,
     NONCE,
@@ -296,6 +297,21 @@ async def test_the_websocket_handshake_is_gated_and_the_socket_keeps_its_caller(
             refusal = await ws.receive_json(timeout=5)
             assert refusal["error"]["code"] == INSUFFICIENT_SCOPE
             assert refusal["error"]["data"] == {"error": "insufficient_scope", "scope": "admin"}
+
+
+async def test_a_websocket_is_closed_when_its_token_expires() -> None:
+    """Frames carry no token: the handshake's token bounds the socket's life (1008 at its
+    expiry), so a socket cannot outlive the access it was granted."""
+    async with guarded() as (base, _), aiohttp.ClientSession(timeout=TIMEOUT) as http, \
+            http.ws_connect(base + "/ws", protocols=["mcp"],
+                            headers={"authorization": "Bearer tok-brief"}) as ws:
+        await ws.send_json({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": LEGACY, "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"}}})
+        assert "result" in await ws.receive_json(timeout=5)
+        closing = await ws.receive(timeout=BRIEF_S + 5)
+        assert closing.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+        assert ws.close_code == 1008
 
 
 # --- hostile headers -------------------------------------------------------------------------

@@ -9,12 +9,14 @@
 - The socket closing ends the session: what runs for it is cancelled.
 - On a protected app the handshake presents the token (`resource_gate.py`; refused with the
   gate's 401/403 when the server supports ASGI denial responses, else a 403 close); the
-  caller it verified is the socket's until it closes.
+  caller it verified is the socket's until it closes, or until its token expires: then the
+  socket is closed with 1008 (policy violation), and the client reconnects with a fresh token.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING
 
 import anyio
@@ -35,6 +37,7 @@ SUBPROTOCOL = "mcp"
 CLOSE_NORMAL = 1000
 CLOSE_PROTOCOL_ERROR = 1002
 CLOSE_UNSUPPORTED_DATA = 1003
+CLOSE_POLICY = 1008
 CLOSE_TOO_BIG = 1009
 
 
@@ -92,6 +95,9 @@ class WebSocketTransport:
         engine.open_session(connection)
         try:
             async with anyio.create_task_group() as tg:
+                expires_at = getattr(connection.auth, "expires_at", None)
+                if expires_at is not None:
+                    tg.start_soon(_close_at_expiry, channel, float(expires_at), tg)
                 await self._read(receive, channel, connection, tg)
                 tg.cancel_scope.cancel()
         finally:
@@ -130,6 +136,15 @@ class WebSocketTransport:
             )
             if failure is not None and (reply := error_reply(failure)) is not None:
                 await _reply(channel, reply)
+
+
+async def _close_at_expiry(channel: WebSocketChannel, expires_at: float,
+                           tg: TaskGroup) -> None:
+    """A frame carries no token, so the handshake's token bounds the socket's life: at its
+    expiry (wall clock, as the token's `exp`) the socket is closed and its work cancelled."""
+    await anyio.sleep(max(0.0, expires_at - time.time()))
+    await channel.close(CLOSE_POLICY, "the access token expired: reconnect with a fresh one")
+    tg.cancel_scope.cancel()
 
 
 async def _reply(channel: WebSocketChannel, reply: bytes) -> None:
