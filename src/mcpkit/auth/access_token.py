@@ -16,10 +16,10 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from joserfc import jws, jwt
-from joserfc.errors import JoseError
+from joserfc import jwt
 from joserfc.jwk import ECKey, OKPKey, RSAKey
 
+from mcpkit.auth.compact_jws import DECODE_ERRORS, untrusted_header
 from mcpkit.auth.dpop import DEFAULT_MAX_ACCESS_TOKEN_CHARS
 from mcpkit.auth.resource import AuthInfo, InvalidToken
 
@@ -45,9 +45,6 @@ ACCESS_TOKEN_TYPES = ("at+jwt", "application/at+jwt")
 """RFC 9068 §2.1 `typ` values (a media type: compared case-insensitively)."""
 
 PublicKey = ECKey | RSAKey | OKPKey
-# What a broken token can make joserfc (or base64/json below it) raise: all become InvalidToken.
-_DECODE_ERRORS = (JoseError, ValueError, TypeError, KeyError, IndexError, UnicodeError,
-                  OverflowError, RecursionError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,14 +69,7 @@ class AccessTokenPolicy:
 def unverified_header(token: str, policy: AccessTokenPolicy) -> dict[str, Any]:
     """The token's JOSE header, to choose the key by `kid`: bounded in size, a compact JWS
     (three parts), an allowed `alg`, an access-token `typ`. Not yet trusted."""
-    if len(token) > policy.max_token_chars:
-        raise InvalidToken(f"the access token is over {policy.max_token_chars} characters")
-    if token.count(".") != 2:
-        raise InvalidToken("the access token is not a JWT (a signed compact JWS)")
-    try:
-        header = dict(jws.extract_compact(token.encode("ascii")).protected)
-    except _DECODE_ERRORS:
-        raise InvalidToken("the access token does not decode as a JWT") from None
+    header = untrusted_header(token, max_chars=policy.max_token_chars, what="the access token")
     alg = header.get("alg")
     if not isinstance(alg, str) or alg not in policy.algorithms:
         raise InvalidToken("the access token's signing algorithm is not accepted")
@@ -105,7 +95,7 @@ def verified_claims(token: str, key: PublicKey, header: Mapping[str, Any]
     `unverified_header` already held to the policy)."""
     try:
         decoded = jwt.decode(token, key, algorithms=[str(header["alg"])])
-    except _DECODE_ERRORS:
+    except DECODE_ERRORS:
         raise InvalidToken("the access token's signature does not verify") from None
     claims = decoded.claims
     if not isinstance(claims, dict):

@@ -23,10 +23,10 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from joserfc import jws, jwt
-from joserfc.errors import JoseError
+from joserfc import jwt
 from joserfc.jwk import JWKRegistry
 
+from mcpkit.auth.compact_jws import DECODE_ERRORS, untrusted_header
 from mcpkit.auth.dpop import access_token_hash, normalize_htu
 from mcpkit.auth.resource import (
     AuthInfo,
@@ -69,8 +69,6 @@ DEFAULT_MAX_JTI_CHARS = 256
 _PRIVATE_MEMBERS = frozenset({"d", "p", "q", "dp", "dq", "qi", "oth", "k"})
 # The key types a public signing JWK may have (`oct` is a shared secret: never).
 _KEY_TYPES = frozenset({"EC", "RSA", "OKP"})
-_DECODE_ERRORS = (JoseError, ValueError, TypeError, KeyError, IndexError, UnicodeError,
-                  OverflowError, RecursionError, AttributeError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +121,7 @@ def check_proof(proof: str, request: TokenRequest, *, policy: DPoPPolicy, now: f
     try:
         key, thumbprint = _public_key(json.dumps(header["jwk"], sort_keys=True))
         claims = jwt.decode(proof, key, algorithms=[header["alg"]]).claims
-    except _DECODE_ERRORS:
+    except DECODE_ERRORS:
         raise InvalidDPoPProof("the DPoP proof's signature does not verify with its "
                                "jwk") from None
     if not isinstance(claims, dict):
@@ -168,14 +166,8 @@ def _token_hash(token: str) -> str:
 
 
 def _proof_header(proof: str, policy: DPoPPolicy) -> dict[str, Any]:
-    if len(proof) > policy.max_proof_chars:
-        raise InvalidDPoPProof(f"the DPoP proof is over {policy.max_proof_chars} characters")
-    if proof.count(".") != 2:
-        raise InvalidDPoPProof("the DPoP proof is not a signed JWT")
-    try:
-        header = dict(jws.extract_compact(proof.encode("ascii")).protected)
-    except _DECODE_ERRORS:
-        raise InvalidDPoPProof("the DPoP proof's header does not decode") from None
+    header = untrusted_header(proof, max_chars=policy.max_proof_chars, what="the DPoP proof",
+                              refusal=InvalidDPoPProof)
     if header.get("typ") != "dpop+jwt":
         raise InvalidDPoPProof("the DPoP proof's typ is not dpop+jwt")
     alg = header.get("alg")
