@@ -297,7 +297,7 @@ def test_proof_refusals() -> None:
     assert "ath" in proof_refusal(key.proof("POST", URL), key)
     other = DPoPKey.generate().proof("POST", URL, access_token=TOKEN)
     assert "cnf.jkt" in proof_refusal(other, key)
-    assert "not a signed JWT" in proof_refusal("abc", key)
+    assert "is not a JWT" in proof_refusal("abc", key)
 
 
 def forged_proof(key: ECKey, header: dict[str, Any], claims: dict[str, Any]) -> str:
