@@ -54,7 +54,7 @@ from mcpkit.auth.tokens import (
 )
 from mcpkit.client import oauth_grant, oauth_registration
 from mcpkit.client.oauth_client_metadata import check_client_metadata_url
-from mcpkit.client.oauth_discovery import find_resource, find_server, legacy_server
+from mcpkit.client.oauth_discovery import discover
 from mcpkit.client.oauth_dpop import DPoPOption, dpop_from_option, presenting
 from mcpkit.client.oauth_http import HTTP_TIMEOUT_S, OAuthHttp
 from mcpkit.client.oauth_redirect import DEFAULT_REDIRECT_URIS, ListeningRedirect, Redirect
@@ -236,21 +236,15 @@ class OAuth:
 
     async def _authorize(self, url: str, challenge: BearerChallenge,
                          wanted: list[str] | None) -> None:
-        http, url = self._http, _http_form(url)
-        prm = await find_resource(http, url, challenge.resource_metadata)
-        if prm is not None:
-            resource = prm.resource
-            metadata = await find_server(http, prm.authorization_servers[0])
-        else:  # a 2025-03-26 server: no protected-resource metadata
-            resource = url
-            metadata = await legacy_server(http, url)
+        found = await discover(self._http, _http_form(url), challenge.resource_metadata)
+        metadata, resource = found.metadata, found.resource
         check_pkce(metadata)
         if wanted is not None:  # step-up: what was asked before plus the challenged scopes
             scopes = select_scopes(wanted, None, metadata.scopes_supported)
         elif self.scopes is not None:
             scopes = self.scopes
         else:
-            scopes = select_scopes(challenge.scopes, prm.scopes_supported if prm else None,
+            scopes = select_scopes(challenge.scopes, found.resource_scopes,
                                    metadata.scopes_supported)
         log.info("authorizing at %s for %s (scopes: %s)", metadata.issuer, resource,
                  " ".join(scopes) or "none")

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from mcpkit.auth import discovery
 from mcpkit.auth.errors import AuthorizationError
@@ -23,6 +24,30 @@ from mcpkit.auth.metadata import (
 from mcpkit.client.oauth_http import OAuthHttp
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Discovered:
+    """Where to authorize for an MCP server: its protected-resource metadata (None for a
+    2025-03-26 server, which has none), the resource to name, the authorization server."""
+
+    prm: ProtectedResourceMetadata | None
+    resource: str
+    metadata: AuthorizationServerMetadata
+
+    @property
+    def resource_scopes(self) -> list[str] | None:
+        return self.prm.scopes_supported if self.prm is not None else None
+
+
+async def discover(http: OAuthHttp, server_url: str, header_url: str | None) -> Discovered:
+    """RFC 9728 then RFC 8414 from the challenge's `resource_metadata` (or the well-known
+    URLs); a server with no protected-resource metadata is a 2025-03-26 one: its root
+    metadata, then the default endpoints, with the server's URL as the resource."""
+    prm = await find_resource(http, server_url, header_url)
+    if prm is not None:
+        return Discovered(prm, prm.resource, await find_server(http, prm.authorization_servers[0]))
+    return Discovered(None, server_url, await legacy_server(http, server_url))
 
 
 async def find_resource(http: OAuthHttp, server_url: str,

@@ -37,7 +37,7 @@ from mcpkit.auth.forms import merge_fields
 from mcpkit.auth.metadata import MAX_DOCUMENT_BYTES
 from mcpkit.auth.scopes import union, unique
 from mcpkit.auth.tokens import REFRESH_MARGIN_S, TokenSet, parse_token_response
-from mcpkit.client.oauth_discovery import find_resource, find_server, legacy_server
+from mcpkit.client.oauth_discovery import discover
 from mcpkit.client.oauth_dpop import DPoPOption, dpop_from_option, header_values, presenting
 from mcpkit.client.oauth_http import HTTP_TIMEOUT_S, OAuthHttp
 from mcpkit.client.oauth_machine_grants import (
@@ -134,19 +134,12 @@ class MachineAuth:
     # --- discovery and the grant -----------------------------------------------------------
 
     async def _discover(self, url: str, challenge: BearerChallenge) -> GrantTarget:
-        http = self._http
-        prm = await find_resource(http, url, challenge.resource_metadata)
-        if prm is not None:
-            resource = prm.resource
-            metadata = await find_server(http, prm.authorization_servers[0])
-        else:  # a 2025-03-26 server: no protected-resource metadata
-            resource = url
-            metadata = await legacy_server(http, url)
+        found = await discover(self._http, url, challenge.resource_metadata)
         if self.scopes is not None:
             scopes = self.scopes
         else:  # no offline_access: a machine grant runs again instead of refreshing
-            scopes = unique(challenge.scopes or (prm.scopes_supported if prm else None) or [])
-        return GrantTarget(metadata, resource, tuple(scopes))
+            scopes = unique(challenge.scopes or found.resource_scopes or [])
+        return GrantTarget(found.metadata, found.resource, tuple(scopes))
 
     async def _obtain(self, target: GrantTarget) -> None:
         """Run the grant at `target`'s token endpoint; its tokens become the current ones."""
