@@ -90,6 +90,9 @@ def add_serve_command(commands: Subcommands) -> None:
                        metavar="S", help="seconds a request's headers may take (default 10)")
     serve.add_argument("--body-timeout", dest="body_timeout_s", type=float, default=None,
                        metavar="S", help="seconds a request's body may take (default 30)")
+    serve.add_argument("--public-url", default=None, metavar="URL",
+                       help="the hub's URL as clients reach it: its OAuth issuer (default "
+                       "$MCPKIT_HUB_PUBLIC_URL, else http://HOST:PORT)")
     serve.add_argument("--log-level", default=None,
                        choices=("critical", "error", "warning", "info", "debug"),
                        help="what the log shows (default info)")
