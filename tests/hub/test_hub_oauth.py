@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import anyio
 import pytest
 from joserfc import jwt
 from joserfc.jwk import ECKey
-from tests.hub.hub_helpers import Api, Hub, call, fresh_user, seed_admin
+from tests.hub.hub_helpers import Api, Hub, call, fresh_user, running_hub, seed_admin
 from tests.hub.oauth_login import Form, HubLogin
 from tests.hub.router.support import hub_app, register, upstream
 from tests.procs import free_port, serve_in_thread
@@ -382,3 +383,45 @@ async def test_a_disabled_user_cannot_sign_in(oauth_hub: OAuthHub, tmp_path: Pat
     with pytest.raises(AssertionError, match="401"):
         await HubLogin(name, password)(authorization_url(oauth_hub.url, client_id,
                                                          secrets.token_urlsafe(48)))
+
+
+async def test_denying_consent_returns_access_denied_with_iss(oauth_hub: OAuthHub) -> None:
+    _, name, password = await user_with_password(oauth_hub)
+    client_id = await register_client(oauth_hub.url)
+    login = HubLogin(name, password, consent="deny")
+    back = await login(authorization_url(oauth_hub.url, client_id, secrets.token_urlsafe(48),
+                                         state="keep-me"))
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(back).query)
+    assert query["error"] == ["access_denied"] and query["state"] == ["keep-me"]
+    assert query["iss"] == [oauth_hub.url] and "code" not in query
+    assert login.pages == ["login", "consent"]
+
+
+def test_wrong_passwords_spend_the_address_budget(tmp_path: Path) -> None:
+    """The sign-in form shares the API tokens' per-address budget of failures: past it, 429
+    even for the right password, until the budget refills."""
+    database_url = f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
+    with running_hub(database_url, auth_failure_burst=3, auth_failures_per_minute=1) as hub:
+        async def attempt() -> None:
+            oauth_hub = OAuthHub(hub, "")
+            user_id, _ = await fresh_user(hub)
+            async with await Store.open(hub.database_url, hub.box) as store:
+                await store.users.set_password_hash(user_id, hash_password("right password"))
+                name = (await store.users.get(user_id)).name
+            client_id = await register_client(oauth_hub.url)
+            url = authorization_url(hub.url, client_id, secrets.token_urlsafe(48),
+                                    resource=hub.settings.mcp_url)
+            statuses = []
+            for password in ["wrong one!"] * 3 + ["right password"]:
+                async with aiohttp.ClientSession(
+                        cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+                    async with http.get(url) as page:
+                        form = Form()
+                        form.feed(await page.text())
+                    fields = {**form.fields, "username": name, "password": password,
+                              "action": "sign-in"}
+                    async with http.post(url, data=fields, allow_redirects=False) as reply:
+                        statuses.append(reply.status)
+            assert statuses == [401, 401, 401, 429]
+
+        anyio.run(attempt)
