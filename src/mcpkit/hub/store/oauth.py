@@ -102,7 +102,10 @@ class OAuthState:
     # --- codes ---------------------------------------------------------------------------
 
     async def save_code(self, code_hash: str, code: CodeRecord, expires_at: datetime) -> None:
+        """Store a new code; expired ones go in the same transaction (they can only be
+        refused), so the table holds about a code lifetime's worth of logins."""
         async with self._db.write() as session:
+            await session.execute(delete(OAuthCode).where(OAuthCode.expires_at <= self._clock()))
             session.add(OAuthCode(
                 code_hash=code_hash, client_id=code.client_id, user_id=code.user_id,
                 redirect_uri=code.redirect_uri, scope=code.scope, resource=code.resource,
@@ -131,13 +134,6 @@ class OAuthState:
                 log.warning("an authorization code was presented twice: its tokens are revoked")
                 await self._revoke_family(session, used, now)
             return None
-
-    async def purge_codes(self) -> int:
-        """Drop expired codes (they can only be refused anyway)."""
-        async with self._db.write() as session:
-            result = await session.execute(
-                delete(OAuthCode).where(OAuthCode.expires_at <= self._clock()))
-            return int(getattr(result, "rowcount", 0) or 0)
 
     # --- consents ------------------------------------------------------------------------
 
