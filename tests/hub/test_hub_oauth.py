@@ -425,3 +425,52 @@ def test_wrong_passwords_spend_the_address_budget(tmp_path: Path) -> None:
             assert statuses == [401, 401, 401, 429]
 
         anyio.run(attempt)
+
+
+def test_any_replica_serves_any_step(tmp_path: Path) -> None:
+    """Two hubs on one database and one secret key (replicas behind one public URL): the
+    sign-in at one, the code redeemed at the other, its access token accepted by both, the
+    refresh at the first, and the rotated-out refresh token's reuse caught at the second."""
+    database_url = f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
+    box = SecretBox([generate_key()])
+    token = seed_admin(database_url, box)
+    ports = [free_port(), free_port()]
+    public = f"http://127.0.0.1:{ports[0]}"
+
+    def replica(port: int) -> Any:
+        settings = HubSettings(database_url=database_url, port=port, public_url=public,
+                               allow_private_upstreams=True, auth_failure_burst=1_000_000)
+        return serve_in_thread(hub_app(settings, box), lifespan="on", name="hub", port=port)
+
+    with replica(ports[0]) as first, replica(ports[1]) as second:
+        hub = Hub(first, token, database_url, HubSettings(database_url=database_url,
+                                                          port=ports[0]), box)
+
+        async def steps() -> None:
+            user_id, _ = await fresh_user(hub)
+            async with await Store.open(database_url, box) as store:
+                await store.users.set_password_hash(user_id, hash_password("replica password"))
+                name = (await store.users.get(user_id)).name
+            client_id = await register_client(first)
+            verifier = secrets.token_urlsafe(48)
+            code = await code_for(first, name, "replica password", client_id, verifier)
+            status, tokens = await token_request(
+                second, grant_type="authorization_code", code=code, redirect_uri=REDIRECT,
+                client_id=client_id, code_verifier=verifier)
+            assert status == 200, tokens
+            assert await mcp_status(first, tokens["access_token"]) == 200
+            assert await mcp_status(second, tokens["access_token"]) == 200
+            status, renewed = await token_request(first, grant_type="refresh_token",
+                                                  refresh_token=tokens["refresh_token"],
+                                                  client_id=client_id)
+            assert status == 200
+            status, reused = await token_request(second, grant_type="refresh_token",
+                                                 refresh_token=tokens["refresh_token"],
+                                                 client_id=client_id)
+            assert status == 400 and reused["error"] == "invalid_grant"
+            status, _ = await token_request(first, grant_type="refresh_token",
+                                            refresh_token=renewed["refresh_token"],
+                                            client_id=client_id)
+            assert status == 400  # the family went with the reuse
+
+        anyio.run(steps)
