@@ -82,3 +82,12 @@ def test_set_password_reads_stdin_and_stores_only_the_hash(tmp_path: Path) -> No
     assert removed.returncode == 0 and anyio.run(stored) is None
     unknown = _hub(tmp_path, "user", "set-password", "nobody", stdin=secret + "\n")
     assert unknown.returncode == 2
+
+
+@pytest.mark.parametrize("module", ["mcpkit.hub.oauth", "mcpkit.hub.oauth.routes",
+                                    "mcpkit.hub.passwords", "mcpkit.hub.store.oauth"])
+def test_the_oauth_modules_import_first(module: str) -> None:
+    """Each imports on its own, before the API (no import circle through mcpkit.hub.api)."""
+    done = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr

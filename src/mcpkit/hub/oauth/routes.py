@@ -24,13 +24,14 @@ import logging
 import secrets
 import time
 import urllib.parse
+from typing import TYPE_CHECKING
 
 import anyio.to_thread
 from authlib.oauth2.rfc6749.errors import OAuth2Error
 from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
-from mcpkit.hub.api.context import HubContext
+from mcpkit.errors import PeerError
 from mcpkit.hub.crypto import CredentialError, tokens_equal
 from mcpkit.hub.oauth import pages
 from mcpkit.hub.oauth.registration import (
@@ -55,6 +56,9 @@ from mcpkit.hub.ratelimit import retry_after
 from mcpkit.hub.store import UserRecord
 from mcpkit.transports.server.http.peers import peer_key
 
+if TYPE_CHECKING:  # the API imports this module: the context's class only for annotations
+    from mcpkit.hub.api.context import HubContext
+
 log = logging.getLogger(__name__)
 
 MAX_FORM_BYTES = 16 * 1024
@@ -66,7 +70,7 @@ MAX_USERNAME_CHARS = 63
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 
 
-class BadRequest(Exception):
+class BadRequest(PeerError):
     """A request the endpoint refuses before Authlib sees it (too big, repeated fields)."""
 
     def __init__(self, status: int, message: str) -> None:

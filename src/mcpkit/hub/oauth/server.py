@@ -39,6 +39,7 @@ from authlib.oauth2.rfc7636 import CodeChallenge
 from authlib.oauth2.rfc9207 import IssuerParameter
 from joserfc.jwk import ECKey
 
+from mcpkit.errors import PeerError
 from mcpkit.hub.crypto import hash_token
 from mcpkit.hub.oauth.keys import AccessTokens
 from mcpkit.hub.settings import HubSettings
@@ -66,8 +67,9 @@ REFRESH_TOKEN_BYTES = 32
 AUTHORIZATION_CODE_LENGTH = 48
 
 
-class InvalidTargetError(OAuth2Error):  # type: ignore[misc]
-    """RFC 8707 §2: the `resource` is not one this server issues tokens for."""
+class InvalidTargetError(OAuth2Error, PeerError):  # type: ignore[misc]
+    """RFC 8707 §2: the `resource` is not one this server issues tokens for (an Authlib
+    OAuth2Error, so Authlib answers it, and a PeerError in mcpkit's tree)."""
 
     error = "invalid_target"
 
