@@ -17,7 +17,8 @@ from tests.manager.test_login_cli import login_pasting
 JWT = re.compile(r"eyJ[\w-]+\.[\w-]+\.[\w-]+")
 
 
-def test_mcp_login_to_the_hub_then_list_tools(user: User, oauth_hub: OAuthHub) -> None:
+def test_mcp_login_to_the_hub_then_list_tools(
+        user: User, oauth_hub: OAuthHub) -> None:  # noqa: F811 (the fixtures imported above)
     _, name, password = anyio.run(user_with_password, oauth_hub)
     hub_mcp = oauth_hub.url + "/mcp"
     user.ok("mcp", "add", "--transport", "http", "hub", hub_mcp, "--token-store", "file",
