@@ -127,6 +127,7 @@ def test_the_admin_commands_and_serve_share_the_data_dir(served: ServedHub) -> N
     assert "  registry:  1 user, 0 upstreams" in log
     assert "  upstreams: private addresses allowed, stdio off (--allow-stdio)" in log
     assert f"  API docs:  {served.url}/docs (served offline)" in log
+    assert f"  OAuth:     issuer {served.url} (users sign in with a password" in log
     assert served.token not in log
 
 

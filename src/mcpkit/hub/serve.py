@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import gc
 import logging
 import socket
@@ -183,6 +184,9 @@ async def _serve_on(sockets: list[socket.socket], settings: HubSettings) -> int:
     except SharedStateUnavailable as error:
         await store.close()
         return fail(str(error))
+    url = listening_url(settings.host, sockets)
+    if settings.public_url is None:  # the OAuth issuer: the address as bound (--port 0 too)
+        settings = dataclasses.replace(settings, public_url=url)
     try:
         endpoint = McpEndpoint()
         app = create_app(settings, store, box, redis=redis,
@@ -197,7 +201,6 @@ async def _serve_on(sockets: list[socket.socket], settings: HubSettings) -> int:
             limits=ConnectionLimits(settings.max_connections, settings.header_timeout_s,
                                     settings.body_timeout_s),
         )
-        url = listening_url(settings.host, sockets)
         summary = await startup_summary(settings, store, url)
         # On a stop signal the MCP streams end first, so the graceful shutdown waits only
         # for requests in flight, not for every connected client's SSE stream.
