@@ -28,7 +28,7 @@ from mcpkit.auth.access_token import (
     verified_claims,
 )
 from mcpkit.auth.resource import InvalidToken
-from mcpkit.hub.crypto import SecretBox
+from mcpkit.hub.crypto import SecretBox, hash_token
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store import NotFound, Store, UserRecord
 
@@ -37,6 +37,9 @@ USER_TTL_S = 10.0
 """How long a verified token's user is trusted to be enabled without reading the database
 (as the API-token cache: a disabled user stops within this time)."""
 MAX_CACHED_USERS = 10_000
+MAX_CACHED_TOKENS = 10_000
+"""Verified access tokens remembered (by sha256, until their `exp`), so a client's calls
+cost one signature check per token, not one per call. Full: the cache starts over."""
 
 
 class AccessTokens:
@@ -48,6 +51,7 @@ class AccessTokens:
         self._ttl_s = settings.oauth_access_token_ttl_s
         self._key: ECKey | None = None
         self._users: dict[int, tuple[float, UserRecord]] = {}
+        self._verified: dict[str, tuple[float, int]] = {}  # sha256 -> (exp, user id)
         self.policy = AccessTokenPolicy(issuer=self.issuer, audience=self.resource,
                                         algorithms=(ALGORITHM,), leeway_s=30.0)
 
@@ -83,6 +87,10 @@ class AccessTokens:
 
     async def user(self, token: str) -> UserRecord | None:
         """The enabled user a valid access token of the hub names, else None."""
+        digest = hash_token(token)
+        known = self._verified.get(digest)
+        if known is not None and time.time() < known[0]:
+            return await self._enabled_user(known[1])
         try:
             header = unverified_header(token, self.policy)
             key = await self.key()
@@ -93,6 +101,10 @@ class AccessTokens:
             user_id = int(info.subject)
         except (InvalidToken, ValueError):
             return None
+        if info.expires_at is not None:
+            if len(self._verified) >= MAX_CACHED_TOKENS:
+                self._verified.clear()
+            self._verified[digest] = (info.expires_at, user_id)
         return await self._enabled_user(user_id)
 
     async def _enabled_user(self, user_id: int) -> UserRecord | None:
