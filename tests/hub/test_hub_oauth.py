@@ -23,7 +23,15 @@ import anyio
 import pytest
 from joserfc import jwt
 from joserfc.jwk import ECKey
-from tests.hub.hub_helpers import Api, Hub, call, fresh_user, running_hub, seed_admin
+from tests.hub.hub_helpers import (
+    Api,
+    Hub,
+    call,
+    database_for,
+    fresh_user,
+    running_hub,
+    seed_admin,
+)
 from tests.hub.oauth_login import Form, HubLogin
 from tests.hub.router.support import hub_app, register, upstream
 from tests.procs import free_port, serve_in_thread
@@ -52,9 +60,10 @@ class OAuthHub:
         return self.hub.url
 
 
-@pytest.fixture(scope="module")
-def oauth_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthHub]:
-    database_url = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('hub') / 'hub.db'}"
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def oauth_hub(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+              ) -> Iterator[OAuthHub]:
+    database_url = database_for(request, request.param, tmp_path_factory.mktemp("hub"))
     box = SecretBox([generate_key()])
     token = seed_admin(database_url, box)
     port = free_port()
