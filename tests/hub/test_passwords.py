@@ -91,3 +91,19 @@ def test_the_oauth_modules_import_first(module: str) -> None:
     done = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True,
                           text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_oauth_settings_are_checked_and_read_from_the_environment() -> None:
+    from mcpkit.hub.settings import HubSettings, SettingsError
+
+    read = HubSettings.from_env({"MCPKIT_HUB_OAUTH_MAX_PASSWORD_CHECKS": "2",
+                                 "MCPKIT_HUB_OAUTH_ACCESS_TOKEN_TTL_S": "60",
+                                 "MCPKIT_HUB_PUBLIC_URL": "https://hub.example.com/"})
+    assert read.oauth_max_password_checks == 2 and read.oauth_access_token_ttl_s == 60
+    assert read.issuer == "https://hub.example.com"
+    assert read.mcp_url == "https://hub.example.com/mcp"
+    assert HubSettings(host="::1", port=9).issuer == "http://[::1]:9"
+    for bad in ({"oauth_max_password_checks": 0}, {"oauth_code_ttl_s": -1.0},
+                {"public_url": "ftp://hub"}, {"public_url": "https://hub/?x=1"}):
+        with pytest.raises(SettingsError):
+            HubSettings(**bad)  # type: ignore[arg-type]

@@ -33,7 +33,8 @@ Environment (each also a `mcpkit hub serve` option where it makes sense):
     MCPKIT_HUB_PUBLIC_URL             --public-url          (the OAuth issuer; default
                                                             http://HOST:PORT)
     MCPKIT_HUB_OAUTH_ACCESS_TOKEN_TTL_S, _OAUTH_REFRESH_TOKEN_TTL_S, _OAUTH_CODE_TTL_S,
-    MCPKIT_HUB_OAUTH_SIGN_IN_TTL_S, _OAUTH_MAX_CLIENTS     the authorization server (hub/oauth)
+    MCPKIT_HUB_OAUTH_SIGN_IN_TTL_S, _OAUTH_MAX_CLIENTS, _OAUTH_MAX_PASSWORD_CHECKS
+                                      the authorization server (hub/oauth)
 
 The secret key is not a setting: it is read by `mcpkit.hub.crypto.load_secret_box`
 ($MCPKIT_HUB_SECRET_KEY, else the key file in the data directory), so it never sits in an
@@ -166,6 +167,9 @@ class HubSettings:
     """How long a sign-in to the hub's login page lasts (the session cookie)."""
     oauth_max_clients: int = 10_000
     """Clients registered by DCR in all; past it registration is refused (429)."""
+    oauth_max_password_checks: int = 4
+    """Sign-in password checks running at once; more wait. Each argon2id check takes 64 MiB
+    for about 50 ms, so this bounds what a crowd of sign-ins can cost (here 256 MiB)."""
     max_catalog_items: int = 2000
     """Items of one list (tools, prompts, resources, templates) the hub takes from one
     upstream; past it the catalog fetch fails and says so (catalog_limits.py)."""
@@ -184,7 +188,8 @@ class HubSettings:
                      "max_sessions", "max_sessions_per_user", "auth_failure_burst",
                      "auth_failures_per_minute", "max_replay_bytes",
                      "max_bodies_in_flight_bytes", "max_upstreams_per_user",
-                     "max_refreshes_per_user", "oauth_max_clients"):
+                     "max_refreshes_per_user", "oauth_max_clients",
+                     "oauth_max_password_checks"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SettingsError(f"{name}: must be a whole number above 0, not {value!r}")
@@ -339,6 +344,7 @@ def _parse(name: str, text: str, variable: str) -> Any:
         "oauth_code_ttl_s": float,
         "oauth_sign_in_ttl_s": float,
         "oauth_max_clients": int,
+        "oauth_max_password_checks": int,
         "max_catalog_items": int,
         "max_catalog_bytes": int,
         "max_catalog_item_bytes": int,

@@ -253,7 +253,7 @@ async def _authorize(request: Request, form: dict[str, str] | None) -> Response:
             return pages.error_page("the form's CSRF token is missing or wrong: start the "
                                     "sign-in again", 403)
         if form.get("action") == "sign-in":
-            outcome = await _sign_in(context, request, form)
+            outcome = await _sign_in(context, service, request, form)
             if isinstance(outcome, str):
                 status = 429 if outcome.startswith("too many") else 401
                 return _with_cookies(pages.sign_in_page(action, csrf, client_name,
@@ -301,8 +301,8 @@ def _redirect(reply: Reply) -> Response:
     return RedirectResponse(location, status_code=302, headers={"Cache-Control": "no-store"})
 
 
-async def _sign_in(context: HubContext, request: Request, form: dict[str, str]
-                   ) -> UserRecord | str:
+async def _sign_in(context: HubContext, service: OAuthService, request: Request,
+                   form: dict[str, str]) -> UserRecord | str:
     """The user whose name and password the form holds, or why not (a message for the
     page). Every failure costs the address one unit of its auth-failure budget."""
     peer = peer_key(request.scope)
@@ -314,7 +314,8 @@ async def _sign_in(context: HubContext, request: Request, form: dict[str, str]
     found = await context.store.users.sign_in_record(name) if len(name) <= \
         MAX_USERNAME_CHARS else None
     stored = found[1] if found is not None else None
-    matched = await anyio.to_thread.run_sync(password_matches, stored, password)
+    matched = await anyio.to_thread.run_sync(password_matches, stored, password,
+                                             limiter=service.password_checks)
     if not matched or found is None or found[0].disabled:
         context.auth_failures.failed(peer)
         log.info("a hub sign-in failed (wrong name or password, or a disabled user)")

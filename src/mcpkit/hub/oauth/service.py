@@ -9,6 +9,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import anyio
+
 from mcpkit.hub.crypto import SecretBox
 from mcpkit.hub.oauth.keys import AccessTokens
 from mcpkit.hub.oauth.server import SCOPES_SUPPORTED, HubAuthorizationServer
@@ -33,6 +35,8 @@ class OAuthService:
     server: HubAuthorizationServer
     box: SecretBox
     """Seals the sign-in session cookie."""
+    password_checks: anyio.CapacityLimiter
+    """Bounds the argon2 checks running at once (settings.oauth_max_password_checks)."""
 
     @property
     def resource_metadata_url(self) -> str:
@@ -72,7 +76,8 @@ async def oauth_component(context: HubContext) -> AsyncIterator[OAuthService]:
     tokens = AccessTokens(context.store, context.box, context.settings)
     service = OAuthService(context.settings, tokens,
                            HubAuthorizationServer(context.store, tokens, context.settings),
-                           context.box)
+                           context.box,
+                           anyio.CapacityLimiter(context.settings.oauth_max_password_checks))
     context.oauth = service
     try:
         yield service
