@@ -483,3 +483,17 @@ def test_any_replica_serves_any_step(tmp_path: Path) -> None:
             assert status == 400  # the family went with the reuse
 
         anyio.run(steps)
+
+
+def test_registrations_spend_a_budget_per_address(tmp_path: Path) -> None:
+    database_url = f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
+    with running_hub(database_url, rate_limit_burst=3, rate_limit_per_minute=1) as hub:
+        async def register_many() -> list[int]:
+            statuses = []
+            for _ in range(4):
+                reply = await call("POST", hub.url + "/oauth/register",
+                                   json={"redirect_uris": [REDIRECT]})
+                statuses.append(reply.status)
+            return statuses
+
+        assert anyio.run(register_many) == [201, 201, 201, 429]

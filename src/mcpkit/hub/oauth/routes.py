@@ -14,7 +14,9 @@ repeated parameter is refused before Authlib sees the request. The sign-in sessi
 cookie sealed with the hub's key (any replica opens it), HttpOnly, SameSite=Lax, Secure when
 the issuer is https; the forms carry a CSRF token that must equal the CSRF cookie (double
 submit). Wrong passwords count against the client address's auth-failure budget, shared with
-the API tokens: past it, 429. Passwords, codes and tokens are never logged.
+the API tokens: past it, 429. Registrations spend a per-address budget of the same size as a
+user's request budget (MCPKIT_HUB_RATE_BURST, _RATE_LIMIT), and MCPKIT_HUB_OAUTH_MAX_CLIENTS
+bounds them in all. Passwords, codes and tokens are never logged.
 """
 
 from __future__ import annotations
@@ -161,6 +163,10 @@ def router() -> APIRouter:
     async def register(request: Request) -> Response:
         try:
             context, _ = _service(request)
+            wait = await context.limiter.acquire(f"register:{peer_key(request.scope)}")
+            if wait is not None:  # an address's registrations spend a budget like a user's
+                return _oauth_error(429, "temporarily_unavailable",
+                                    f"too many registrations: try again in {retry_after(wait)} s")
             body = await _body(request, MAX_REGISTRATION_BYTES)
             try:
                 document = json.loads(body)
