@@ -55,7 +55,7 @@ from mcpkit.hub.oauth.service import (
 )
 from mcpkit.hub.passwords import password_matches
 from mcpkit.hub.ratelimit import retry_after
-from mcpkit.hub.store import UserRecord
+from mcpkit.hub.store import NotFound, UserRecord
 from mcpkit.transports.server.http.peers import peer_key
 
 if TYPE_CHECKING:  # the API imports this module: the context's class only for annotations
@@ -343,7 +343,7 @@ async def _signed_in_user(context: HubContext, request: Request) -> UserRecord |
         return None
     try:
         user = await context.store.users.get(user_id)
-    except Exception:  # NotFound: deleted since
+    except NotFound:  # deleted since
         return None
     return None if user.disabled else user
 

@@ -43,7 +43,7 @@ from mcpkit.errors import PeerError
 from mcpkit.hub.crypto import hash_token
 from mcpkit.hub.oauth.keys import AccessTokens
 from mcpkit.hub.settings import HubSettings
-from mcpkit.hub.store import Store, UserRecord
+from mcpkit.hub.store import NotFound, Store, UserRecord
 from mcpkit.hub.store.oauth import ClientRecord, CodeRecord, RefreshRecord
 
 log = logging.getLogger(__name__)
@@ -394,7 +394,7 @@ class Issuer(IssuerParameter):  # type: ignore[misc]
 def _enabled_user(server: HubAuthorizationServer, user_id: int) -> UserRecord | None:
     try:
         user: UserRecord = server.wait(server.store.users.get, user_id)
-    except Exception:  # NotFound: the user was deleted since
+    except NotFound:  # deleted since
         return None
     return None if user.disabled else user
 
