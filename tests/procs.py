@@ -89,14 +89,15 @@ def pid_gone(pid: int) -> bool:
 
 @contextlib.contextmanager
 def serve_in_thread(app: Any, *, lifespan: str = "off", name: str = "uvicorn",
-                    ws: str = "none") -> Iterator[str]:
-    """Serve the ASGI `app` with uvicorn on a free 127.0.0.1 port in a daemon thread;
-    yields the base URL ("http://127.0.0.1:PORT"); stops the server on exit."""
+                    ws: str = "none", port: int | None = None) -> Iterator[str]:
+    """Serve the ASGI `app` with uvicorn on a free 127.0.0.1 port (or `port`, for an app
+    that must know its URL in advance) in a daemon thread; yields the base URL
+    ("http://127.0.0.1:PORT"); stops the server on exit."""
     import uvicorn
 
     from mcpkit.transports.server.http.serve import uvicorn_config
 
-    port = free_port()
+    port = port or free_port()
     config = uvicorn_config(  # what mcpkit serves with, on h11 here (httptools elsewhere)
         app, host="127.0.0.1", port=port, log_level="warning", lifespan=lifespan,
         timeout_graceful_shutdown=2, loop="asyncio", http="h11", ws=ws,

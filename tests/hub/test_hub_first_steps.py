@@ -127,6 +127,7 @@ def test_the_admin_commands_and_serve_share_the_data_dir(served: ServedHub) -> N
     assert "  registry:  1 user, 0 upstreams" in log
     assert "  upstreams: private addresses allowed, stdio off (--allow-stdio)" in log
     assert f"  API docs:  {served.url}/docs (served offline)" in log
+    assert f"  OAuth:     issuer {served.url} (users sign in with a password" in log
     assert served.token not in log
 
 
@@ -141,7 +142,7 @@ def test_every_command_that_opens_the_database_takes_the_same_storage_options() 
         for name, action in _subparsers(commands[group]).items():
             assert STORAGE_OPTIONS <= _options(action), (group, name)
             checked.append(f"{group} {name}")
-    assert len(checked) == 7
+    assert len(checked) == 8  # serve, user add|list|disable|set-password, token create|list|revoke
 
 
 def test_register_an_upstream_and_read_it_back_from_the_cli(served: ServedHub) -> None:

@@ -328,3 +328,28 @@ def test_import_mcpkit_loads_none_of_the_hubs_dependencies() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+async def test_on_port_0_the_oauth_issuer_is_the_bound_address(tmp_path: Path) -> None:
+    """Without --public-url the issuer is the URL the hub listens on, as bound: with --port 0
+    it names the port the system picked, in the metadata and in /mcp's challenge."""
+    proc = start_serve(hub_env(tmp_path / "data"), "--port", "0")
+    try:
+        assert proc.stderr is not None
+        first = ""
+        for _ in range(200):  # the start-up lines; the URL is on the first summary line
+            first = proc.stderr.readline().decode()
+            if first.startswith("mcpkit hub on ") or not first:
+                break
+        base = first.split()[3]
+        assert base.startswith("http://127.0.0.1:") and not base.endswith(":0"), first
+        metadata = await call("GET", base + "/.well-known/oauth-authorization-server")
+        assert metadata.body["issuer"] == base
+        refused = await call("POST", base + "/mcp", json={"jsonrpc": "2.0", "id": 1,
+                                                         "method": "ping"})
+        assert (f'resource_metadata="{base}/.well-known/oauth-protected-resource/mcp"'
+                in refused.headers["WWW-Authenticate"])
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.communicate(timeout=15)
+    assert proc.returncode == 0

@@ -24,6 +24,11 @@ TABLES = {
     "upstream_resources",
     "upstream_resource_templates",
     "audit_events",
+    "oauth_clients",
+    "oauth_codes",
+    "oauth_consents",
+    "oauth_refresh_tokens",
+    "oauth_signing_keys",
 }
 
 
@@ -36,7 +41,8 @@ def test_the_revisions_ship_inside_the_package() -> None:
     assert directory.is_relative_to(Path(migrations.__file__).parent)
     assert (directory / "env.py").is_file()
     assert (directory / "versions" / "0001_initial.py").is_file()
-    assert migrations.head_revision() == "0001"
+    assert (directory / "versions" / "0002_oauth.py").is_file()
+    assert migrations.head_revision() == "0002"
 
 
 async def test_a_fresh_database_migrates_to_exactly_the_models(database_url: str) -> None:

@@ -109,7 +109,14 @@ def add_user_commands(commands: Subcommands) -> None:
     disable.add_argument("name")
     disable.add_argument("--enable", action="store_true", help="enable the user again")
     disable.set_defaults(run=with_store(_user_disable))
-    for parser in (add, listing, disable):
+    password = actions.add_parser(
+        "set-password", help="set a user's password for signing in to the hub (OAuth); read "
+        "from a prompt, or the first line of stdin when it is not a terminal - never argv")
+    password.add_argument("name")
+    password.add_argument("--remove", action="store_true",
+                          help="remove the password: the user can no longer sign in with one")
+    password.set_defaults(run=with_store(_user_set_password))
+    for parser in (add, listing, disable, password):
         add_settings_arguments(parser)
 
 
@@ -140,6 +147,46 @@ async def _user_disable(store: Store, args: argparse.Namespace) -> int:
     user = await store.users.set_disabled(user.id, not args.enable)
     print(f"user {user.name} {'disabled' if user.disabled else 'enabled'}")
     return 0
+
+
+async def _user_set_password(store: Store, args: argparse.Namespace) -> int:
+    from mcpkit.hub.passwords import PasswordRefused, hash_password
+
+    user = await store.users.get_by_name(args.name)
+    if args.remove:
+        await store.users.set_password_hash(user.id, None)
+        print(f"user {user.name}: password removed")
+        return 0
+    try:
+        hashed = hash_password(_read_password())
+    except PasswordRefused as error:
+        return fail(str(error))
+    await store.users.set_password_hash(user.id, hashed)
+    print(f"user {user.name}: password set")
+    return 0
+
+
+def _read_password() -> str:
+    """The new password: prompted twice on a terminal, else the first line of stdin."""
+    import getpass
+
+    if sys.stdin.isatty():
+        first = getpass.getpass("new password: ")
+        if getpass.getpass("again: ") != first:
+            raise _password_refused("the two passwords differ")
+        return first
+    line = sys.stdin.readline(MAX_PASSWORD_LINE)
+    return line.rstrip("\r\n")
+
+
+def _password_refused(message: str) -> Exception:
+    from mcpkit.hub.passwords import PasswordRefused
+
+    return PasswordRefused(message)
+
+
+MAX_PASSWORD_LINE = 4096
+"""What is read of stdin for a password (the bound itself is checked by passwords.py)."""
 
 
 # --- tokens ---------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import gc
 import logging
 import socket
@@ -90,6 +91,9 @@ def add_serve_command(commands: Subcommands) -> None:
                        metavar="S", help="seconds a request's headers may take (default 10)")
     serve.add_argument("--body-timeout", dest="body_timeout_s", type=float, default=None,
                        metavar="S", help="seconds a request's body may take (default 30)")
+    serve.add_argument("--public-url", default=None, metavar="URL",
+                       help="the hub's URL as clients reach it: its OAuth issuer (default "
+                       "$MCPKIT_HUB_PUBLIC_URL, else http://HOST:PORT)")
     serve.add_argument("--log-level", default=None,
                        choices=("critical", "error", "warning", "info", "debug"),
                        help="what the log shows (default info)")
@@ -180,6 +184,9 @@ async def _serve_on(sockets: list[socket.socket], settings: HubSettings) -> int:
     except SharedStateUnavailable as error:
         await store.close()
         return fail(str(error))
+    url = listening_url(settings.host, sockets)
+    if settings.public_url is None:  # the OAuth issuer: the address as bound (--port 0 too)
+        settings = dataclasses.replace(settings, public_url=url)
     try:
         endpoint = McpEndpoint()
         app = create_app(settings, store, box, redis=redis,
@@ -194,7 +201,6 @@ async def _serve_on(sockets: list[socket.socket], settings: HubSettings) -> int:
             limits=ConnectionLimits(settings.max_connections, settings.header_timeout_s,
                                     settings.body_timeout_s),
         )
-        url = listening_url(settings.host, sockets)
         summary = await startup_summary(settings, store, url)
         # On a stop signal the MCP streams end first, so the graceful shutdown waits only
         # for requests in flight, not for every connected client's SSE stream.

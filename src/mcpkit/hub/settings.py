@@ -30,6 +30,11 @@ Environment (each also a `mcpkit hub serve` option where it makes sense):
     MCPKIT_HUB_MAX_REFRESHES_PER_USER                        refreshes of one user at once (2)
     MCPKIT_HUB_MAX_UPSTREAMS_PER_USER                        upstreams one user may register (100)
     MCPKIT_HUB_MAX_USER_CATALOG_BYTES                        catalog, a user's: catalog_limits.py)
+    MCPKIT_HUB_PUBLIC_URL             --public-url          (the OAuth issuer; default
+                                                            http://HOST:PORT)
+    MCPKIT_HUB_OAUTH_ACCESS_TOKEN_TTL_S, _OAUTH_REFRESH_TOKEN_TTL_S, _OAUTH_CODE_TTL_S,
+    MCPKIT_HUB_OAUTH_SIGN_IN_TTL_S, _OAUTH_MAX_CLIENTS, _OAUTH_MAX_PASSWORD_CHECKS
+                                      the authorization server (hub/oauth)
 
 The secret key is not a setting: it is read by `mcpkit.hub.crypto.load_secret_box`
 ($MCPKIT_HUB_SECRET_KEY, else the key file in the data directory), so it never sits in an
@@ -148,6 +153,23 @@ class HubSettings:
     """Browser `Origin`s `/mcp` accepts besides loopback and the allowed hosts' own
     (`https://app.example.com`); requests without an Origin are not browsers' and pass."""
     log_level: str = "info"
+    public_url: str | None = None
+    """The hub's URL as clients reach it (`https://hub.example.com`): its OAuth issuer, and
+    `<public_url>/mcp` the resource its access tokens are for. None: `http://HOST:PORT` of
+    the listen address (right for one machine; behind a proxy, set it)."""
+    oauth_access_token_ttl_s: float = 300.0
+    """How long an access token the hub issues is valid (short: refresh tokens renew it)."""
+    oauth_refresh_token_ttl_s: float = 30 * 24 * 3600.0
+    """How long a refresh token is valid (each use rotates it and starts this again)."""
+    oauth_code_ttl_s: float = 60.0
+    """How long an authorization code may wait for its token request."""
+    oauth_sign_in_ttl_s: float = 8 * 3600.0
+    """How long a sign-in to the hub's login page lasts (the session cookie)."""
+    oauth_max_clients: int = 10_000
+    """Clients registered by DCR in all; past it registration is refused (429)."""
+    oauth_max_password_checks: int = 4
+    """Sign-in password checks running at once; more wait. Each argon2id check takes 64 MiB
+    for about 50 ms, so this bounds what a crowd of sign-ins can cost (here 256 MiB)."""
     max_catalog_items: int = 2000
     """Items of one list (tools, prompts, resources, templates) the hub takes from one
     upstream; past it the catalog fetch fails and says so (catalog_limits.py)."""
@@ -166,7 +188,8 @@ class HubSettings:
                      "max_sessions", "max_sessions_per_user", "auth_failure_burst",
                      "auth_failures_per_minute", "max_replay_bytes",
                      "max_bodies_in_flight_bytes", "max_upstreams_per_user",
-                     "max_refreshes_per_user"):
+                     "max_refreshes_per_user", "oauth_max_clients",
+                     "oauth_max_password_checks"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SettingsError(f"{name}: must be a whole number above 0, not {value!r}")
@@ -180,7 +203,8 @@ class HubSettings:
         if self.max_page_size > 500:
             raise SettingsError("max_page_size: at most 500")
         for name in ("dns_timeout_s", "health_interval_s", "shutdown_grace_s",
-                     "header_timeout_s", "body_timeout_s"):
+                     "header_timeout_s", "body_timeout_s", "oauth_access_token_ttl_s",
+                     "oauth_refresh_token_ttl_s", "oauth_code_ttl_s", "oauth_sign_in_ttl_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or \
                     not math.isfinite(value) or value <= 0:
@@ -196,6 +220,10 @@ class HubSettings:
                     isinstance(item, str) and item.strip() and not any(c.isspace() for c in item)
                     for item in value):
                 raise SettingsError(f"{name}: must be names without spaces, not {value!r}")
+        if self.public_url is not None and (
+                not self.public_url.startswith(("https://", "http://"))
+                or any(c in self.public_url for c in "?#") or " " in self.public_url):
+            raise SettingsError("public_url: must be an http(s) URL without query or fragment")
         if self.log_level not in ("critical", "error", "warning", "info", "debug"):
             raise SettingsError(f"log_level: {self.log_level!r} is not a log level")
 
@@ -203,6 +231,19 @@ class HubSettings:
     def resolved_database_url(self) -> str:
         """`database_url`, else the SQLite file hub.db in `data_dir` (as the admin commands)."""
         return self.database_url or f"sqlite+aiosqlite:///{self.data_dir / 'hub.db'}"
+
+    @property
+    def issuer(self) -> str:
+        """The hub's OAuth issuer identifier: `public_url`, else the listen address's URL."""
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def mcp_url(self) -> str:
+        """The resource the hub's access tokens are for (their `aud`, RFC 8707)."""
+        return self.issuer + "/mcp"
 
     # --- loading ---------------------------------------------------------------------------
 
@@ -298,6 +339,12 @@ def _parse(name: str, text: str, variable: str) -> Any:
         "max_bodies_in_flight_bytes": int,
         "header_timeout_s": float,
         "body_timeout_s": float,
+        "oauth_access_token_ttl_s": float,
+        "oauth_refresh_token_ttl_s": float,
+        "oauth_code_ttl_s": float,
+        "oauth_sign_in_ttl_s": float,
+        "oauth_max_clients": int,
+        "oauth_max_password_checks": int,
         "max_catalog_items": int,
         "max_catalog_bytes": int,
         "max_catalog_item_bytes": int,

@@ -38,6 +38,8 @@ async def startup_summary(settings: HubSettings, store: Store, base: str | None 
         f"  registry:  {_count(users, 'user')}, {_count(upstreams, 'upstream')}",
         f"  upstreams: {policy(settings)}",
         f"  API docs:  {base}/docs (served offline)",
+        f"  OAuth:     issuer {settings.issuer} (users sign in with a password: "
+        "`mcpkit hub user set-password NAME`)",
     ]
     if users == 0:
         lines.append(f"  no users yet: add one with `{add_user_command(settings)}`, then "

@@ -13,7 +13,9 @@ a token of the caller's rate limit first (429 with `Retry-After` when there is n
 ratelimit.py) and every request is measured.
 
 Built in, before the caller's components: the Redis connection (shared.py) when `redis` is
-given or `settings.redis_url` is set - it moves the rate limits into Redis.
+given or `settings.redis_url` is set - it moves the rate limits into Redis; and the OAuth
+authorization server users sign in to (hub/oauth: its metadata, /oauth/* endpoints and the
+access tokens /mcp accepts beside API tokens).
 
 The seams for what comes next (the `/mcp` endpoint):
 - `components`: each is called with the `HubContext` once the store is open and returns an
@@ -49,6 +51,7 @@ from mcpkit.hub.api.routes import admin, health, me, upstreams
 from mcpkit.hub.api.schemas import ErrorOut
 from mcpkit.hub.crypto import SecretBox, load_secret_box
 from mcpkit.hub.metrics import HubMetrics, MetricsMiddleware, metrics_router
+from mcpkit.hub.oauth import oauth_component, oauth_router
 from mcpkit.hub.ratelimit import retry_after, user_key
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.shared import redis_connection
@@ -117,7 +120,7 @@ def create_app(
     start-up if set.
     """
     metrics = HubMetrics()
-    built_in: list[Component] = [redis_connection(redis)]
+    built_in: list[Component] = [redis_connection(redis), oauth_component]
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -166,6 +169,7 @@ def create_app(
     app.include_router(me.router(), **limited)
     app.include_router(upstreams.router(settings), **limited)
     app.include_router(admin.router(settings), **limited)
+    app.include_router(oauth_router())
     for extra in routers:
         app.include_router(extra)
     # Served ahead of FastAPI's middleware and routing (fastlane.py): every MCP call is one.

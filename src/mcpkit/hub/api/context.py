@@ -12,6 +12,7 @@ and the operations pieces:
     auth_failures        AuthFailures: wrong tokens per client address (REST API and /mcp
                          share it; per process)
     redis                the Redis client replicas share (shared.py), None for one process
+    oauth                the authorization server users sign in to (hub/oauth/service.py)
     catalog_listeners    `async (user_id, upstream_id)` callbacks the health checker calls
                          when a check changed that upstream's stored catalog (the router
                          registers one to send `list_changed` to the user's sessions)
@@ -43,6 +44,8 @@ from mcpkit.transports.server.http.auth_failures import AuthFailures
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
+    from mcpkit.hub.oauth.service import OAuthService
+
 HostResolver = Callable[[str, int], Awaitable[list[str]]]
 CatalogFetcher = Callable[[UpstreamRecord, Credentials, HubSettings], Awaitable[Catalog]]
 CatalogListener = Callable[[int, str], Awaitable[None]]
@@ -68,6 +71,8 @@ class HubContext:
     metrics: HubMetrics = field(default_factory=HubMetrics)
     redis: Redis | None = None
     catalog_listeners: list[CatalogListener] = field(default_factory=list)
+    oauth: OAuthService | None = None
+    """The hub's authorization server (hub/oauth), set by its built-in component."""
     limiter: RateLimiter = field(init=False)
     """Per-user budgets (settings.rate_limit_per_minute, rate_limit_burst); refusals are
     counted in `metrics`."""

@@ -10,6 +10,11 @@ Tables (every foreign key to a user or an upstream cascades on delete):
     upstream_resources
     upstream_resource_templates
     audit_events          one row per tool call: who, where, how long, outcome (never arguments)
+    oauth_clients         OAuth clients registered by DCR (RFC 7591): public, redirect URIs
+    oauth_codes           authorization codes, stored as sha256, single use (hub/oauth/)
+    oauth_consents        which scopes a user granted a client (a second login skips consent)
+    oauth_refresh_tokens  refresh tokens as sha256, one family per login, rotated on use
+    oauth_signing_keys    the hub's access-token signing keys (private JWK, sealed)
 
 Portability: JSON columns are the generic `JSON` type (`json` on PostgreSQL, text on SQLite);
 enumerations are short strings with named CHECK constraints (no PostgreSQL ENUM types to
@@ -116,6 +121,8 @@ class User(Base):
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
     disabled: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # argon2id PHC string (mcpkit.hub.passwords); None: the user cannot sign in with a password
+    password_hash: Mapped[str | None] = mapped_column(Text)
 
 
 class ApiToken(Base):
@@ -226,3 +233,74 @@ class AuditEvent(Base):
     duration_ms: Mapped[float] = mapped_column(Float)
     outcome: Mapped[str] = mapped_column(String(16))
     error: Mapped[str | None] = mapped_column(Text)
+
+
+OAUTH_CLIENT_ID_LENGTH = 64
+HASH_LENGTH = 64  # sha256 hex
+
+
+class OAuthClient(Base):
+    """A client registered by DCR. Public (token_endpoint_auth_method "none") with PKCE."""
+
+    __tablename__ = "oauth_clients"
+
+    client_id: Mapped[str] = mapped_column(String(OAUTH_CLIENT_ID_LENGTH), primary_key=True)
+    client_name: Mapped[str | None] = mapped_column(Text)
+    redirect_uris: Mapped[list[str]] = mapped_column(JSON)
+    application_type: Mapped[str] = mapped_column(String(8))
+    grant_types: Mapped[list[str]] = mapped_column(JSON)
+    token_endpoint_auth_method: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+def _client_fk() -> Any:
+    return ForeignKey("oauth_clients.client_id", ondelete="CASCADE")
+
+
+class OAuthCode(Base):
+    __tablename__ = "oauth_codes"
+
+    code_hash: Mapped[str] = mapped_column(String(HASH_LENGTH), primary_key=True)
+    client_id: Mapped[str] = mapped_column(_client_fk(), index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    redirect_uri: Mapped[str] = mapped_column(Text)
+    scope: Mapped[str] = mapped_column(Text)
+    resource: Mapped[str] = mapped_column(Text)
+    code_challenge: Mapped[str] = mapped_column(String(128))
+    code_challenge_method: Mapped[str] = mapped_column(String(8))
+    family_id: Mapped[str] = mapped_column(String(HASH_LENGTH))  # the refresh family it starts
+    expires_at: Mapped[datetime]
+    used_at: Mapped[datetime | None]
+
+
+class OAuthConsent(Base):
+    __tablename__ = "oauth_consents"
+
+    user_id: Mapped[int] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    client_id: Mapped[str] = mapped_column(_client_fk(), primary_key=True)
+    scope: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class OAuthRefreshToken(Base):
+    __tablename__ = "oauth_refresh_tokens"
+
+    token_hash: Mapped[str] = mapped_column(String(HASH_LENGTH), primary_key=True)
+    family_id: Mapped[str] = mapped_column(String(HASH_LENGTH), index=True)
+    client_id: Mapped[str] = mapped_column(_client_fk(), index=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    scope: Mapped[str] = mapped_column(Text)
+    resource: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime]
+    used_at: Mapped[datetime | None]  # rotated: presenting it again is reuse
+    revoked_at: Mapped[datetime | None]
+
+
+class OAuthSigningKey(Base):
+    __tablename__ = "oauth_signing_keys"
+
+    kid: Mapped[str] = mapped_column(String(HASH_LENGTH), primary_key=True)
+    private_jwk_sealed: Mapped[str] = mapped_column(Text)  # SecretBox-sealed JSON JWK
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -1,7 +1,13 @@
 """`McpGate`: the ASGI middleware in front of the hub's `/mcp` - who is calling, and may they.
 
-1. `Authorization: Bearer <API token>` → the user (`store.tokens.verify`), else 401 with
-   `WWW-Authenticate: Bearer` and a JSON-RPC error body. The user id goes into the scope as
+1. `Authorization: Bearer <API token>` → the user (`store.tokens.verify`), or a bearer that
+   is a JWT → the user of one of the hub's own OAuth access tokens (`AccessTokens.user`:
+   signature, issuer, audience = the hub's /mcp URL, expiry, user enabled; checked locally).
+   The principal is the same user id either way. Else 401 with `WWW-Authenticate: Bearer
+   realm=…, resource_metadata="…/.well-known/oauth-protected-resource/mcp"` (RFC 9728: how
+   an MCP client finds the hub's authorization server) and a JSON-RPC error body. A token
+   is routed by its shape (an API token has no dots, a JWT two), so neither kind costs the
+   other's lookup. The user id goes into the scope as
    the MCP app's principal: handlers see only that user's upstreams, and a legacy session
    opened by one user is "not found" for every other. The token itself goes no further:
    nothing of it reaches an upstream or a log.
@@ -22,6 +28,7 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -40,6 +47,12 @@ DEFAULT_TOKEN_TTL_S = 10.0
 MAX_CACHED_TOKENS = 10_000
 Limiter = Callable[[str], Awaitable[float | None]]
 RevocationCheck = Callable[[str], Awaitable[bool]]
+
+
+class AccessTokenCheck(Protocol):
+    """The hub's OAuth access tokens (mcpkit.hub.oauth.keys.AccessTokens)."""
+
+    async def user(self, token: str) -> UserRecord | None: ...
 
 
 class TokenCache:
@@ -73,8 +86,13 @@ class McpGate:
         limiter: Limiter | None = None,
         revoked: RevocationCheck | None = None,
         auth_failures: AuthFailures | None = None,
+        access_tokens: AccessTokenCheck | None = None,
+        resource_metadata: str | None = None,
     ) -> None:
         self.app = app
+        self.access_tokens = access_tokens
+        self.challenge = 'Bearer realm="mcpkit-hub"' + (
+            f', resource_metadata="{resource_metadata}"' if resource_metadata else "")
         self.tokens = tokens
         self.auth_failures = auth_failures if auth_failures is not None else AuthFailures()
         self.limiter = limiter
@@ -93,13 +111,13 @@ class McpGate:
                           {"retry-after": str(max(1, math.ceil(wait)))})
             return
         token = _bearer(headers.get("authorization", ""))
-        user = await self.tokens.user(token) if token else None
+        user = await self._user(token) if token else None
         if user is None:
             self.auth_failures.failed(peer)
-            await _refuse(send, 401, "an API token is required: Authorization: Bearer <token>"
-                          if not token else "the API token is not valid", {
-                              "www-authenticate": 'Bearer realm="mcpkit-hub"'
-                              + ("" if not token else ', error="invalid_token"')})
+            await _refuse(send, 401, "a token is required: Authorization: Bearer <API token "
+                          "or OAuth access token>" if not token else "the token is not valid",
+                          {"www-authenticate": self.challenge
+                           + ("" if not token else ', error="invalid_token"')})
             return
         if self.limiter is not None:
             wait = await self.limiter(user_key(user.id))
@@ -112,6 +130,12 @@ class McpGate:
             await _refuse(send, 404, "Session not found", {})
             return
         await self.app({**scope, PRINCIPAL_KEY: str(user.id)}, receive, send)
+
+
+    async def _user(self, token: str) -> UserRecord | None:
+        if token.count(".") == 2 and self.access_tokens is not None:
+            return await self.access_tokens.user(token)
+        return await self.tokens.user(token)
 
 
 def _bearer(value: str) -> str:

@@ -108,7 +108,10 @@ class HubRouter:
         context.catalog_listeners.append(self._catalog_listener)
         self.gate = McpGate(self.mcp, TokenCache(self.store), limiter=context.limiter.acquire,
                             revoked=self._revoked if self.redis is not None else None,
-                            auth_failures=context.auth_failures)
+                            auth_failures=context.auth_failures,
+                            access_tokens=context.oauth.tokens if context.oauth else None,
+                            resource_metadata=context.oauth.resource_metadata_url
+                            if context.oauth else None)
 
     # --- serving ------------------------------------------------------------------------------
 

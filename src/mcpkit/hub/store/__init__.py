@@ -3,13 +3,15 @@
     store = await Store.open(database_url, box)     # engine + migrations; `await store.close()`
     store = Store(session_factory(engine), box)     # or over sessions you manage
 
-    store.users      create, get, get_by_name, list (paged), set_disabled, set_admin
+    store.users      create, get, get_by_name, list (paged), set_disabled, set_admin,
+                     set_password_hash, sign_in_record
     store.tokens     create (-> NewToken: the secret, once), verify(secret) -> user | None,
                      revoke, list
     store.upstreams  create, get, get_by_name, list (paged), all, update (optimistic version),
                      delete, credentials, set_health, due_for_health_check, health_counts
     store.catalog    replace (one transaction), get, all (the user's catalogs for the router)
     store.audit      record, record_many, recent
+    store.oauth      the authorization server's clients, codes, consents, refresh families
 
 Each call is its own transaction and returns frozen records (`records.py`), never ORM objects.
 Every upstream and catalog function takes the owner's user id: another user's upstream is
@@ -39,6 +41,7 @@ from mcpkit.hub.store._db import Database, describe
 from mcpkit.hub.store.audit import AuditLog
 from mcpkit.hub.store.catalog import Catalogs
 from mcpkit.hub.store.errors import Conflict, Invalid, NotFound, StoreError, StoreUnavailable
+from mcpkit.hub.store.oauth import OAuthState
 from mcpkit.hub.store.records import (
     UNSET,
     AuditEntry,
@@ -107,6 +110,7 @@ class Store:
         self.upstreams = Upstreams(db, box, clock, allow_stdio=allow_stdio)
         self.catalog = Catalogs(db, clock)
         self.audit = AuditLog(db, clock)
+        self.oauth = OAuthState(db, clock)
         self.engine: AsyncEngine | None = None  # set when the store owns its engine
 
     @classmethod

@@ -82,6 +82,21 @@ class Users:
     async def set_admin(self, user_id: int, is_admin: bool = True) -> UserRecord:
         return await self._set(user_id, is_admin=check.flag(is_admin, "is_admin"))
 
+    async def set_password_hash(self, user_id: int, password_hash: str | None) -> None:
+        """Store a user's password hash (mcpkit.hub.passwords); None removes the password."""
+        async with self._db.write() as session:
+            done = await session.scalar(
+                update(User).where(User.id == user_id)
+                .values(password_hash=password_hash).returning(User.id))
+            if done is None:
+                raise NotFound("user", user_id)
+
+    async def sign_in_record(self, name: str) -> tuple[UserRecord, str | None] | None:
+        """The user named `name` and their password hash, or None for an unknown name."""
+        async with self._db.read() as session:
+            row = await session.scalar(select(User).where(User.name == name))
+            return None if row is None else (user_record(row), row.password_hash)
+
     async def _set(self, user_id: int, **values: bool) -> UserRecord:
         async with self._db.write() as session:
             row = await session.scalar(

@@ -1,0 +1,21 @@
+"""The hub as an OAuth 2.1 authorization server that MCP clients log in to (issue 24 §2).
+
+    service.py       OAuthService on the hub's context, metadata documents; oauth_component
+    routes.py        the endpoints: metadata, DCR, authorize (sign-in, consent), token, revoke
+    server.py        Authlib's grant mechanics over the store (code + PKCE S256, refresh
+                     rotation, revocation, RFC 9207 iss)
+    keys.py          RFC 9068 access tokens for /mcp: signing key, issuing, local checks
+    registration.py  DCR metadata checks (RFC 7591)
+    pages.py         the sign-in and consent pages (HTML, escaped, CSRF token)
+
+Users sign in with a hub account whose password an operator sets
+(`mcpkit hub user set-password NAME`, hashed by mcpkit.hub.passwords). All state lives in the
+database (store.oauth), so any replica serves any step.
+"""
+
+from __future__ import annotations
+
+from mcpkit.hub.oauth.routes import router as oauth_router
+from mcpkit.hub.oauth.service import OAuthService, oauth_component
+
+__all__ = ["OAuthService", "oauth_component", "oauth_router"]

@@ -1,0 +1,400 @@
+"""The grant mechanics, from Authlib (`authlib.oauth2.rfc6749`): the authorization code grant
+with PKCE (rfc7636, S256 only, required), refresh tokens rotated on every use, revocation
+(rfc7009) and the RFC 9207 `iss` parameter. The hub supplies only storage and policy.
+
+Authlib is synchronous; the hub's store is async. Each Authlib call runs in a worker thread
+(`HubAuthorizationServer.run`), and its storage hooks call back into the event loop with
+`anyio.from_thread.run`. The request is read (bounded) before that, so Authlib sees a plain
+`OAuth2Request` over dicts (`plain_request`).
+
+Policy the hub adds on top of Authlib:
+- public clients only (`token_endpoint_auth_method` "none"): DCR issues no secrets;
+- a `code_challenge` with method S256 is required on every authorization request (Authlib
+  would let a request without one through);
+- `resource` (RFC 8707), when given, must be the hub's /mcp URL - the only resource it issues
+  tokens for - at the authorization and the token endpoint;
+- a redirect URI must equal a registered one exactly, except that a loopback one (http on
+  127.0.0.1 or [::1]) may use any port (RFC 8252 §7.3: native apps bind an ephemeral port).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import secrets
+import urllib.parse
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import anyio.from_thread
+import anyio.to_thread
+from authlib.oauth2 import AuthorizationServer, OAuth2Request
+from authlib.oauth2.rfc6749 import ClientMixin, InvalidRequestError, grants
+from authlib.oauth2.rfc6749.errors import OAuth2Error
+from authlib.oauth2.rfc6749.requests import BasicOAuth2Payload
+from authlib.oauth2.rfc6750 import BearerTokenGenerator
+from authlib.oauth2.rfc7009 import RevocationEndpoint
+from authlib.oauth2.rfc7636 import CodeChallenge
+from authlib.oauth2.rfc9207 import IssuerParameter
+from joserfc.jwk import ECKey
+
+from mcpkit.errors import PeerError
+from mcpkit.hub.crypto import hash_token
+from mcpkit.hub.oauth.keys import AccessTokens
+from mcpkit.hub.settings import HubSettings
+from mcpkit.hub.store import NotFound, Store, UserRecord
+from mcpkit.hub.store.oauth import ClientRecord, CodeRecord, RefreshRecord
+
+log = logging.getLogger(__name__)
+
+
+class _WithoutIssuedTokens(logging.Filter):
+    """Authlib's grants log each issued token response in full at DEBUG ("Issue token
+    {...}"): access and refresh tokens in a log. Those records are dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Issue token")
+
+
+for _grant_logger in (grants.authorization_code.__name__, grants.refresh_token.__name__):
+    logging.getLogger(_grant_logger).addFilter(_WithoutIssuedTokens())
+
+T = TypeVar("T")
+SCOPES_SUPPORTED = ("mcp",)
+"""The hub's one scope: using its /mcp endpoint as the signed-in user."""
+REFRESH_TOKEN_BYTES = 32
+AUTHORIZATION_CODE_LENGTH = 48
+
+
+class InvalidTargetError(OAuth2Error, PeerError):  # type: ignore[misc]
+    """RFC 8707 §2: the `resource` is not one this server issues tokens for (an Authlib
+    OAuth2Error, so Authlib answers it, and a PeerError in mcpkit's tree)."""
+
+    error = "invalid_target"
+
+
+def is_loopback_redirect(uri: str) -> bool:
+    parts = urllib.parse.urlsplit(uri)
+    if parts.scheme != "http" or parts.hostname is None:
+        return False
+    try:
+        return ipaddress.ip_address(parts.hostname).is_loopback
+    except ValueError:
+        return False
+
+
+def _without_port(uri: str) -> str:
+    parts = urllib.parse.urlsplit(uri)
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, parts.query, ""))
+
+
+class Reply:
+    """What Authlib answered: status, body (a dict for JSON), headers; `location` is the
+    redirect (Authlib's RFC 9207 extension appends `iss` to it)."""
+
+    def __init__(self, status: int, body: Any, headers: list[tuple[str, str]]) -> None:
+        self.status = status
+        self.body = body
+        self.headers = headers
+
+    @property
+    def location(self) -> str | None:
+        return next((value for name, value in self.headers if name.lower() == "location"),
+                    None)
+
+    @location.setter
+    def location(self, value: str) -> None:
+        self.headers = [(n, v) for n, v in self.headers if n.lower() != "location"]
+        self.headers.append(("Location", value))
+
+
+class HubClient(ClientMixin):  # type: ignore[misc]
+    """A registered (DCR) public client, as Authlib asks about it."""
+
+    def __init__(self, record: ClientRecord) -> None:
+        self.record = record
+
+    def get_client_id(self) -> str:
+        return self.record.client_id
+
+    def get_default_redirect_uri(self) -> str | None:
+        # RFC 6749 §3.1.2.3 allows a default only with one registered URI; OAuth 2.1 requires
+        # the parameter - the hub requires it too (None: a missing one is refused).
+        return None
+
+    def get_allowed_scope(self, scope: str | None) -> str:
+        wanted = (scope or "").split()
+        return " ".join(s for s in wanted if s in SCOPES_SUPPORTED) or " ".join(
+            SCOPES_SUPPORTED)
+
+    def check_redirect_uri(self, redirect_uri: str) -> bool:
+        if redirect_uri in self.record.redirect_uris:
+            return True
+        if is_loopback_redirect(redirect_uri):
+            bare = _without_port(redirect_uri)
+            return any(is_loopback_redirect(known) and _without_port(known) == bare
+                       for known in self.record.redirect_uris)
+        return False
+
+    def check_client_secret(self, client_secret: str) -> bool:
+        return False  # public clients have none
+
+    def check_endpoint_auth_method(self, method: str, endpoint: str) -> bool:
+        return method == self.record.token_endpoint_auth_method == "none"
+
+    def check_response_type(self, response_type: str) -> bool:
+        return response_type == "code"
+
+    def check_grant_type(self, grant_type: str) -> bool:
+        return grant_type in self.record.grant_types
+
+
+class HubCode:
+    """A redeemed authorization code (Authlib's AuthorizationCodeMixin)."""
+
+    def __init__(self, record: CodeRecord) -> None:
+        self.record = record
+        # what Authlib's rfc7636 extension reads
+        self.code_challenge = record.code_challenge
+        self.code_challenge_method = record.code_challenge_method
+
+    def get_redirect_uri(self) -> str:
+        return self.record.redirect_uri
+
+    def get_scope(self) -> str:
+        return self.record.scope
+
+
+class HubRefreshToken:
+    """A refresh token just used (Authlib's TokenMixin, as far as the refresh grant asks)."""
+
+    def __init__(self, record: RefreshRecord) -> None:
+        self.record = record
+
+    def check_client(self, client: HubClient) -> bool:
+        return client.get_client_id() == self.record.client_id
+
+    def get_scope(self) -> str:
+        return self.record.scope
+
+
+class RevocableToken:
+    def __init__(self, token_hash: str, client_id: str) -> None:
+        self.token_hash = token_hash
+        self.client_id = client_id
+
+    def check_client(self, client: HubClient) -> bool:
+        return client.get_client_id() == self.client_id
+
+
+def plain_request(method: str, url: str, data: Mapping[str, str],
+                  headers: Mapping[str, str], *, query: Mapping[str, str] | None = None
+                  ) -> OAuth2Request:
+    """An Authlib request over already-read values: `data` is the payload (the query of an
+    authorization request, the form of a token request)."""
+    request = _PlainRequest(method, url, headers=dict(headers))
+    request.payload = BasicOAuth2Payload(dict(data))
+    request.query_values = dict(query if query is not None else data)
+    request.form_values = dict(data)
+    return request
+
+
+class _PlainRequest(OAuth2Request):  # type: ignore[misc]
+    query_values: dict[str, str]
+    form_values: dict[str, str]
+
+    @property
+    def args(self) -> dict[str, str]:
+        return self.query_values
+
+    @property
+    def form(self) -> dict[str, str]:
+        return self.form_values
+
+
+class HubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
+    """Authlib's server over the hub's store. Call its methods through `run` (a thread)."""
+
+    def __init__(self, store: Store, tokens: AccessTokens, settings: HubSettings) -> None:
+        super().__init__(scopes_supported=list(SCOPES_SUPPORTED))
+        self.store = store
+        self.tokens = tokens
+        self.settings = settings
+        self.signing_key: ECKey | None = None
+        self.register_token_generator("default", BearerTokenGenerator(
+            self._access_token, _refresh_token, self._expires_in))
+        self.register_grant(CodeGrant, [S256Only(required=True)])
+        self.register_grant(RotatingRefreshGrant)
+        self.register_endpoint(Revocation)
+        self.register_extension(Issuer(settings.issuer))
+
+    async def run(self, call: Callable[..., T], *args: Any) -> T:
+        """`call(*args)` in a worker thread, with the signing key loaded first."""
+        if self.signing_key is None:
+            self.signing_key = await self.tokens.key()
+        return await anyio.to_thread.run_sync(call, *args)
+
+    # --- Authlib's hooks (worker thread) --------------------------------------------------
+
+    def wait(self, call: Callable[..., Any], *args: Any) -> Any:
+        """Run a store coroutine on the event loop from Authlib's thread."""
+        return anyio.from_thread.run(call, *args)
+
+    def query_client(self, client_id: str) -> HubClient | None:
+        if not isinstance(client_id, str) or len(client_id) > 64:
+            return None
+        record = self.wait(self.store.oauth.get_client, client_id)
+        return None if record is None else HubClient(record)
+
+    def save_token(self, token: dict[str, Any], request: OAuth2Request) -> None:
+        refresh = token.get("refresh_token")
+        if not refresh:
+            return
+        if request.refresh_token is not None:  # rotation: the same family goes on
+            family = request.refresh_token.record.family_id
+        else:
+            family = request.authorization_code.record.family_id
+        grant = RefreshRecord(family, request.client.get_client_id(), int(request.user.id),
+                              token.get("scope", ""), self.settings.mcp_url)
+        expires = datetime.now(UTC) + timedelta(seconds=self.settings.oauth_refresh_token_ttl_s)
+        self.wait(self.store.oauth.save_refresh, hash_token(refresh), grant, expires)
+
+    def create_oauth2_request(self, request: OAuth2Request) -> OAuth2Request:
+        return request
+
+    def create_json_request(self, request: OAuth2Request) -> OAuth2Request:
+        return request
+
+    def handle_response(self, status: int, body: Any, headers: Any) -> Reply:
+        return Reply(status, body, list(headers or []))
+
+    def send_signal(self, name: str, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def _access_token(self, client: HubClient, grant_type: str, user: UserRecord,
+                      scope: str) -> str:
+        assert self.signing_key is not None
+        return self.tokens.issue_with(self.signing_key, user_id=user.id,
+                                      client_id=client.get_client_id(), scope=scope)
+
+    def _expires_in(self, client: HubClient, grant_type: str) -> int:
+        return int(self.settings.oauth_access_token_ttl_s)
+
+
+def _refresh_token(*_args: Any, **_kwargs: Any) -> str:
+    return secrets.token_urlsafe(REFRESH_TOKEN_BYTES)
+
+
+def _check_resource(server: HubAuthorizationServer, values: Mapping[str, str]) -> None:
+    resource = values.get("resource")
+    if resource is not None and resource.rstrip("/") != server.settings.mcp_url:
+        raise InvalidTargetError("the hub issues tokens only for its /mcp endpoint "
+                                 f"({server.settings.mcp_url})")
+
+
+class S256Only(CodeChallenge):  # type: ignore[misc]
+    SUPPORTED_CODE_CHALLENGE_METHOD = ("S256",)
+    DEFAULT_CODE_CHALLENGE_METHOD = "S256"
+
+
+class CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
+    TOKEN_ENDPOINT_AUTH_METHODS = ("none",)
+    AUTHORIZATION_CODE_LENGTH = AUTHORIZATION_CODE_LENGTH
+    server: HubAuthorizationServer
+
+    def validate_authorization_request(self) -> str:
+        redirect_uri: str = super().validate_authorization_request()
+        values = self.request.payload.data
+        error: InvalidRequestError | InvalidTargetError | None = None
+        if not values.get("code_challenge"):
+            error = InvalidRequestError("PKCE is required: send code_challenge (S256)")
+        elif values.get("code_challenge_method") != "S256":
+            error = InvalidRequestError("code_challenge_method must be S256")
+        else:
+            try:
+                _check_resource(self.server, values)
+            except InvalidTargetError as refused:
+                error = refused
+        if error is not None:
+            error.redirect_uri = redirect_uri
+            raise error
+        return redirect_uri
+
+    def save_authorization_code(self, code: str, request: OAuth2Request) -> None:
+        values = request.payload.data
+        record = CodeRecord(
+            client_id=request.client.get_client_id(), user_id=int(request.user.id),
+            redirect_uri=request.payload.redirect_uri, scope=request.scope or "",
+            resource=self.server.settings.mcp_url, code_challenge=values["code_challenge"],
+            code_challenge_method="S256", family_id=secrets.token_hex(16))
+        expires = datetime.now(UTC) + timedelta(seconds=self.server.settings.oauth_code_ttl_s)
+        self.server.wait(self.server.store.oauth.save_code, hash_token(code), record, expires)
+
+    def query_authorization_code(self, code: str, client: HubClient) -> HubCode | None:
+        _check_resource(self.server, self.request.form)
+        record = self.server.wait(self.server.store.oauth.take_code, hash_token(code),
+                                  client.get_client_id())
+        return None if record is None else HubCode(record)
+
+    def delete_authorization_code(self, authorization_code: HubCode) -> None:
+        return None  # taken (marked used) when it was queried
+
+    def authenticate_user(self, authorization_code: HubCode) -> UserRecord | None:
+        return _enabled_user(self.server, authorization_code.record.user_id)
+
+
+class RotatingRefreshGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
+    TOKEN_ENDPOINT_AUTH_METHODS = ("none",)
+    INCLUDE_NEW_REFRESH_TOKEN = True
+    server: HubAuthorizationServer
+
+    def authenticate_refresh_token(self, refresh_token: str) -> HubRefreshToken | None:
+        _check_resource(self.server, self.request.form)
+        client_id = self.request.client.get_client_id()
+        record = self.server.wait(self.server.store.oauth.use_refresh,
+                                  hash_token(refresh_token), client_id)
+        return None if record is None else HubRefreshToken(record)
+
+    def authenticate_user(self, refresh_token: HubRefreshToken) -> UserRecord | None:
+        return _enabled_user(self.server, refresh_token.record.user_id)
+
+    def revoke_old_credential(self, refresh_token: HubRefreshToken) -> None:
+        return None  # marked used when it was presented; presenting it again revokes all
+
+
+class Revocation(RevocationEndpoint):  # type: ignore[misc]
+    CLIENT_AUTH_METHODS = ("none",)
+    SUPPORTED_TOKEN_TYPES = ("access_token", "refresh_token")
+    server: HubAuthorizationServer
+
+    def authenticate_token(self, request: OAuth2Request, client: HubClient
+                           ) -> RevocableToken | None:
+        # Access tokens are short-lived JWTs the hub does not list: revoking one is accepted
+        # and ends nothing before it expires (RFC 7009 §2.2 allows it). A refresh token's
+        # whole family is revoked, if it was issued to this client.
+        self.check_params(request, client)
+        return RevocableToken(hash_token(request.form["token"]), client.get_client_id())
+
+    def revoke_token(self, token: RevocableToken, request: OAuth2Request) -> None:
+        self.server.wait(self.server.store.oauth.revoke_family_of, token.token_hash,
+                         token.client_id)
+
+
+class Issuer(IssuerParameter):  # type: ignore[misc]
+    def __init__(self, issuer: str) -> None:
+        self.issuer = issuer
+
+    def get_issuer(self) -> str:
+        return self.issuer
+
+
+def _enabled_user(server: HubAuthorizationServer, user_id: int) -> UserRecord | None:
+    try:
+        user: UserRecord = server.wait(server.store.users.get, user_id)
+    except NotFound:  # deleted since
+        return None
+    return None if user.disabled else user
+

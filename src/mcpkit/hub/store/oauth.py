@@ -1,0 +1,240 @@
+"""The authorization server's state, all in the shared database so any replica serves any
+step of a login (hub/oauth/): DCR clients, authorization codes, consents, refresh-token
+families and the signing key.
+
+    clients     create, get, count
+    codes       save, take (single use: a second take revokes what the first one started)
+    consents    granted(user, client, scope), record
+    refresh     save, use (rotation: a used token presented again revokes its family),
+                revoke_family_of
+    signing_key get-or-create the access-token key (a private JWK, sealed with the hub's key)
+
+Codes and refresh tokens are stored as sha256 of the secret (like API tokens): a database
+dump holds nothing that can be presented. Taking a code and using a refresh token are one
+conditional UPDATE each, so two replicas racing for the same one cannot both win.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from mcpkit.hub.db.models import (
+    OAuthClient,
+    OAuthCode,
+    OAuthConsent,
+    OAuthRefreshToken,
+    OAuthSigningKey,
+)
+from mcpkit.hub.store._db import Database
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientRecord:
+    client_id: str
+    client_name: str | None
+    redirect_uris: tuple[str, ...]
+    application_type: str
+    grant_types: tuple[str, ...]
+    token_endpoint_auth_method: str
+
+
+@dataclass(frozen=True, slots=True)
+class CodeRecord:
+    client_id: str
+    user_id: int
+    redirect_uri: str
+    scope: str
+    resource: str
+    code_challenge: str
+    code_challenge_method: str
+    family_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshRecord:
+    family_id: str
+    client_id: str
+    user_id: int
+    scope: str
+    resource: str
+
+
+def _client(row: OAuthClient) -> ClientRecord:
+    return ClientRecord(row.client_id, row.client_name, tuple(row.redirect_uris),
+                        row.application_type, tuple(row.grant_types),
+                        row.token_endpoint_auth_method)
+
+
+class OAuthState:
+    def __init__(self, db: Database, clock: Callable[[], datetime]) -> None:
+        self._db = db
+        self._clock = clock
+
+    # --- clients -------------------------------------------------------------------------
+
+    async def create_client(self, client: ClientRecord) -> None:
+        async with self._db.write() as session:
+            session.add(OAuthClient(
+                client_id=client.client_id, client_name=client.client_name,
+                redirect_uris=list(client.redirect_uris),
+                application_type=client.application_type,
+                grant_types=list(client.grant_types),
+                token_endpoint_auth_method=client.token_endpoint_auth_method,
+                created_at=self._clock()))
+
+    async def get_client(self, client_id: str) -> ClientRecord | None:
+        async with self._db.read() as session:
+            row = await session.get(OAuthClient, client_id)
+            return None if row is None else _client(row)
+
+    async def count_clients(self) -> int:
+        async with self._db.read() as session:
+            return int(await session.scalar(select(func.count()).select_from(OAuthClient)) or 0)
+
+    # --- codes ---------------------------------------------------------------------------
+
+    async def save_code(self, code_hash: str, code: CodeRecord, expires_at: datetime) -> None:
+        """Store a new code; expired ones go in the same transaction (they can only be
+        refused), so the table holds about a code lifetime's worth of logins."""
+        async with self._db.write() as session:
+            await session.execute(delete(OAuthCode).where(OAuthCode.expires_at <= self._clock()))
+            session.add(OAuthCode(
+                code_hash=code_hash, client_id=code.client_id, user_id=code.user_id,
+                redirect_uri=code.redirect_uri, scope=code.scope, resource=code.resource,
+                code_challenge=code.code_challenge,
+                code_challenge_method=code.code_challenge_method, family_id=code.family_id,
+                expires_at=expires_at, used_at=None))
+
+    async def take_code(self, code_hash: str, client_id: str) -> CodeRecord | None:
+        """The code's grant, once: it is marked used in the same statement. A code used
+        before revokes the refresh family it started (RFC 6749 §4.1.2: a replayed code is an
+        attack on the first redemption); an expired or unknown one is None."""
+        now = self._clock()
+        async with self._db.write() as session:
+            row = await session.scalar(
+                update(OAuthCode)
+                .where(OAuthCode.code_hash == code_hash, OAuthCode.client_id == client_id,
+                       OAuthCode.used_at.is_(None), OAuthCode.expires_at > now)
+                .values(used_at=now).returning(OAuthCode))
+            if row is not None:
+                return CodeRecord(row.client_id, row.user_id, row.redirect_uri, row.scope,
+                                  row.resource, row.code_challenge, row.code_challenge_method,
+                                  row.family_id)
+            used = await session.scalar(select(OAuthCode.family_id).where(
+                OAuthCode.code_hash == code_hash, OAuthCode.used_at.is_not(None)))
+            if used is not None:
+                log.warning("an authorization code was presented twice: its tokens are revoked")
+                await self._revoke_family(session, used, now)
+            return None
+
+    # --- consents ------------------------------------------------------------------------
+
+    async def consented(self, user_id: int, client_id: str, scope: Sequence[str]) -> bool:
+        """Whether the user granted the client at least `scope` before."""
+        async with self._db.read() as session:
+            granted = await session.scalar(select(OAuthConsent.scope).where(
+                OAuthConsent.user_id == user_id, OAuthConsent.client_id == client_id))
+        return granted is not None and set(scope) <= set(granted.split())
+
+    async def record_consent(self, user_id: int, client_id: str, scope: Sequence[str]) -> None:
+        async with self._db.write() as session:
+            row = await session.get(OAuthConsent, (user_id, client_id))
+            if row is None:
+                session.add(OAuthConsent(user_id=user_id, client_id=client_id,
+                                         scope=" ".join(sorted(set(scope))),
+                                         created_at=self._clock()))
+            else:
+                row.scope = " ".join(sorted(set(row.scope.split()) | set(scope)))
+
+    # --- refresh tokens ------------------------------------------------------------------
+
+    async def save_refresh(self, token_hash: str, grant: RefreshRecord,
+                           expires_at: datetime) -> None:
+        async with self._db.write() as session:
+            session.add(OAuthRefreshToken(
+                token_hash=token_hash, family_id=grant.family_id, client_id=grant.client_id,
+                user_id=grant.user_id, scope=grant.scope, resource=grant.resource,
+                created_at=self._clock(), expires_at=expires_at, used_at=None,
+                revoked_at=None))
+
+    async def use_refresh(self, token_hash: str, client_id: str) -> RefreshRecord | None:
+        """The grant of a live refresh token, marked used (rotation: the caller issues the
+        next one in the same family). A used token presented again is reuse: the whole
+        family is revoked (OAuth 2.1 §4.3.1), so neither the thief nor the client can go on."""
+        now = self._clock()
+        async with self._db.write() as session:
+            row = await session.scalar(
+                update(OAuthRefreshToken)
+                .where(OAuthRefreshToken.token_hash == token_hash,
+                       OAuthRefreshToken.client_id == client_id,
+                       OAuthRefreshToken.used_at.is_(None),
+                       OAuthRefreshToken.revoked_at.is_(None),
+                       OAuthRefreshToken.expires_at > now)
+                .values(used_at=now).returning(OAuthRefreshToken))
+            if row is not None:
+                return RefreshRecord(row.family_id, row.client_id, row.user_id, row.scope,
+                                     row.resource)
+            reused = await session.scalar(select(OAuthRefreshToken.family_id).where(
+                OAuthRefreshToken.token_hash == token_hash,
+                OAuthRefreshToken.used_at.is_not(None)))
+            if reused is not None:
+                log.warning("a rotated refresh token was presented again: its family is revoked")
+                await self._revoke_family(session, reused, now)
+            return None
+
+    async def revoke_family_of(self, token_hash: str, client_id: str) -> bool:
+        """Revoke the family of a refresh token issued to `client_id` (RFC 7009)."""
+        now = self._clock()
+        async with self._db.write() as session:
+            family = await session.scalar(select(OAuthRefreshToken.family_id).where(
+                OAuthRefreshToken.token_hash == token_hash,
+                OAuthRefreshToken.client_id == client_id))
+            if family is None:
+                return False
+            await self._revoke_family(session, family, now)
+            return True
+
+    async def family_revoked(self, family_id: str) -> bool:
+        async with self._db.read() as session:
+            revoked = await session.scalar(select(func.count()).select_from(OAuthRefreshToken)
+                                           .where(OAuthRefreshToken.family_id == family_id,
+                                                  OAuthRefreshToken.revoked_at.is_not(None)))
+        return bool(revoked)
+
+    @staticmethod
+    async def _revoke_family(session: AsyncSession, family_id: str, now: datetime) -> None:
+        await session.execute(update(OAuthRefreshToken)
+                              .where(OAuthRefreshToken.family_id == family_id,
+                                     OAuthRefreshToken.revoked_at.is_(None))
+                              .values(revoked_at=now))
+
+    # --- the signing key -----------------------------------------------------------------
+
+    async def signing_key(self, make: Callable[[], tuple[str, str]]) -> tuple[str, str]:
+        """(kid, sealed private JWK) of the oldest signing key, made by `make` the first
+        time. Replicas that start together may both insert one; both then read the oldest,
+        so they sign with the same key."""
+        async with self._db.read() as session:
+            row = await session.scalar(
+                select(OAuthSigningKey).order_by(OAuthSigningKey.created_at,
+                                                 OAuthSigningKey.kid).limit(1))
+            if row is not None:
+                return row.kid, row.private_jwk_sealed
+        kid, sealed = make()
+        async with self._db.write() as session:
+            session.add(OAuthSigningKey(kid=kid, private_jwk_sealed=sealed,
+                                        created_at=self._clock()))
+        async with self._db.read() as session:
+            first = await session.scalar(
+                select(OAuthSigningKey).order_by(OAuthSigningKey.created_at,
+                                                 OAuthSigningKey.kid).limit(1))
+            assert first is not None
+            return first.kid, first.private_jwk_sealed
