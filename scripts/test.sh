@@ -19,6 +19,9 @@
 #   conformance-client
 #                scripts/conformance/run_client_legs.py: the harness's client legs (same three)
 #                against the fixture client, python -m mcpkit.testing.conformance_client
+#   conformance-as
+#                scripts/conformance/hub_authorization.py: the harness's authorization-server
+#                scenarios against the hub's issuer (metadata, the code grant)
 #
 # Assumes the active Python has the project installed with its dev extras: it uses $PYTHON
 # if set, else `python` from PATH. Extra arguments are passed to pytest.
@@ -146,10 +149,12 @@ if [ -n "${MCPKIT_SKIP_CONFORMANCE:-}" ]; then
     echo
     echo "=== [conformance] SKIPPED (MCPKIT_SKIP_CONFORMANCE is set)"
     echo "=== [conformance-client] SKIPPED (MCPKIT_SKIP_CONFORMANCE is set)"
+    echo "=== [conformance-as] SKIPPED (MCPKIT_SKIP_CONFORMANCE is set)"
   fi
 else
   run_step conformance "$PY" scripts/conformance/run_server_legs.py
   run_step conformance-client "$PY" scripts/conformance/run_client_legs.py
+  run_step conformance-as "$PY" scripts/conformance/hub_authorization.py
 fi
 
 summary
