@@ -13,7 +13,6 @@ Both record the pages they went through (`pages`, by the form's `prompt`: "login
 from __future__ import annotations
 
 import contextlib
-import html.parser
 import urllib.parse
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -21,29 +20,10 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
+from tests.form_walk import MAX_STEPS, STEP_TIMEOUT_S, walk
 from tests.procs import free_port
 
 from mcpkit.client.oauth import DEFAULT_REDIRECT_URI
-
-MAX_STEPS = 16
-"""Requests one scripted authorization may take (redirects and forms) before it gives up."""
-STEP_TIMEOUT_S = 15.0
-
-
-class _Form(html.parser.HTMLParser):
-    """The first form of a page: its action and its inputs' names and values."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.action: str | None = None
-        self.fields: dict[str, str] = {}
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        found = dict(attrs)
-        if tag == "form" and self.action is None:
-            self.action = found.get("action") or ""
-        elif tag == "input" and self.action is not None and found.get("name"):
-            self.fields[str(found["name"])] = found.get("value") or ""
 
 
 @dataclass
@@ -62,39 +42,16 @@ class FormLogin:
     async def __call__(self, authorization_url: str) -> str:
         if self._jar is None:
             self._jar = aiohttp.CookieJar(unsafe=True)  # cookies for an IP-address host
-        timeout = aiohttp.ClientTimeout(total=STEP_TIMEOUT_S)
-        async with aiohttp.ClientSession(cookie_jar=self._jar, timeout=timeout) as http:
-            url, form = authorization_url, None
-            for _ in range(MAX_STEPS):
-                if form is None:
-                    reply = await http.get(url, allow_redirects=False)
-                else:
-                    reply = await http.post(url, data=form, allow_redirects=False)
-                async with reply:
-                    if reply.status in (302, 303):
-                        url = urllib.parse.urljoin(url, reply.headers["Location"])
-                        if url.startswith(self.redirect_uri):
-                            query = urllib.parse.urlsplit(url).query
-                            self.returned.append(sorted(urllib.parse.parse_qs(query)))
-                            return url
-                        form = None
-                        continue
-                    text = await reply.text()
-                    if reply.status != 200:
-                        raise AssertionError(f"{url} answered {reply.status}: {text[:500]}")
-                url, form = self._submit(url, text)
-        raise AssertionError(f"no redirect to {self.redirect_uri} after {MAX_STEPS} requests")
+        url = await walk(authorization_url, self._jar,
+                         arrived=lambda url: url.startswith(self.redirect_uri), fill=self._fill)
+        self.returned.append(sorted(urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)))
+        return url
 
-    def _submit(self, url: str, page: str) -> tuple[str, dict[str, str]]:
-        parsed = _Form()
-        parsed.feed(page)
-        if parsed.action is None:
-            raise AssertionError(f"{url} shows no form: {page[:500]}")
-        fields = parsed.fields
+    def _fill(self, fields: dict[str, str]) -> dict[str, str]:
         self.pages.append(fields.get("prompt", "?"))
         if "login" in fields:
             fields.update(login=self.user, password="any password")  # devInteractions
-        return urllib.parse.urljoin(url, parsed.action), fields
+        return fields
 
 
 @dataclass

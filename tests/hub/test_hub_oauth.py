@@ -23,6 +23,7 @@ import anyio
 import pytest
 from joserfc import jwt
 from joserfc.jwk import ECKey
+from tests.form_walk import FirstForm as Form
 from tests.hub.hub_helpers import (
     Api,
     Hub,
@@ -32,7 +33,7 @@ from tests.hub.hub_helpers import (
     running_hub,
     seed_admin,
 )
-from tests.hub.oauth_login import Form, HubLogin
+from tests.hub.oauth_login import HubLogin
 from tests.hub.router.support import hub_app, register, upstream
 from tests.procs import free_port, serve_in_thread
 
