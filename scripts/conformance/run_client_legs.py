@@ -38,7 +38,11 @@ import summarize
 from common import LEGS, LegResult, log
 
 MODULE = "mcpkit.testing.conformance_client"
-FLAKY = {"sse-retry"}  # re-run alone once before believing a failure
+FLAKY = {"sse-retry", "auth/dpop", "auth/dpop-nonce"}
+"""Re-run alone once before believing a failure: sse-retry's timing under 48 parallel clients
+(FIXTURE.md §6.1); the DPoP scenarios once lost their retried `initialize` to an ECONNRESET
+from the harness's mock while the machine was loaded (passing alone and in 6 other full runs).
+A re-run is reported in the leg's notes, never silent."""
 
 
 def module_missing(python: str, module: str) -> str | None:
