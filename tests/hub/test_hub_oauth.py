@@ -48,6 +48,8 @@ from mcpkit.hub.store import Store
 pytestmark = pytest.mark.anyio
 
 REDIRECT = "http://127.0.0.1:33418/callback"
+REVOCATION_CHECK_S = 0.5
+"""The module hub's re-check of a login's revocation (small, so the tests wait little)."""
 
 
 @dataclass
@@ -68,7 +70,8 @@ def oauth_hub(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     token = seed_admin(database_url, box)
     port = free_port()
     settings = HubSettings(database_url=database_url, port=port, allow_private_upstreams=True,
-                           auth_failure_burst=1_000_000)
+                           auth_failure_burst=1_000_000,
+                           oauth_revocation_check_s=REVOCATION_CHECK_S)
     with upstream("oauthup") as served, \
             serve_in_thread(hub_app(settings, box), lifespan="on", name="hub", port=port) as url:
         assert url == settings.issuer
@@ -261,6 +264,55 @@ async def test_revocation_ends_the_refresh_family(oauth_hub: OAuthHub) -> None:
                                           refresh_token=tokens["refresh_token"],
                                           client_id=client_id)
     assert status == 400 and refused["error"] == "invalid_grant"
+
+
+def claims_of(access_token: str) -> dict[str, Any]:
+    payload = access_token.split(".")[1]
+    padded = payload + "=" * (-len(payload) % 4)
+    decoded: dict[str, Any] = json.loads(base64.urlsafe_b64decode(padded))
+    return decoded
+
+
+async def refused_within(hub_url: str, access_token: str, bound_s: float) -> bool:
+    """Whether /mcp starts refusing the token (401) within `bound_s` (polled, bounded)."""
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        if await mcp_status(hub_url, access_token) == 401:
+            return True
+        await anyio.sleep(0.1)
+    return False
+
+
+async def revoke(hub_url: str, token: str, client_id: str) -> None:
+    async with aiohttp.ClientSession() as http, http.post(
+            hub_url + "/oauth/revoke", data={"token": token, "client_id": client_id}) as reply:
+        assert reply.status == 200
+
+
+async def test_revoking_a_login_ends_its_live_access_tokens(oauth_hub: OAuthHub) -> None:
+    client_id, tokens = await logged_in(oauth_hub)
+    _, other = await logged_in(oauth_hub)
+    assert claims_of(tokens["access_token"])["sid"] != claims_of(other["access_token"])["sid"]
+    assert await mcp_status(oauth_hub.url, tokens["access_token"]) == 200  # now cached
+    await revoke(oauth_hub.url, tokens["refresh_token"], client_id)
+    # refused within the re-check bound (with headroom), long before the token expires
+    assert await refused_within(oauth_hub.url, tokens["access_token"], 10 * REVOCATION_CHECK_S)
+    assert await mcp_status(oauth_hub.url, other["access_token"]) == 200  # another login
+
+
+async def test_a_reused_refresh_token_ends_the_live_access_tokens(oauth_hub: OAuthHub) -> None:
+    client_id, first = await logged_in(oauth_hub)
+    status, second = await token_request(oauth_hub.url, grant_type="refresh_token",
+                                         refresh_token=first["refresh_token"],
+                                         client_id=client_id)
+    assert status == 200
+    assert claims_of(second["access_token"])["sid"] == claims_of(first["access_token"])["sid"]
+    assert await mcp_status(oauth_hub.url, second["access_token"]) == 200
+    status, _ = await token_request(oauth_hub.url, grant_type="refresh_token",
+                                    refresh_token=first["refresh_token"], client_id=client_id)
+    assert status == 400
+    for access_token in (second["access_token"], first["access_token"]):
+        assert await refused_within(oauth_hub.url, access_token, 10 * REVOCATION_CHECK_S)
 
 
 async def test_a_code_is_single_use(oauth_hub: OAuthHub) -> None:
