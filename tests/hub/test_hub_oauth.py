@@ -15,6 +15,7 @@ import time
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,7 @@ from mcpkit.hub.crypto import SecretBox, generate_key
 from mcpkit.hub.passwords import hash_password
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store import Store
+from mcpkit.hub.store.oauth import CodeRecord, RefreshRecord
 
 pytestmark = pytest.mark.anyio
 
@@ -313,6 +315,35 @@ async def test_a_reused_refresh_token_ends_the_live_access_tokens(oauth_hub: OAu
     assert status == 400
     for access_token in (second["access_token"], first["access_token"]):
         assert await refused_within(oauth_hub.url, access_token, 10 * REVOCATION_CHECK_S)
+
+
+async def test_token_issuance_purges_expired_codes_and_refresh_tokens(
+        oauth_hub: OAuthHub) -> None:
+    api, _, _ = await user_with_password(oauth_hub)
+    user_id = api.user_id
+    client_id = await register_client(oauth_hub.url)
+    now = datetime.now(UTC)
+    hashes = {name: secrets.token_hex(32) for name in ("old code", "live code", "old refresh",
+                                                     "live refresh")}
+    code = CodeRecord(client_id, user_id, REDIRECT, "mcp", oauth_hub.url + "/mcp", "x" * 43,
+                      "S256", secrets.token_hex(16))
+    grant = RefreshRecord(secrets.token_hex(16), client_id, user_id, "mcp",
+                          oauth_hub.url + "/mcp")
+    # written by a store whose clock is a year back, so these saves purge none of them
+    async with await Store.open(oauth_hub.hub.database_url, oauth_hub.hub.box,
+                                clock=lambda: now - timedelta(days=365)) as past:
+        await past.oauth.save_code(hashes["old code"], code, now - timedelta(seconds=1))
+        await past.oauth.save_code(hashes["live code"], code, now + timedelta(hours=1))
+        await past.oauth.save_refresh(hashes["old refresh"], grant, now - timedelta(seconds=1))
+        await past.oauth.save_refresh(hashes["live refresh"], grant, now + timedelta(hours=1))
+    async with await Store.open(oauth_hub.hub.database_url, oauth_hub.hub.box) as store:
+        expired_codes, expired_refresh = await store.oauth.count_expired()
+        assert expired_codes >= 1 and expired_refresh >= 1
+        await logged_in(oauth_hub)  # a login over HTTP: a code and a refresh token saved
+        assert await store.oauth.count_expired() == (0, 0)
+        assert await store.oauth.take_code(hashes["live code"], client_id) is not None
+        assert await store.oauth.use_refresh(hashes["live refresh"], client_id) is not None
+        assert await store.oauth.take_code(hashes["old code"], client_id) is None
 
 
 async def test_a_code_is_single_use(oauth_hub: OAuthHub) -> None:

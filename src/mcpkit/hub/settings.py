@@ -216,6 +216,10 @@ class HubSettings:
             if isinstance(value, bool) or not isinstance(value, int | float) or \
                     not math.isfinite(value) or value <= 0:
                 raise SettingsError(f"{name}: must be a number of seconds above 0, not {value!r}")
+        if self.oauth_access_token_ttl_s >= self.oauth_refresh_token_ttl_s:
+            # a login's refresh rows (what revokes its access tokens) must outlive them
+            raise SettingsError("oauth_access_token_ttl_s: must be below "
+                                "oauth_refresh_token_ttl_s")
         if not self.host:
             raise SettingsError("host: must not be empty")
         if self.redis_url is not None and not self.redis_url.startswith(REDIS_SCHEMES):

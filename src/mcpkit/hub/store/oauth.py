@@ -9,6 +9,14 @@ families and the signing key.
                 revoke_family_of
     signing_key get-or-create the access-token key (a private JWK, sealed with the hub's key)
 
+Housekeeping: every code or refresh token saved first deletes up to `PURGE_BATCH` expired
+codes and as many expired refresh tokens (`purge_expired`), so the tables hold about a
+lifetime's worth of rows without a background task: each save adds one row and may remove
+many. Rows other replicas are deleting are skipped (PostgreSQL `SKIP LOCKED`), so replicas
+never wait on or deadlock over the same batch. A used code stays until it expires (its second
+use is detected as replay until then); a refresh family's rows go when they expire, which is
+after every access token of that login expired (access tokens live shorter; settings check).
+
 Codes and refresh tokens are stored as sha256 of the secret (like API tokens): a database
 dump holds nothing that can be presented. Taking a code and using a refresh token are one
 conditional UPDATE each, so two replicas racing for the same one cannot both win.
@@ -34,6 +42,9 @@ from mcpkit.hub.db.models import (
 from mcpkit.hub.store._db import Database
 
 log = logging.getLogger(__name__)
+
+PURGE_BATCH = 500
+"""Expired codes, and expired refresh tokens, deleted at most per save (a bounded cost)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +85,11 @@ def _client(row: OAuthClient) -> ClientRecord:
 
 
 class OAuthState:
-    def __init__(self, db: Database, clock: Callable[[], datetime]) -> None:
+    def __init__(self, db: Database, clock: Callable[[], datetime],
+                 purge_batch: int = PURGE_BATCH) -> None:
         self._db = db
         self._clock = clock
+        self._purge_batch = purge_batch
 
     # --- clients -------------------------------------------------------------------------
 
@@ -102,10 +115,9 @@ class OAuthState:
     # --- codes ---------------------------------------------------------------------------
 
     async def save_code(self, code_hash: str, code: CodeRecord, expires_at: datetime) -> None:
-        """Store a new code; expired ones go in the same transaction (they can only be
-        refused), so the table holds about a code lifetime's worth of logins."""
+        """Store a new code (after a bounded purge of expired rows)."""
         async with self._db.write() as session:
-            await session.execute(delete(OAuthCode).where(OAuthCode.expires_at <= self._clock()))
+            await self._purge(session, self._clock())
             session.add(OAuthCode(
                 code_hash=code_hash, client_id=code.client_id, user_id=code.user_id,
                 redirect_uri=code.redirect_uri, scope=code.scope, resource=code.resource,
@@ -158,7 +170,9 @@ class OAuthState:
 
     async def save_refresh(self, token_hash: str, grant: RefreshRecord,
                            expires_at: datetime) -> None:
+        """Store a new refresh token (after a bounded purge of expired rows)."""
         async with self._db.write() as session:
+            await self._purge(session, self._clock())
             session.add(OAuthRefreshToken(
                 token_hash=token_hash, family_id=grant.family_id, client_id=grant.client_id,
                 user_id=grant.user_id, scope=grant.scope, resource=grant.resource,
@@ -208,6 +222,33 @@ class OAuthState:
                                            .where(OAuthRefreshToken.family_id == family_id,
                                                   OAuthRefreshToken.revoked_at.is_not(None)))
         return bool(revoked)
+
+    # --- housekeeping ----------------------------------------------------------------------
+
+    async def purge_expired(self) -> None:
+        """Delete up to a batch of expired codes and of expired refresh tokens."""
+        async with self._db.write() as session:
+            await self._purge(session, self._clock())
+
+    async def count_expired(self) -> tuple[int, int]:
+        """(expired codes, expired refresh tokens) still stored."""
+        now = self._clock()
+        async with self._db.read() as session:
+            codes = await session.scalar(select(func.count()).select_from(OAuthCode)
+                                         .where(OAuthCode.expires_at <= now))
+            refresh = await session.scalar(select(func.count()).select_from(OAuthRefreshToken)
+                                           .where(OAuthRefreshToken.expires_at <= now))
+        return int(codes or 0), int(refresh or 0)
+
+    async def _purge(self, session: AsyncSession, now: datetime) -> None:
+        expired_codes = (select(OAuthCode.code_hash).where(OAuthCode.expires_at <= now)
+                         .limit(self._purge_batch).with_for_update(skip_locked=True))
+        await session.execute(delete(OAuthCode).where(OAuthCode.code_hash.in_(expired_codes)))
+        expired_refresh = (select(OAuthRefreshToken.token_hash)
+                           .where(OAuthRefreshToken.expires_at <= now)
+                           .limit(self._purge_batch).with_for_update(skip_locked=True))
+        await session.execute(delete(OAuthRefreshToken).where(
+            OAuthRefreshToken.token_hash.in_(expired_refresh)))
 
     @staticmethod
     async def _revoke_family(session: AsyncSession, family_id: str, now: datetime) -> None:
