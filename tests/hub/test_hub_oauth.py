@@ -42,6 +42,7 @@ from mcpkit.auth.tokens import MemoryRegistrationStore
 from mcpkit.client import Timeouts
 from mcpkit.client.oauth import OAuth
 from mcpkit.hub.crypto import SecretBox, generate_key
+from mcpkit.hub.oauth.keys import retire_after, rotate_signing_key
 from mcpkit.hub.passwords import hash_password
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store import Store
@@ -52,6 +53,8 @@ pytestmark = pytest.mark.anyio
 REDIRECT = "http://127.0.0.1:33418/callback"
 REVOCATION_CHECK_S = 0.5
 """The module hub's re-check of a login's revocation (small, so the tests wait little)."""
+KEY_CHECK_S = 0.5
+"""The module hub's re-read of its signing keys."""
 
 
 @dataclass
@@ -73,7 +76,8 @@ def oauth_hub(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     port = free_port()
     settings = HubSettings(database_url=database_url, port=port, allow_private_upstreams=True,
                            auth_failure_burst=1_000_000,
-                           oauth_revocation_check_s=REVOCATION_CHECK_S)
+                           oauth_revocation_check_s=REVOCATION_CHECK_S,
+                           oauth_signing_key_check_s=KEY_CHECK_S)
     with upstream("oauthup") as served, \
             serve_in_thread(hub_app(settings, box), lifespan="on", name="hub", port=port) as url:
         assert url == settings.issuer
@@ -268,11 +272,15 @@ async def test_revocation_ends_the_refresh_family(oauth_hub: OAuthHub) -> None:
     assert status == 400 and refused["error"] == "invalid_grant"
 
 
-def claims_of(access_token: str) -> dict[str, Any]:
-    payload = access_token.split(".")[1]
-    padded = payload + "=" * (-len(payload) % 4)
-    decoded: dict[str, Any] = json.loads(base64.urlsafe_b64decode(padded))
+def part_of(access_token: str, index: int) -> dict[str, Any]:
+    """The JWT's header (0) or claims (1), not verified."""
+    part = access_token.split(".")[index]
+    decoded: dict[str, Any] = json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
     return decoded
+
+
+def claims_of(access_token: str) -> dict[str, Any]:
+    return part_of(access_token, 1)
 
 
 async def refused_within(hub_url: str, access_token: str, bound_s: float) -> bool:
@@ -449,9 +457,7 @@ async def test_wrong_password_and_missing_csrf_token_are_refused(oauth_hub: OAut
 
 async def test_a_token_for_another_audience_is_refused_by_mcp(oauth_hub: OAuthHub) -> None:
     _, tokens = await logged_in(oauth_hub)
-    async with await Store.open(oauth_hub.hub.database_url, oauth_hub.hub.box) as store:
-        _kid, sealed = await store.oauth.signing_key(lambda: ("never", "used"))
-    key = ECKey.import_key(json.loads(oauth_hub.hub.box.open_text(sealed)))
+    key = (await signing_keys(oauth_hub))[0]
     claims = jwt.decode(tokens["access_token"], key).claims
     assert claims["aud"] == oauth_hub.url + "/mcp" and claims["iss"] == oauth_hub.url
     now = int(time.time())
@@ -465,6 +471,59 @@ async def test_a_token_for_another_audience_is_refused_by_mcp(oauth_hub: OAuthHu
                                  stranger)
     assert await mcp_status(oauth_hub.url, unsigned_by_hub) == 401
     assert await mcp_status(oauth_hub.url, tokens["access_token"]) == 200
+
+
+async def signing_keys(oauth_hub: OAuthHub) -> list[ECKey]:
+    """The hub's signing keys, newest (the one signing) first."""
+    box = oauth_hub.hub.box
+    async with await Store.open(oauth_hub.hub.database_url, box) as store:
+        return [ECKey.import_key(json.loads(box.open_text(record.private_jwk_sealed)))
+                for record in await store.oauth.signing_keys()]
+
+
+def signed_with(key: ECKey, claims: dict[str, Any]) -> str:
+    """A fresh token (new jti: not in any cache) with `claims`, signed with `key`."""
+    return jwt.encode({"alg": "ES256", "typ": "at+jwt", "kid": key.kid},
+                      {**claims, "jti": secrets.token_urlsafe(16)}, key)
+
+
+async def jwks_kids(hub_url: str) -> set[str]:
+    return {key["kid"] for key in (await call("GET", hub_url + "/oauth/jwks")).body["keys"]}
+
+
+async def test_a_rotated_signing_key_verifies_until_it_is_retired(oauth_hub: OAuthHub) -> None:
+    _, before = await logged_in(oauth_hub)
+    old = (await signing_keys(oauth_hub))[0]
+    claims = jwt.decode(before["access_token"], old).claims
+    async with await Store.open(oauth_hub.hub.database_url, oauth_hub.hub.box) as store:
+        new_kid, retired = await rotate_signing_key(store, oauth_hub.hub.box,
+                                                    oauth_hub.hub.settings)
+    assert retired == []  # the previous key was superseded just now
+    await anyio.sleep(2 * KEY_CHECK_S)  # the hub re-reads its keys
+    _, after = await logged_in(oauth_hub)
+    assert jwt.decode(after["access_token"], (await signing_keys(oauth_hub))[0]).claims
+    assert part_of(after["access_token"], 0)["kid"] == new_kid
+    assert {old.kid, new_kid} <= await jwks_kids(oauth_hub.url)
+    # tokens signed with the previous key keep verifying (a fresh one: no cache involved)
+    assert await mcp_status(oauth_hub.url, before["access_token"]) == 200
+    assert await mcp_status(oauth_hub.url, signed_with(old, claims)) == 200
+
+    # Once the new key has been in use longer than an old token can live, the next rotation
+    # retires the old key (driven by a store whose clock is that much later).
+    later = datetime.now(UTC) + retire_after(oauth_hub.hub.settings.oauth_access_token_ttl_s,
+                                             KEY_CHECK_S) + timedelta(seconds=5)
+    async with await Store.open(oauth_hub.hub.database_url, oauth_hub.hub.box,
+                                clock=lambda: later) as store:
+        newest, retired = await rotate_signing_key(store, oauth_hub.hub.box,
+                                                   oauth_hub.hub.settings)
+    assert old.kid in retired and new_kid not in retired
+    await anyio.sleep(2 * KEY_CHECK_S)
+    # a token signed with the retired key is refused, even one not yet expired
+    assert await refused_within(oauth_hub.url, signed_with(old, claims), 10 * KEY_CHECK_S)
+    kept = next(key for key in await signing_keys(oauth_hub) if key.kid == new_kid)
+    assert await mcp_status(oauth_hub.url, signed_with(kept, claims)) == 200
+    kids = await jwks_kids(oauth_hub.url)
+    assert old.kid not in kids and {new_kid, newest} <= kids
 
 
 async def test_a_disabled_user_cannot_sign_in(oauth_hub: OAuthHub, tmp_path: Path) -> None:

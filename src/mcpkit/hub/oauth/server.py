@@ -247,9 +247,8 @@ class HubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         self.register_extension(Issuer(settings.issuer))
 
     async def run(self, call: Callable[..., T], *args: Any) -> T:
-        """`call(*args)` in a worker thread, with the signing key loaded first."""
-        if self.signing_key is None:
-            self.signing_key = await self.tokens.key()
+        """`call(*args)` in a worker thread, with the current signing key loaded first."""
+        self.signing_key = await self.tokens.key()
         return await anyio.to_thread.run_sync(call, *args)
 
     # --- Authlib's hooks (worker thread) --------------------------------------------------

@@ -7,7 +7,8 @@ families and the signing key.
     consents    granted(user, client, scope), record
     refresh     save, use (rotation: a used token presented again revokes its family),
                 revoke_family_of
-    signing_key get-or-create the access-token key (a private JWK, sealed with the hub's key)
+    signing keys list (newest first: it signs), add, retire (those superseded long enough);
+                private JWKs sealed with the hub's key
 
 Housekeeping: every code or refresh token saved first deletes up to `PURGE_BATCH` expired
 codes and as many expired refresh tokens (`purge_expired`), so the tables hold about a
@@ -24,10 +25,11 @@ conditional UPDATE each, so two replicas racing for the same one cannot both win
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -257,25 +259,46 @@ class OAuthState:
                                      OAuthRefreshToken.revoked_at.is_(None))
                               .values(revoked_at=now))
 
-    # --- the signing key -----------------------------------------------------------------
+    # --- the signing keys -----------------------------------------------------------------
 
-    async def signing_key(self, make: Callable[[], tuple[str, str]]) -> tuple[str, str]:
-        """(kid, sealed private JWK) of the oldest signing key, made by `make` the first
-        time. Replicas that start together may both insert one; both then read the oldest,
-        so they sign with the same key."""
+    async def signing_keys(self) -> list[SigningKeyRecord]:
+        """Every signing key, newest first: the newest signs, all of them verify."""
         async with self._db.read() as session:
-            row = await session.scalar(
-                select(OAuthSigningKey).order_by(OAuthSigningKey.created_at,
-                                                 OAuthSigningKey.kid).limit(1))
-            if row is not None:
-                return row.kid, row.private_jwk_sealed
-        kid, sealed = make()
+            rows = await session.scalars(select(OAuthSigningKey).order_by(
+                OAuthSigningKey.created_at.desc(), OAuthSigningKey.kid.desc()))
+            return [SigningKeyRecord(row.kid, row.private_jwk_sealed, row.created_at)
+                    for row in rows]
+
+    async def add_signing_key(self, kid: str, sealed: str) -> None:
+        """A new signing key (created now: it becomes the newest). Replicas that start
+        together may each add one; each then signs with the newest it read, and all of them
+        verify with every key, so any replica accepts any replica's tokens."""
         async with self._db.write() as session:
             session.add(OAuthSigningKey(kid=kid, private_jwk_sealed=sealed,
                                         created_at=self._clock()))
-        async with self._db.read() as session:
-            first = await session.scalar(
-                select(OAuthSigningKey).order_by(OAuthSigningKey.created_at,
-                                                 OAuthSigningKey.kid).limit(1))
-            assert first is not None
-            return first.kid, first.private_jwk_sealed
+
+    async def retire_signing_keys(self, superseded_for: timedelta) -> list[str]:
+        """Delete the keys a newer key superseded at least `superseded_for` ago (the kids).
+        The newest key is never retired."""
+        cutoff = self._clock() - superseded_for
+        keys = await self.signing_keys()
+        retired = [older.kid for newer, older in itertools.pairwise(keys)
+                   if _aware(newer.created_at) <= cutoff]
+        # keys are newest first: once one is superseded long enough, all older ones are too
+        if retired:
+            async with self._db.write() as session:
+                await session.execute(delete(OAuthSigningKey)
+                                      .where(OAuthSigningKey.kid.in_(retired)))
+        return retired
+
+
+@dataclass(frozen=True, slots=True)
+class SigningKeyRecord:
+    kid: str
+    private_jwk_sealed: str
+    created_at: datetime
+
+
+def _aware(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes; the hub stores UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
