@@ -1,7 +1,9 @@
 """The hub as an OAuth authorization server, over real HTTP on 127.0.0.1: mcpkit's own OAuth
 client logs in to the hub (DCR, PKCE, the sign-in and consent pages, RFC 9207 iss) and lists
 tools through it; a second login skips consent; refresh tokens rotate and a reused one
-revokes its family; PKCE, exact redirect URIs, the resource, passwords and CSRF tokens are
+revokes its family; a revoked login's live access tokens are refused within the re-check
+bound (at every replica); expired codes and refresh tokens are purged; a rotated signing key
+verifies until it is retired; PKCE, exact redirect URIs, the resource, passwords and CSRF tokens are
 enforced; /mcp refuses a token minted for another audience; no secret reaches the log."""
 
 from __future__ import annotations
@@ -590,7 +592,8 @@ def test_any_replica_serves_any_step(tmp_path: Path) -> None:
 
     def replica(port: int) -> Any:
         settings = HubSettings(database_url=database_url, port=port, public_url=public,
-                               allow_private_upstreams=True, auth_failure_burst=1_000_000)
+                               allow_private_upstreams=True, auth_failure_burst=1_000_000,
+                               oauth_revocation_check_s=REVOCATION_CHECK_S)
         return serve_in_thread(hub_app(settings, box), lifespan="on", name="hub", port=port)
 
     with replica(ports[0]) as first, replica(ports[1]) as second:
@@ -615,6 +618,7 @@ def test_any_replica_serves_any_step(tmp_path: Path) -> None:
                                                   refresh_token=tokens["refresh_token"],
                                                   client_id=client_id)
             assert status == 200
+            assert await mcp_status(second, renewed["access_token"]) == 200
             status, reused = await token_request(second, grant_type="refresh_token",
                                                  refresh_token=tokens["refresh_token"],
                                                  client_id=client_id)
@@ -623,6 +627,10 @@ def test_any_replica_serves_any_step(tmp_path: Path) -> None:
                                             refresh_token=renewed["refresh_token"],
                                             client_id=client_id)
             assert status == 400  # the family went with the reuse
+            # ... and so did its live access tokens, at both replicas
+            for replica_url in (first, second):
+                assert await refused_within(replica_url, renewed["access_token"],
+                                            10 * REVOCATION_CHECK_S)
 
         anyio.run(steps)
 
