@@ -106,3 +106,17 @@ def test_the_commands_work_on_postgresql(database_url: str, tmp_path: Path) -> N
     assert "alice" in ok(hub(tmp_path, "user", "list", "--database-url", database_url))
     if database_url.startswith("postgresql"):
         assert not (tmp_path / "hub.db").exists()  # nothing written to the default place
+
+
+def test_oauth_rotate_key_adds_a_signing_key_each_time(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    first = ok(hub(data, "oauth", "rotate-key"))
+    second = ok(hub(data, "oauth", "rotate-key"))
+    kids = [line.split()[3].rstrip(";") for line in (first, second)]
+    assert first.endswith("; retired: none\n") and second.endswith("; retired: none\n")
+
+    async def stored() -> list[str]:
+        async with await Store.open(f"sqlite+aiosqlite:///{data / 'hub.db'}") as store:
+            return [record.kid for record in await store.oauth.signing_keys()]
+
+    assert anyio.run(stored) == kids[::-1]  # newest first: the second one signs now

@@ -1,7 +1,9 @@
 """The hub as an OAuth authorization server, over real HTTP on 127.0.0.1: mcpkit's own OAuth
 client logs in to the hub (DCR, PKCE, the sign-in and consent pages, RFC 9207 iss) and lists
 tools through it; a second login skips consent; refresh tokens rotate and a reused one
-revokes its family; PKCE, exact redirect URIs, the resource, passwords and CSRF tokens are
+revokes its family; a revoked login's live access tokens are refused within the re-check
+bound (at every replica); expired codes and refresh tokens are purged; a rotated signing key
+verifies until it is retired; PKCE, exact redirect URIs, the resource, passwords and CSRF tokens are
 enforced; /mcp refuses a token minted for another audience; no secret reaches the log."""
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import time
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +45,19 @@ from mcpkit.auth.tokens import MemoryRegistrationStore
 from mcpkit.client import Timeouts
 from mcpkit.client.oauth import OAuth
 from mcpkit.hub.crypto import SecretBox, generate_key
+from mcpkit.hub.oauth.keys import retire_after, rotate_signing_key
 from mcpkit.hub.passwords import hash_password
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store import Store
+from mcpkit.hub.store.oauth import CodeRecord, RefreshRecord
 
 pytestmark = pytest.mark.anyio
 
 REDIRECT = "http://127.0.0.1:33418/callback"
+REVOCATION_CHECK_S = 0.5
+"""The module hub's re-check of a login's revocation (small, so the tests wait little)."""
+KEY_CHECK_S = 0.5
+"""The module hub's re-read of its signing keys."""
 
 
 @dataclass
@@ -69,7 +78,9 @@ def oauth_hub(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     token = seed_admin(database_url, box)
     port = free_port()
     settings = HubSettings(database_url=database_url, port=port, allow_private_upstreams=True,
-                           auth_failure_burst=1_000_000)
+                           auth_failure_burst=1_000_000,
+                           oauth_revocation_check_s=REVOCATION_CHECK_S,
+                           oauth_signing_key_check_s=KEY_CHECK_S)
     with upstream("oauthup") as served, \
             serve_in_thread(hub_app(settings, box), lifespan="on", name="hub", port=port) as url:
         assert url == settings.issuer
@@ -264,6 +275,88 @@ async def test_revocation_ends_the_refresh_family(oauth_hub: OAuthHub) -> None:
     assert status == 400 and refused["error"] == "invalid_grant"
 
 
+def part_of(access_token: str, index: int) -> dict[str, Any]:
+    """The JWT's header (0) or claims (1), not verified."""
+    part = access_token.split(".")[index]
+    decoded: dict[str, Any] = json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+    return decoded
+
+
+def claims_of(access_token: str) -> dict[str, Any]:
+    return part_of(access_token, 1)
+
+
+async def refused_within(hub_url: str, access_token: str, bound_s: float) -> bool:
+    """Whether /mcp starts refusing the token (401) within `bound_s` (polled, bounded)."""
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        if await mcp_status(hub_url, access_token) == 401:
+            return True
+        await anyio.sleep(0.1)
+    return False
+
+
+async def revoke(hub_url: str, token: str, client_id: str) -> None:
+    async with aiohttp.ClientSession() as http, http.post(
+            hub_url + "/oauth/revoke", data={"token": token, "client_id": client_id}) as reply:
+        assert reply.status == 200
+
+
+async def test_revoking_a_login_ends_its_live_access_tokens(oauth_hub: OAuthHub) -> None:
+    client_id, tokens = await logged_in(oauth_hub)
+    _, other = await logged_in(oauth_hub)
+    assert claims_of(tokens["access_token"])["sid"] != claims_of(other["access_token"])["sid"]
+    assert await mcp_status(oauth_hub.url, tokens["access_token"]) == 200  # now cached
+    await revoke(oauth_hub.url, tokens["refresh_token"], client_id)
+    # refused within the re-check bound (with headroom), long before the token expires
+    assert await refused_within(oauth_hub.url, tokens["access_token"], 10 * REVOCATION_CHECK_S)
+    assert await mcp_status(oauth_hub.url, other["access_token"]) == 200  # another login
+
+
+async def test_a_reused_refresh_token_ends_the_live_access_tokens(oauth_hub: OAuthHub) -> None:
+    client_id, first = await logged_in(oauth_hub)
+    status, second = await token_request(oauth_hub.url, grant_type="refresh_token",
+                                         refresh_token=first["refresh_token"],
+                                         client_id=client_id)
+    assert status == 200
+    assert claims_of(second["access_token"])["sid"] == claims_of(first["access_token"])["sid"]
+    assert await mcp_status(oauth_hub.url, second["access_token"]) == 200
+    status, _ = await token_request(oauth_hub.url, grant_type="refresh_token",
+                                    refresh_token=first["refresh_token"], client_id=client_id)
+    assert status == 400
+    for access_token in (second["access_token"], first["access_token"]):
+        assert await refused_within(oauth_hub.url, access_token, 10 * REVOCATION_CHECK_S)
+
+
+async def test_token_issuance_purges_expired_codes_and_refresh_tokens(
+        oauth_hub: OAuthHub) -> None:
+    api, _, _ = await user_with_password(oauth_hub)
+    user_id = api.user_id
+    client_id = await register_client(oauth_hub.url)
+    now = datetime.now(UTC)
+    hashes = {name: secrets.token_hex(32) for name in ("old code", "live code", "old refresh",
+                                                     "live refresh")}
+    code = CodeRecord(client_id, user_id, REDIRECT, "mcp", oauth_hub.url + "/mcp", "x" * 43,
+                      "S256", secrets.token_hex(16))
+    grant = RefreshRecord(secrets.token_hex(16), client_id, user_id, "mcp",
+                          oauth_hub.url + "/mcp")
+    # written by a store whose clock is a year back, so these saves purge none of them
+    async with await Store.open(oauth_hub.hub.database_url, oauth_hub.hub.box,
+                                clock=lambda: now - timedelta(days=365)) as past:
+        await past.oauth.save_code(hashes["old code"], code, now - timedelta(seconds=1))
+        await past.oauth.save_code(hashes["live code"], code, now + timedelta(hours=1))
+        await past.oauth.save_refresh(hashes["old refresh"], grant, now - timedelta(seconds=1))
+        await past.oauth.save_refresh(hashes["live refresh"], grant, now + timedelta(hours=1))
+    async with await Store.open(oauth_hub.hub.database_url, oauth_hub.hub.box) as store:
+        expired_codes, expired_refresh = await store.oauth.count_expired()
+        assert expired_codes >= 1 and expired_refresh >= 1
+        await logged_in(oauth_hub)  # a login over HTTP: a code and a refresh token saved
+        assert await store.oauth.count_expired() == (0, 0)
+        assert await store.oauth.take_code(hashes["live code"], client_id) is not None
+        assert await store.oauth.use_refresh(hashes["live refresh"], client_id) is not None
+        assert await store.oauth.take_code(hashes["old code"], client_id) is None
+
+
 async def test_a_code_is_single_use(oauth_hub: OAuthHub) -> None:
     _, name, password = await user_with_password(oauth_hub)
     client_id = await register_client(oauth_hub.url)
@@ -367,9 +460,7 @@ async def test_wrong_password_and_missing_csrf_token_are_refused(oauth_hub: OAut
 
 async def test_a_token_for_another_audience_is_refused_by_mcp(oauth_hub: OAuthHub) -> None:
     _, tokens = await logged_in(oauth_hub)
-    async with await Store.open(oauth_hub.hub.database_url, oauth_hub.hub.box) as store:
-        _kid, sealed = await store.oauth.signing_key(lambda: ("never", "used"))
-    key = ECKey.import_key(json.loads(oauth_hub.hub.box.open_text(sealed)))
+    key = (await signing_keys(oauth_hub))[0]
     claims = jwt.decode(tokens["access_token"], key).claims
     assert claims["aud"] == oauth_hub.url + "/mcp" and claims["iss"] == oauth_hub.url
     now = int(time.time())
@@ -383,6 +474,59 @@ async def test_a_token_for_another_audience_is_refused_by_mcp(oauth_hub: OAuthHu
                                  stranger)
     assert await mcp_status(oauth_hub.url, unsigned_by_hub) == 401
     assert await mcp_status(oauth_hub.url, tokens["access_token"]) == 200
+
+
+async def signing_keys(oauth_hub: OAuthHub) -> list[ECKey]:
+    """The hub's signing keys, newest (the one signing) first."""
+    box = oauth_hub.hub.box
+    async with await Store.open(oauth_hub.hub.database_url, box) as store:
+        return [ECKey.import_key(json.loads(box.open_text(record.private_jwk_sealed)))
+                for record in await store.oauth.signing_keys()]
+
+
+def signed_with(key: ECKey, claims: dict[str, Any]) -> str:
+    """A fresh token (new jti: not in any cache) with `claims`, signed with `key`."""
+    return jwt.encode({"alg": "ES256", "typ": "at+jwt", "kid": key.kid},
+                      {**claims, "jti": secrets.token_urlsafe(16)}, key)
+
+
+async def jwks_kids(hub_url: str) -> set[str]:
+    return {key["kid"] for key in (await call("GET", hub_url + "/oauth/jwks")).body["keys"]}
+
+
+async def test_a_rotated_signing_key_verifies_until_it_is_retired(oauth_hub: OAuthHub) -> None:
+    _, before = await logged_in(oauth_hub)
+    old = (await signing_keys(oauth_hub))[0]
+    claims = jwt.decode(before["access_token"], old).claims
+    async with await Store.open(oauth_hub.hub.database_url, oauth_hub.hub.box) as store:
+        new_kid, retired = await rotate_signing_key(store, oauth_hub.hub.box,
+                                                    oauth_hub.hub.settings)
+    assert retired == []  # the previous key was superseded just now
+    await anyio.sleep(2 * KEY_CHECK_S)  # the hub re-reads its keys
+    _, after = await logged_in(oauth_hub)
+    assert jwt.decode(after["access_token"], (await signing_keys(oauth_hub))[0]).claims
+    assert part_of(after["access_token"], 0)["kid"] == new_kid
+    assert {old.kid, new_kid} <= await jwks_kids(oauth_hub.url)
+    # tokens signed with the previous key keep verifying (a fresh one: no cache involved)
+    assert await mcp_status(oauth_hub.url, before["access_token"]) == 200
+    assert await mcp_status(oauth_hub.url, signed_with(old, claims)) == 200
+
+    # Once the new key has been in use longer than an old token can live, the next rotation
+    # retires the old key (driven by a store whose clock is that much later).
+    later = datetime.now(UTC) + retire_after(oauth_hub.hub.settings.oauth_access_token_ttl_s,
+                                             KEY_CHECK_S) + timedelta(seconds=5)
+    async with await Store.open(oauth_hub.hub.database_url, oauth_hub.hub.box,
+                                clock=lambda: later) as store:
+        newest, retired = await rotate_signing_key(store, oauth_hub.hub.box,
+                                                   oauth_hub.hub.settings)
+    assert old.kid in retired and new_kid not in retired
+    await anyio.sleep(2 * KEY_CHECK_S)
+    # a token signed with the retired key is refused, even one not yet expired
+    assert await refused_within(oauth_hub.url, signed_with(old, claims), 10 * KEY_CHECK_S)
+    kept = next(key for key in await signing_keys(oauth_hub) if key.kid == new_kid)
+    assert await mcp_status(oauth_hub.url, signed_with(kept, claims)) == 200
+    kids = await jwks_kids(oauth_hub.url)
+    assert old.kid not in kids and {new_kid, newest} <= kids
 
 
 async def test_a_disabled_user_cannot_sign_in(oauth_hub: OAuthHub, tmp_path: Path) -> None:
@@ -449,7 +593,8 @@ def test_any_replica_serves_any_step(tmp_path: Path) -> None:
 
     def replica(port: int) -> Any:
         settings = HubSettings(database_url=database_url, port=port, public_url=public,
-                               allow_private_upstreams=True, auth_failure_burst=1_000_000)
+                               allow_private_upstreams=True, auth_failure_burst=1_000_000,
+                               oauth_revocation_check_s=REVOCATION_CHECK_S)
         return serve_in_thread(hub_app(settings, box), lifespan="on", name="hub", port=port)
 
     with replica(ports[0]) as first, replica(ports[1]) as second:
@@ -474,6 +619,7 @@ def test_any_replica_serves_any_step(tmp_path: Path) -> None:
                                                   refresh_token=tokens["refresh_token"],
                                                   client_id=client_id)
             assert status == 200
+            assert await mcp_status(second, renewed["access_token"]) == 200
             status, reused = await token_request(second, grant_type="refresh_token",
                                                  refresh_token=tokens["refresh_token"],
                                                  client_id=client_id)
@@ -482,6 +628,10 @@ def test_any_replica_serves_any_step(tmp_path: Path) -> None:
                                             refresh_token=renewed["refresh_token"],
                                             client_id=client_id)
             assert status == 400  # the family went with the reuse
+            # ... and so did its live access tokens, at both replicas
+            for replica_url in (first, second):
+                assert await refused_within(replica_url, renewed["access_token"],
+                                            10 * REVOCATION_CHECK_S)
 
         anyio.run(steps)
 

@@ -98,12 +98,18 @@ def test_the_oauth_settings_are_checked_and_read_from_the_environment() -> None:
 
     read = HubSettings.from_env({"MCPKIT_HUB_OAUTH_MAX_PASSWORD_CHECKS": "2",
                                  "MCPKIT_HUB_OAUTH_ACCESS_TOKEN_TTL_S": "60",
+                                 "MCPKIT_HUB_OAUTH_REVOCATION_CHECK_S": "2.5",
+                                 "MCPKIT_HUB_OAUTH_SIGNING_KEY_CHECK_S": "30",
                                  "MCPKIT_HUB_PUBLIC_URL": "https://hub.example.com/"})
     assert read.oauth_max_password_checks == 2 and read.oauth_access_token_ttl_s == 60
+    assert read.oauth_revocation_check_s == 2.5 and read.oauth_signing_key_check_s == 30
     assert read.issuer == "https://hub.example.com"
     assert read.mcp_url == "https://hub.example.com/mcp"
     assert HubSettings(host="::1", port=9).issuer == "http://[::1]:9"
     for bad in ({"oauth_max_password_checks": 0}, {"oauth_code_ttl_s": -1.0},
-                {"public_url": "ftp://hub"}, {"public_url": "https://hub/?x=1"}):
+                {"public_url": "ftp://hub"}, {"public_url": "https://hub/?x=1"},
+                {"oauth_revocation_check_s": 0.0}, {"oauth_signing_key_check_s": -1.0},
+                # a login's refresh tokens (what revokes its access tokens) must outlive them
+                {"oauth_access_token_ttl_s": 600.0, "oauth_refresh_token_ttl_s": 600.0}):
         with pytest.raises(SettingsError):
             HubSettings(**bad)  # type: ignore[arg-type]

@@ -264,8 +264,30 @@ def add_upstream_commands(commands: Subcommands) -> None:
     add_upstream_command(commands)
 
 
+def add_oauth_commands(commands: Subcommands) -> None:
+    oauth = commands.add_parser("oauth", help="the hub's OAuth authorization server")
+    actions = oauth.add_subparsers(dest="oauth_command", required=True, metavar="ACTION")
+    rotate = actions.add_parser(
+        "rotate-key", help="sign new access tokens with a new key; tokens signed with the "
+        "previous one keep verifying until they expire, then that key is retired")
+    rotate.set_defaults(run=with_store(_oauth_rotate_key))
+    add_settings_arguments(rotate)
+
+
+async def _oauth_rotate_key(store: Store, args: argparse.Namespace) -> int:
+    from mcpkit.hub.crypto import load_secret_box
+    from mcpkit.hub.oauth.keys import rotate_signing_key
+
+    settings = storage_settings(args)
+    kid, retired = await rotate_signing_key(store, load_secret_box(settings.data_dir),
+                                            settings)
+    print(f"new signing key {kid}; retired: {', '.join(retired) or 'none'}")
+    return 0
+
+
 HUB_COMMANDS: list[HubCommand] = [
     add_serve_commands, add_user_commands, add_token_commands, add_upstream_commands,
+    add_oauth_commands,
 ]
 
 

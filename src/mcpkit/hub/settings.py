@@ -33,7 +33,8 @@ Environment (each also a `mcpkit hub serve` option where it makes sense):
     MCPKIT_HUB_PUBLIC_URL             --public-url          (the OAuth issuer; default
                                                             http://HOST:PORT)
     MCPKIT_HUB_OAUTH_ACCESS_TOKEN_TTL_S, _OAUTH_REFRESH_TOKEN_TTL_S, _OAUTH_CODE_TTL_S,
-    MCPKIT_HUB_OAUTH_SIGN_IN_TTL_S, _OAUTH_MAX_CLIENTS, _OAUTH_MAX_PASSWORD_CHECKS
+    MCPKIT_HUB_OAUTH_SIGN_IN_TTL_S, _OAUTH_MAX_CLIENTS, _OAUTH_MAX_PASSWORD_CHECKS,
+    MCPKIT_HUB_OAUTH_REVOCATION_CHECK_S, _OAUTH_SIGNING_KEY_CHECK_S
                                       the authorization server (hub/oauth)
 
 The secret key is not a setting: it is read by `mcpkit.hub.crypto.load_secret_box`
@@ -165,6 +166,15 @@ class HubSettings:
     """How long an authorization code may wait for its token request."""
     oauth_sign_in_ttl_s: float = 8 * 3600.0
     """How long a sign-in to the hub's login page lasts (the session cookie)."""
+    oauth_revocation_check_s: float = 10.0
+    """How long /mcp trusts that a verified access token's login (its refresh family, the
+    token's `sid`) is not revoked without reading the database: a revocation or a detected
+    refresh-token reuse ends the login's live access tokens within this time, at every
+    replica."""
+    oauth_signing_key_check_s: float = 60.0
+    """How often a replica re-reads the access-token signing keys: after `mcpkit hub oauth
+    rotate-key` every replica signs with the new key within this time. A superseded key
+    verifies for this + the access-token lifetime + 30 s more, then is retired."""
     oauth_max_clients: int = 10_000
     """Clients registered by DCR in all; past it registration is refused (429)."""
     oauth_max_password_checks: int = 4
@@ -204,11 +214,16 @@ class HubSettings:
             raise SettingsError("max_page_size: at most 500")
         for name in ("dns_timeout_s", "health_interval_s", "shutdown_grace_s",
                      "header_timeout_s", "body_timeout_s", "oauth_access_token_ttl_s",
-                     "oauth_refresh_token_ttl_s", "oauth_code_ttl_s", "oauth_sign_in_ttl_s"):
+                     "oauth_refresh_token_ttl_s", "oauth_code_ttl_s", "oauth_sign_in_ttl_s",
+                     "oauth_revocation_check_s", "oauth_signing_key_check_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or \
                     not math.isfinite(value) or value <= 0:
                 raise SettingsError(f"{name}: must be a number of seconds above 0, not {value!r}")
+        if self.oauth_access_token_ttl_s >= self.oauth_refresh_token_ttl_s:
+            # a login's refresh rows (what revokes its access tokens) must outlive them
+            raise SettingsError("oauth_access_token_ttl_s: must be below "
+                                "oauth_refresh_token_ttl_s")
         if not self.host:
             raise SettingsError("host: must not be empty")
         if self.redis_url is not None and not self.redis_url.startswith(REDIS_SCHEMES):
@@ -343,6 +358,8 @@ def _parse(name: str, text: str, variable: str) -> Any:
         "oauth_refresh_token_ttl_s": float,
         "oauth_code_ttl_s": float,
         "oauth_sign_in_ttl_s": float,
+        "oauth_revocation_check_s": float,
+        "oauth_signing_key_check_s": float,
         "oauth_max_clients": int,
         "oauth_max_password_checks": int,
         "max_catalog_items": int,

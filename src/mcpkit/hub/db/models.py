@@ -269,7 +269,7 @@ class OAuthCode(Base):
     code_challenge: Mapped[str] = mapped_column(String(128))
     code_challenge_method: Mapped[str] = mapped_column(String(8))
     family_id: Mapped[str] = mapped_column(String(HASH_LENGTH))  # the refresh family it starts
-    expires_at: Mapped[datetime]
+    expires_at: Mapped[datetime] = mapped_column(index=True)  # the purge
     used_at: Mapped[datetime | None]
 
 
@@ -293,7 +293,7 @@ class OAuthRefreshToken(Base):
     scope: Mapped[str] = mapped_column(Text)
     resource: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
-    expires_at: Mapped[datetime]
+    expires_at: Mapped[datetime] = mapped_column(index=True)  # the purge
     used_at: Mapped[datetime | None]  # rotated: presenting it again is reuse
     revoked_at: Mapped[datetime | None]
 

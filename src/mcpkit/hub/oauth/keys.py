@@ -1,21 +1,36 @@
 """The hub's access tokens: RFC 9068 JWTs for its `/mcp` resource, signed with a key the hub
-generates once and keeps in the database, sealed with the hub's secret key (crypto.py), so
-every replica signs and verifies with the same one.
+generates and keeps in the database, sealed with the hub's secret key (crypto.py), so every
+replica signs and verifies with the same keys.
 
-    AccessTokens(store, box, settings)   issue(user_id, client_id, scope) -> (jwt, expires_in)
+Rotation (`mcpkit hub oauth rotate-key`, `rotate_signing_key`): a new key is added; the
+newest key signs, every stored key verifies (the JWKS lists them all). A replica re-reads
+the keys every `settings.oauth_signing_key_check_s` (60 s; and at once, at most every
+`KEY_MISS_INTERVAL_S`, for a token with a kid it does not know), so a rotation reaches
+every replica within that time. A key superseded for longer than `retire_after` (that
+re-read + the access-token lifetime + the leeway: no token it signed can still be valid) is
+deleted - at the next rotation or re-read - and tokens signed with it are refused.
+
+    AccessTokens(store, box, settings)   issue_with(key, user_id=, client_id=, scope=,
+                                                    family_id=) -> jwt
                                          await user(token) -> UserRecord | None  (the gate)
                                          jwks() -> the public key set (/oauth/jwks)
 
 Verification is local (no HTTP): the pure RFC 9068 checks of mcpkit.auth.access_token (typ,
 signature, iss exactly, aud = the hub's /mcp URL, exp with a small leeway), then the user
-must exist and be enabled (read at most every `USER_TTL_S` per user).
+must exist and be enabled (read at most every `USER_TTL_S` per user), and the login the
+token belongs to - its refresh family, the `sid` claim - must not be revoked: read at most
+every `settings.oauth_revocation_check_s` (10 s) per login, so a revocation (RFC 7009) or a
+detected refresh-token reuse ends the login's live access tokens within that time at every
+replica, not when they expire.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import time
+from datetime import timedelta
 from typing import Any
 
 from joserfc import jwt
@@ -32,11 +47,19 @@ from mcpkit.hub.crypto import SecretBox, hash_token
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store import NotFound, Store, UserRecord
 
+log = logging.getLogger(__name__)
+
 ALGORITHM = "ES256"
+LEEWAY_S = 30.0
+"""Clock skew allowed on `exp` (and on retiring a key)."""
+KEY_MISS_INTERVAL_S = 1.0
+"""At most this often a token with an unknown kid makes a replica re-read the keys."""
 USER_TTL_S = 10.0
 """How long a verified token's user is trusted to be enabled without reading the database
 (as the API-token cache: a disabled user stops within this time)."""
 MAX_CACHED_USERS = 10_000
+MAX_CACHED_LOGINS = 10_000
+"""Logins (refresh families) whose revocation state is remembered. Full: starts over."""
 MAX_CACHED_TOKENS = 10_000
 """Verified access tokens remembered (by sha256, until their `exp`), so a client's calls
 cost one signature check per token, not one per call. Full: the cache starts over."""
@@ -49,32 +72,59 @@ class AccessTokens:
         self.issuer = settings.issuer
         self.resource = settings.mcp_url
         self._ttl_s = settings.oauth_access_token_ttl_s
-        self._key: ECKey | None = None
+        self._key_check_s = settings.oauth_signing_key_check_s
+        self._keys: dict[str, ECKey] = {}  # kid -> key, every stored one
+        self._signing: ECKey | None = None  # the newest
+        self._keys_read_at = -float("inf")
         self._users: dict[int, tuple[float, UserRecord]] = {}
-        self._verified: dict[str, tuple[float, int]] = {}  # sha256 -> (exp, user id)
+        self._revocation_check_s = settings.oauth_revocation_check_s
+        self._logins: dict[str, tuple[float, bool]] = {}  # sid -> (read at, revoked)
+        self._verified: dict[str, tuple[float, int, str]] = {}  # sha256 -> (exp, user, sid)
         self.policy = AccessTokenPolicy(issuer=self.issuer, audience=self.resource,
-                                        algorithms=(ALGORITHM,), leeway_s=30.0)
+                                        algorithms=(ALGORITHM,), leeway_s=LEEWAY_S)
+
+    @property
+    def retire_after(self) -> timedelta:
+        """How long a superseded key keeps verifying."""
+        return retire_after(self._ttl_s, self._key_check_s)
 
     async def key(self) -> ECKey:
-        if self._key is None:
-            _kid, sealed = await self._store.oauth.signing_key(self._new_key)
-            self._key = ECKey.import_key(json.loads(self._box.open_text(sealed)))
-        return self._key
+        """The key that signs now (the newest), re-read every `oauth_signing_key_check_s`."""
+        if self._signing is None or time.monotonic() - self._keys_read_at >= self._key_check_s:
+            await self._read_keys()
+        assert self._signing is not None
+        return self._signing
 
-    def _new_key(self) -> tuple[str, str]:
-        kid = secrets.token_urlsafe(12)
-        key = ECKey.generate_key("P-256", parameters={"kid": kid, "alg": ALGORITHM,
-                                                      "use": "sig"})
-        return kid, self._box.seal(json.dumps(key.as_dict(private=True)))
+    async def _read_keys(self) -> None:
+        self._keys_read_at = time.monotonic()
+        await self._store.oauth.retire_signing_keys(self.retire_after)
+        records = await self._store.oauth.signing_keys()
+        if not records:  # the hub's first start
+            await add_signing_key(self._store, self._box)
+            records = await self._store.oauth.signing_keys()
+        self._keys = {record.kid: self._open(record.private_jwk_sealed) for record in records}
+        self._signing = self._keys[records[0].kid]
+
+    def _open(self, sealed: str) -> ECKey:
+        return ECKey.import_key(json.loads(self._box.open_text(sealed)))
+
+    async def _verifying_key(self, kid: object) -> ECKey:
+        await self.key()
+        if isinstance(kid, str) and kid not in self._keys and \
+                time.monotonic() - self._keys_read_at >= KEY_MISS_INTERVAL_S:
+            await self._read_keys()  # signed by a key another replica added since
+        if not isinstance(kid, str) or kid not in self._keys:
+            raise InvalidToken("the access token was signed with an unknown or retired key")
+        return self._keys[kid]
 
     def issue_with(self, key: ECKey, *, user_id: int, client_id: str, scope: str,
-                   now: float | None = None) -> str:
+                   family_id: str, now: float | None = None) -> str:
         """A signed access token (synchronous: Authlib's token generator calls it)."""
         issued = int(now if now is not None else time.time())
         claims: dict[str, Any] = {
             "iss": self.issuer, "sub": str(user_id), "aud": self.resource,
             "client_id": client_id, "iat": issued, "exp": issued + int(self._ttl_s),
-            "jti": secrets.token_urlsafe(16),
+            "jti": secrets.token_urlsafe(16), "sid": family_id,
         }
         if scope:
             claims["scope"] = scope
@@ -82,30 +132,47 @@ class AccessTokens:
         return jwt.encode(header, claims, key)
 
     async def jwks(self) -> dict[str, Any]:
-        key = await self.key()
-        return {"keys": [key.as_dict(private=False)]}
+        await self.key()
+        return {"keys": [key.as_dict(private=False) for key in self._keys.values()]}
 
     async def user(self, token: str) -> UserRecord | None:
         """The enabled user a valid access token of the hub names, else None."""
         digest = hash_token(token)
         known = self._verified.get(digest)
         if known is not None and time.time() < known[0]:
-            return await self._enabled_user(known[1])
+            return await self._live_user(known[1], known[2])
         try:
             header = unverified_header(token, self.policy)
-            key = await self.key()
-            if header.get("kid") != key.kid:
-                raise InvalidToken("the access token was signed with an unknown key")
+            key = await self._verifying_key(header.get("kid"))
             info = access_token_info(header, verified_claims(token, key, header), self.policy,
                                      time.time())
             user_id = int(info.subject)
+            family_id = info.claims.get("sid")
+            if not isinstance(family_id, str) or not family_id:
+                raise InvalidToken("the access token names no login (sid)")
         except (InvalidToken, ValueError):
             return None
         if info.expires_at is not None:
             if len(self._verified) >= MAX_CACHED_TOKENS:
                 self._verified.clear()
-            self._verified[digest] = (info.expires_at, user_id)
+            self._verified[digest] = (info.expires_at, user_id, family_id)
+        return await self._live_user(user_id, family_id)
+
+    async def _live_user(self, user_id: int, family_id: str) -> UserRecord | None:
+        if await self._login_revoked(family_id):
+            return None
         return await self._enabled_user(user_id)
+
+    async def _login_revoked(self, family_id: str) -> bool:
+        now = time.monotonic()
+        cached = self._logins.get(family_id)
+        if cached is not None and now - cached[0] < self._revocation_check_s:
+            return cached[1]
+        revoked = await self._store.oauth.family_revoked(family_id)
+        if len(self._logins) >= MAX_CACHED_LOGINS:
+            self._logins.clear()
+        self._logins[family_id] = (now, revoked)
+        return revoked
 
     async def _enabled_user(self, user_id: int) -> UserRecord | None:
         now = time.monotonic()
@@ -122,3 +189,29 @@ class AccessTokens:
                 self._users.clear()
             self._users[user_id] = (now, user)
         return None if user.disabled else user
+
+
+def retire_after(access_token_ttl_s: float, key_check_s: float) -> timedelta:
+    """How long a superseded key must keep verifying: a replica may sign with it until it
+    re-reads the keys, and what it signed stays valid for the lifetime plus the leeway."""
+    return timedelta(seconds=key_check_s + access_token_ttl_s + LEEWAY_S)
+
+
+async def add_signing_key(store: Store, box: SecretBox) -> str:
+    """A new ES256 signing key, sealed, stored; its kid."""
+    kid = secrets.token_urlsafe(12)
+    key = ECKey.generate_key("P-256", parameters={"kid": kid, "alg": ALGORITHM, "use": "sig"})
+    await store.oauth.add_signing_key(kid, box.seal(json.dumps(key.as_dict(private=True))))
+    return kid
+
+
+async def rotate_signing_key(store: Store, box: SecretBox, settings: HubSettings
+                             ) -> tuple[str, list[str]]:
+    """`mcpkit hub oauth rotate-key`: a new key signs from now on (each replica takes it
+    within `oauth_signing_key_check_s`); the keys superseded long enough are retired.
+    (new kid, retired kids)"""
+    kid = await add_signing_key(store, box)
+    retired = await store.oauth.retire_signing_keys(
+        retire_after(settings.oauth_access_token_ttl_s, settings.oauth_signing_key_check_s))
+    log.info("new access-token signing key %s; retired: %s", kid, ", ".join(retired) or "none")
+    return kid, retired

@@ -24,6 +24,7 @@ import logging
 import secrets
 import urllib.parse
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -109,6 +110,20 @@ class Reply:
     def location(self, value: str) -> None:
         self.headers = [(n, v) for n, v in self.headers if n.lower() != "location"]
         self.headers.append(("Location", value))
+
+
+@dataclass(frozen=True, slots=True)
+class Login:
+    """The user a grant authenticated, with the login (refresh family) it belongs to: what
+    Authlib passes as `user` to the token generator and `save_token`, so the access token
+    carries the family as its `sid` (the gate refuses it once the family is revoked)."""
+
+    user: UserRecord
+    family_id: str
+
+    @property
+    def id(self) -> int:
+        return self.user.id
 
 
 class HubClient(ClientMixin):  # type: ignore[misc]
@@ -232,9 +247,8 @@ class HubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         self.register_extension(Issuer(settings.issuer))
 
     async def run(self, call: Callable[..., T], *args: Any) -> T:
-        """`call(*args)` in a worker thread, with the signing key loaded first."""
-        if self.signing_key is None:
-            self.signing_key = await self.tokens.key()
+        """`call(*args)` in a worker thread, with the current signing key loaded first."""
+        self.signing_key = await self.tokens.key()
         return await anyio.to_thread.run_sync(call, *args)
 
     # --- Authlib's hooks (worker thread) --------------------------------------------------
@@ -253,11 +267,8 @@ class HubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         refresh = token.get("refresh_token")
         if not refresh:
             return
-        if request.refresh_token is not None:  # rotation: the same family goes on
-            family = request.refresh_token.record.family_id
-        else:
-            family = request.authorization_code.record.family_id
-        grant = RefreshRecord(family, request.client.get_client_id(), int(request.user.id),
+        login: Login = request.user  # rotation: the same family goes on
+        grant = RefreshRecord(login.family_id, request.client.get_client_id(), login.id,
                               token.get("scope", ""), self.settings.mcp_url)
         expires = datetime.now(UTC) + timedelta(seconds=self.settings.oauth_refresh_token_ttl_s)
         self.wait(self.store.oauth.save_refresh, hash_token(refresh), grant, expires)
@@ -274,11 +285,12 @@ class HubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
     def send_signal(self, name: str, *args: Any, **kwargs: Any) -> None:
         return None
 
-    def _access_token(self, client: HubClient, grant_type: str, user: UserRecord,
+    def _access_token(self, client: HubClient, grant_type: str, user: Login,
                       scope: str) -> str:
         assert self.signing_key is not None
         return self.tokens.issue_with(self.signing_key, user_id=user.id,
-                                      client_id=client.get_client_id(), scope=scope)
+                                      client_id=client.get_client_id(), scope=scope,
+                                      family_id=user.family_id)
 
     def _expires_in(self, client: HubClient, grant_type: str) -> int:
         return int(self.settings.oauth_access_token_ttl_s)
@@ -342,8 +354,9 @@ class CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
     def delete_authorization_code(self, authorization_code: HubCode) -> None:
         return None  # taken (marked used) when it was queried
 
-    def authenticate_user(self, authorization_code: HubCode) -> UserRecord | None:
-        return _enabled_user(self.server, authorization_code.record.user_id)
+    def authenticate_user(self, authorization_code: HubCode) -> Login | None:
+        record = authorization_code.record
+        return _enabled_user(self.server, record.user_id, record.family_id)
 
 
 class RotatingRefreshGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
@@ -358,8 +371,9 @@ class RotatingRefreshGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
                                   hash_token(refresh_token), client_id)
         return None if record is None else HubRefreshToken(record)
 
-    def authenticate_user(self, refresh_token: HubRefreshToken) -> UserRecord | None:
-        return _enabled_user(self.server, refresh_token.record.user_id)
+    def authenticate_user(self, refresh_token: HubRefreshToken) -> Login | None:
+        record = refresh_token.record
+        return _enabled_user(self.server, record.user_id, record.family_id)
 
     def revoke_old_credential(self, refresh_token: HubRefreshToken) -> None:
         return None  # marked used when it was presented; presenting it again revokes all
@@ -391,10 +405,11 @@ class Issuer(IssuerParameter):  # type: ignore[misc]
         return self.issuer
 
 
-def _enabled_user(server: HubAuthorizationServer, user_id: int) -> UserRecord | None:
+def _enabled_user(server: HubAuthorizationServer, user_id: int, family_id: str
+                  ) -> Login | None:
     try:
         user: UserRecord = server.wait(server.store.users.get, user_id)
     except NotFound:  # deleted since
         return None
-    return None if user.disabled else user
+    return None if user.disabled else Login(user, family_id)
 

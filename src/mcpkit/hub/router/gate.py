@@ -2,7 +2,8 @@
 
 1. `Authorization: Bearer <API token>` → the user (`store.tokens.verify`), or a bearer that
    is a JWT → the user of one of the hub's own OAuth access tokens (`AccessTokens.user`:
-   signature, issuer, audience = the hub's /mcp URL, expiry, user enabled; checked locally).
+   signature, issuer, audience = the hub's /mcp URL, expiry, user enabled, its login (`sid`)
+   not revoked - re-read at most every `oauth_revocation_check_s`, 10 s).
    The principal is the same user id either way. Else 401 with `WWW-Authenticate: Bearer
    realm=…, resource_metadata="…/.well-known/oauth-protected-resource/mcp"` (RFC 9728: how
    an MCP client finds the hub's authorization server) and a JSON-RPC error body. A token

@@ -7,7 +7,16 @@ families and the signing key.
     consents    granted(user, client, scope), record
     refresh     save, use (rotation: a used token presented again revokes its family),
                 revoke_family_of
-    signing_key get-or-create the access-token key (a private JWK, sealed with the hub's key)
+    signing keys list (newest first: it signs), add, retire (those superseded long enough);
+                private JWKs sealed with the hub's key
+
+Housekeeping: every code or refresh token saved first deletes up to `PURGE_BATCH` expired
+codes and as many expired refresh tokens (`purge_expired`), so the tables hold about a
+lifetime's worth of rows without a background task: each save adds one row and may remove
+many. Rows other replicas are deleting are skipped (PostgreSQL `SKIP LOCKED`), so replicas
+never wait on or deadlock over the same batch. A used code stays until it expires (its second
+use is detected as replay until then); a refresh family's rows go when they expire, which is
+after every access token of that login expired (access tokens live shorter; settings check).
 
 Codes and refresh tokens are stored as sha256 of the secret (like API tokens): a database
 dump holds nothing that can be presented. Taking a code and using a refresh token are one
@@ -16,10 +25,11 @@ conditional UPDATE each, so two replicas racing for the same one cannot both win
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -34,6 +44,9 @@ from mcpkit.hub.db.models import (
 from mcpkit.hub.store._db import Database
 
 log = logging.getLogger(__name__)
+
+PURGE_BATCH = 500
+"""Expired codes, and expired refresh tokens, deleted at most per save (a bounded cost)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +87,11 @@ def _client(row: OAuthClient) -> ClientRecord:
 
 
 class OAuthState:
-    def __init__(self, db: Database, clock: Callable[[], datetime]) -> None:
+    def __init__(self, db: Database, clock: Callable[[], datetime],
+                 purge_batch: int = PURGE_BATCH) -> None:
         self._db = db
         self._clock = clock
+        self._purge_batch = purge_batch
 
     # --- clients -------------------------------------------------------------------------
 
@@ -102,10 +117,9 @@ class OAuthState:
     # --- codes ---------------------------------------------------------------------------
 
     async def save_code(self, code_hash: str, code: CodeRecord, expires_at: datetime) -> None:
-        """Store a new code; expired ones go in the same transaction (they can only be
-        refused), so the table holds about a code lifetime's worth of logins."""
+        """Store a new code (after a bounded purge of expired rows)."""
         async with self._db.write() as session:
-            await session.execute(delete(OAuthCode).where(OAuthCode.expires_at <= self._clock()))
+            await self._purge(session, self._clock())
             session.add(OAuthCode(
                 code_hash=code_hash, client_id=code.client_id, user_id=code.user_id,
                 redirect_uri=code.redirect_uri, scope=code.scope, resource=code.resource,
@@ -158,7 +172,9 @@ class OAuthState:
 
     async def save_refresh(self, token_hash: str, grant: RefreshRecord,
                            expires_at: datetime) -> None:
+        """Store a new refresh token (after a bounded purge of expired rows)."""
         async with self._db.write() as session:
+            await self._purge(session, self._clock())
             session.add(OAuthRefreshToken(
                 token_hash=token_hash, family_id=grant.family_id, client_id=grant.client_id,
                 user_id=grant.user_id, scope=grant.scope, resource=grant.resource,
@@ -209,6 +225,33 @@ class OAuthState:
                                                   OAuthRefreshToken.revoked_at.is_not(None)))
         return bool(revoked)
 
+    # --- housekeeping ----------------------------------------------------------------------
+
+    async def purge_expired(self) -> None:
+        """Delete up to a batch of expired codes and of expired refresh tokens."""
+        async with self._db.write() as session:
+            await self._purge(session, self._clock())
+
+    async def count_expired(self) -> tuple[int, int]:
+        """(expired codes, expired refresh tokens) still stored."""
+        now = self._clock()
+        async with self._db.read() as session:
+            codes = await session.scalar(select(func.count()).select_from(OAuthCode)
+                                         .where(OAuthCode.expires_at <= now))
+            refresh = await session.scalar(select(func.count()).select_from(OAuthRefreshToken)
+                                           .where(OAuthRefreshToken.expires_at <= now))
+        return int(codes or 0), int(refresh or 0)
+
+    async def _purge(self, session: AsyncSession, now: datetime) -> None:
+        expired_codes = (select(OAuthCode.code_hash).where(OAuthCode.expires_at <= now)
+                         .limit(self._purge_batch).with_for_update(skip_locked=True))
+        await session.execute(delete(OAuthCode).where(OAuthCode.code_hash.in_(expired_codes)))
+        expired_refresh = (select(OAuthRefreshToken.token_hash)
+                           .where(OAuthRefreshToken.expires_at <= now)
+                           .limit(self._purge_batch).with_for_update(skip_locked=True))
+        await session.execute(delete(OAuthRefreshToken).where(
+            OAuthRefreshToken.token_hash.in_(expired_refresh)))
+
     @staticmethod
     async def _revoke_family(session: AsyncSession, family_id: str, now: datetime) -> None:
         await session.execute(update(OAuthRefreshToken)
@@ -216,25 +259,46 @@ class OAuthState:
                                      OAuthRefreshToken.revoked_at.is_(None))
                               .values(revoked_at=now))
 
-    # --- the signing key -----------------------------------------------------------------
+    # --- the signing keys -----------------------------------------------------------------
 
-    async def signing_key(self, make: Callable[[], tuple[str, str]]) -> tuple[str, str]:
-        """(kid, sealed private JWK) of the oldest signing key, made by `make` the first
-        time. Replicas that start together may both insert one; both then read the oldest,
-        so they sign with the same key."""
+    async def signing_keys(self) -> list[SigningKeyRecord]:
+        """Every signing key, newest first: the newest signs, all of them verify."""
         async with self._db.read() as session:
-            row = await session.scalar(
-                select(OAuthSigningKey).order_by(OAuthSigningKey.created_at,
-                                                 OAuthSigningKey.kid).limit(1))
-            if row is not None:
-                return row.kid, row.private_jwk_sealed
-        kid, sealed = make()
+            rows = await session.scalars(select(OAuthSigningKey).order_by(
+                OAuthSigningKey.created_at.desc(), OAuthSigningKey.kid.desc()))
+            return [SigningKeyRecord(row.kid, row.private_jwk_sealed, row.created_at)
+                    for row in rows]
+
+    async def add_signing_key(self, kid: str, sealed: str) -> None:
+        """A new signing key (created now: it becomes the newest). Replicas that start
+        together may each add one; each then signs with the newest it read, and all of them
+        verify with every key, so any replica accepts any replica's tokens."""
         async with self._db.write() as session:
             session.add(OAuthSigningKey(kid=kid, private_jwk_sealed=sealed,
                                         created_at=self._clock()))
-        async with self._db.read() as session:
-            first = await session.scalar(
-                select(OAuthSigningKey).order_by(OAuthSigningKey.created_at,
-                                                 OAuthSigningKey.kid).limit(1))
-            assert first is not None
-            return first.kid, first.private_jwk_sealed
+
+    async def retire_signing_keys(self, superseded_for: timedelta) -> list[str]:
+        """Delete the keys a newer key superseded at least `superseded_for` ago (the kids).
+        The newest key is never retired."""
+        cutoff = self._clock() - superseded_for
+        keys = await self.signing_keys()
+        retired = [older.kid for newer, older in itertools.pairwise(keys)
+                   if _aware(newer.created_at) <= cutoff]
+        # keys are newest first: once one is superseded long enough, all older ones are too
+        if retired:
+            async with self._db.write() as session:
+                await session.execute(delete(OAuthSigningKey)
+                                      .where(OAuthSigningKey.kid.in_(retired)))
+        return retired
+
+
+@dataclass(frozen=True, slots=True)
+class SigningKeyRecord:
+    kid: str
+    private_jwk_sealed: str
+    created_at: datetime
+
+
+def _aware(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes; the hub stores UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
