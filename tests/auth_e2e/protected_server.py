@@ -21,7 +21,8 @@ import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from mcpkit import Server
+from tests.client.oauth_server import mcp_server  # the same read/write tools
+
 from mcpkit.auth.resource import (
     DPoPNonceRequired,
     InvalidToken,
@@ -40,22 +41,6 @@ WRITE_SCOPE = "mcp:write"
 METADATA_PATH = "/.well-known/oauth-protected-resource"
 MAX_BODY_BYTES = 1 << 20
 """The middleware reads a request body to see which tool it calls: at most this much."""
-
-
-def mcp_server() -> Server:
-    server = Server("protected")
-
-    @server.tool()
-    def read() -> str:
-        """Needs mcp:read (any valid token)."""
-        return "read ok"
-
-    @server.tool()
-    def write() -> str:
-        """Needs mcp:write."""
-        return "write ok"
-
-    return server
 
 
 class Protected:
