@@ -313,6 +313,24 @@ async def test_revoking_a_login_ends_its_live_access_tokens(oauth_hub: OAuthHub)
     assert await mcp_status(oauth_hub.url, other["access_token"]) == 200  # another login
 
 
+async def test_revoking_an_access_token_ends_its_login_for_its_client_only(
+        oauth_hub: OAuthHub) -> None:
+    """RFC 7009 for an access token: the login it names (`sid`) ends - its refresh token and
+    its live access tokens - when the client it was issued to revokes it; another client's
+    revocation is answered 200 and ends nothing."""
+    client_id, tokens = await logged_in(oauth_hub)
+    stranger = await register_client(oauth_hub.url)
+    await revoke(oauth_hub.url, tokens["access_token"], stranger)
+    await anyio.sleep(3 * REVOCATION_CHECK_S)  # past the re-check: a revocation would show
+    assert await mcp_status(oauth_hub.url, tokens["access_token"]) == 200
+    await revoke(oauth_hub.url, tokens["access_token"], client_id)
+    assert await refused_within(oauth_hub.url, tokens["access_token"], 10 * REVOCATION_CHECK_S)
+    status, refused = await token_request(oauth_hub.url, grant_type="refresh_token",
+                                          refresh_token=tokens["refresh_token"],
+                                          client_id=client_id)
+    assert status == 400 and refused["error"] == "invalid_grant"
+
+
 async def test_a_reused_refresh_token_ends_the_live_access_tokens(oauth_hub: OAuthHub) -> None:
     client_id, first = await logged_in(oauth_hub)
     status, second = await token_request(oauth_hub.url, grant_type="refresh_token",

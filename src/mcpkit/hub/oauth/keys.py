@@ -158,6 +158,21 @@ class AccessTokens:
             self._verified[digest] = (info.expires_at, user_id, family_id)
         return await self._live_user(user_id, family_id)
 
+    async def login_of(self, token: str) -> tuple[str, str] | None:
+        """(client id, login id) of a valid access token of the hub, else None: what a
+        revocation of the access token (RFC 7009) ends."""
+        try:
+            header = unverified_header(token, self.policy)
+            key = await self._verifying_key(header.get("kid"))
+            info = access_token_info(header, verified_claims(token, key, header), self.policy,
+                                     time.time())
+        except InvalidToken:
+            return None
+        family_id = info.claims.get("sid")
+        if not isinstance(family_id, str) or not family_id or info.client_id is None:
+            return None
+        return info.client_id, family_id
+
     async def _live_user(self, user_id: int, family_id: str) -> UserRecord | None:
         if await self._login_revoked(family_id):
             return None

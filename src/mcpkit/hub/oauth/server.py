@@ -197,9 +197,12 @@ class HubRefreshToken:
 
 
 class RevocableToken:
-    def __init__(self, token_hash: str, client_id: str) -> None:
+    def __init__(self, token_hash: str, client_id: str, access_token: str | None = None
+                 ) -> None:
         self.token_hash = token_hash
         self.client_id = client_id
+        self.access_token = access_token
+        """Set when the token is shaped like one of the hub's JWT access tokens."""
 
     def check_client(self, client: HubClient) -> bool:
         return client.get_client_id() == self.client_id
@@ -386,13 +389,22 @@ class Revocation(RevocationEndpoint):  # type: ignore[misc]
 
     def authenticate_token(self, request: OAuth2Request, client: HubClient
                            ) -> RevocableToken | None:
-        # Access tokens are short-lived JWTs the hub does not list: revoking one is accepted
-        # and ends nothing before it expires (RFC 7009 §2.2 allows it). A refresh token's
-        # whole family is revoked, if it was issued to this client.
+        # A refresh token's whole family (the login) is revoked, if it was issued to this
+        # client; so is the login an access token names (its `sid`), if this client holds it.
+        # The gate then refuses the login's live access tokens within its re-check bound.
         self.check_params(request, client)
-        return RevocableToken(hash_token(request.form["token"]), client.get_client_id())
+        value = request.form["token"]
+        jwt_shaped = value.count(".") == 2
+        return RevocableToken(hash_token(value), client.get_client_id(),
+                              value if jwt_shaped else None)
 
     def revoke_token(self, token: RevocableToken, request: OAuth2Request) -> None:
+        if token.access_token is not None:
+            login = self.server.wait(self.server.tokens.login_of, token.access_token)
+            if login is not None and login[0] == token.client_id:
+                self.server.wait(self.server.store.oauth.revoke_family, login[1],
+                                 token.client_id)
+            return
         self.server.wait(self.server.store.oauth.revoke_family_of, token.token_hash,
                          token.client_id)
 

@@ -218,6 +218,19 @@ class OAuthState:
             await self._revoke_family(session, family, now)
             return True
 
+    async def revoke_family(self, family_id: str, client_id: str) -> bool:
+        """Revoke the login `family_id` if it was issued to `client_id` (an access token's
+        revocation, RFC 7009: the token names its login)."""
+        now = self._clock()
+        async with self._db.write() as session:
+            issued = await session.scalar(select(func.count()).select_from(OAuthRefreshToken)
+                                          .where(OAuthRefreshToken.family_id == family_id,
+                                                 OAuthRefreshToken.client_id == client_id))
+            if not issued:
+                return False
+            await self._revoke_family(session, family_id, now)
+            return True
+
     async def family_revoked(self, family_id: str) -> bool:
         async with self._db.read() as session:
             revoked = await session.scalar(select(func.count()).select_from(OAuthRefreshToken)
