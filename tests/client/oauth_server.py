@@ -12,10 +12,12 @@ Everything it issued or received is recorded so tests can look for leaks."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import secrets
 import threading
 import time
 import urllib.parse
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -342,3 +344,15 @@ async def _call(handler: Any, request: Request) -> Response:
 
 def _json(doc: dict[str, Any]) -> Response:
     return JSONResponse(doc)
+
+
+@contextlib.contextmanager
+def running(**serve: Any) -> Iterator[AuthServer]:
+    """A fresh `AuthServer` served on 127.0.0.1 for the block (`serve`: serve_in_thread's
+    options, e.g. `ws=` for the WebSocket tests), its `base` set."""
+    from tests.procs import serve_in_thread
+
+    auth = AuthServer()
+    with serve_in_thread(app(auth), **{"name": "oauth", **serve}) as base:
+        auth.base = base
+        yield auth

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import anyio
 import pytest
-from tests.client.oauth_server import AuthServer, app
-from tests.procs import serve_in_thread
+from tests.client import oauth_server
+from tests.client.oauth_server import AuthServer
 
 from mcpkit import Client
 from mcpkit.auth.errors import AuthorizationError, AuthorizationFailed
@@ -26,9 +26,7 @@ ERA = "2025-11-25"  # pinned: no era probe, so each test's first request is the 
 
 @pytest.fixture
 def server() -> Iterator[AuthServer]:
-    auth = AuthServer()
-    with serve_in_thread(app(auth), name="oauth") as base:
-        auth.base = base
+    with oauth_server.running() as auth:
         yield auth
 
 

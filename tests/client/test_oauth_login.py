@@ -16,8 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.client.oauth_server import AuthServer, app
-from tests.procs import free_port, serve_in_thread, stop_process
+from tests.client import oauth_server
+from tests.client.oauth_server import AuthServer
+from tests.procs import free_port, stop_process
 
 from mcpkit import Client
 from mcpkit.client.oauth import OAuth
@@ -31,9 +32,7 @@ PASTE_LOGIN = Path(__file__).with_name("paste_login.py")
 
 @pytest.fixture
 def server() -> Iterator[AuthServer]:
-    auth = AuthServer()
-    with serve_in_thread(app(auth), name="oauth") as base:
-        auth.base = base
+    with oauth_server.running() as auth:
         yield auth
 
 

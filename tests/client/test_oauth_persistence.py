@@ -19,9 +19,10 @@ from pathlib import Path
 import anyio
 import msgspec
 import pytest
+from tests.client import oauth_server
 from tests.client.keyring_service import secret_service
-from tests.client.oauth_server import AuthServer, app
-from tests.procs import released_together, serve_in_thread
+from tests.client.oauth_server import AuthServer
+from tests.procs import released_together
 
 from mcpkit import Client
 from mcpkit.auth.errors import AuthorizationError, AuthorizationFailed
@@ -40,9 +41,7 @@ WORKER_TIMEOUT_S = 60.0
 
 @pytest.fixture
 def server() -> Iterator[AuthServer]:
-    auth = AuthServer()
-    with serve_in_thread(app(auth), name="oauth") as base:
-        auth.base = base
+    with oauth_server.running() as auth:
         yield auth
 
 

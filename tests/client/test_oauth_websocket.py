@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from tests.client.oauth_server import AuthServer, app
-from tests.procs import serve_in_thread
+from tests.client import oauth_server
+from tests.client.oauth_server import AuthServer
 
 from mcpkit import Client
 from mcpkit.client import ConnectOptions
@@ -25,9 +25,7 @@ WEBSOCKET = ConnectOptions(kind="websocket")
 
 @pytest.fixture
 def server() -> Iterator[AuthServer]:
-    auth = AuthServer()
-    with serve_in_thread(app(auth), name="oauth-ws", ws="websockets-sansio") as base:
-        auth.base = base
+    with oauth_server.running(name="oauth-ws", ws="websockets-sansio") as auth:
         yield auth
 
 

@@ -21,9 +21,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from tests.client.oauth_server import AuthServer, app
+from tests.client import oauth_server
+from tests.client.oauth_server import AuthServer
 from tests.manager.test_cli import PY, RUN_TIMEOUT_S, User, error_line
-from tests.procs import free_port, serve_in_thread
+from tests.procs import free_port
 
 FAKE_BROWSER = str(Path(__file__).parent / "fake_browser.py")
 MAX_STDERR_LINES = 50
@@ -31,9 +32,7 @@ MAX_STDERR_LINES = 50
 
 @pytest.fixture
 def protected() -> Iterator[AuthServer]:
-    auth = AuthServer()
-    with serve_in_thread(app(auth), name="oauth") as base:
-        auth.base = base
+    with oauth_server.running() as auth:
         yield auth
 
 

@@ -12,8 +12,8 @@ import socket
 from collections.abc import Iterator
 
 import pytest
-from tests.client import machine_server
-from tests.client.oauth_server import AuthServer, app
+from tests.client import machine_server, oauth_server
+from tests.client.oauth_server import AuthServer
 from tests.manager.test_cli import User, error_line, hint
 from tests.procs import serve_in_thread
 
@@ -25,9 +25,7 @@ from mcpkit.manager.manager import ServerManager
 
 @pytest.fixture(scope="module")
 def protected() -> Iterator[AuthServer]:
-    auth = AuthServer()
-    with serve_in_thread(app(auth), name="oauth") as base:
-        auth.base = base
+    with oauth_server.running() as auth:
         yield auth
 
 
