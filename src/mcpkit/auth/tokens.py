@@ -94,6 +94,20 @@ def _token_type(token_type: str, dpop: bool) -> str:
     raise AuthorizationError(f"the token type {shown!r} is not supported ({supported})")
 
 
+def oauth_error_code(body: bytes) -> str | None:
+    """The `error` code of an OAuth error body (RFC 6749 §5.2), if it has one and it is made
+    of the characters the RFC allows (so it is safe to show); else None."""
+    try:
+        doc = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return None
+    error = doc.get("error") if isinstance(doc, dict) else None
+    if isinstance(error, str) and 0 < len(error) <= 64 and all(
+            0x20 <= ord(ch) <= 0x7E and ch not in '"\\' for ch in error):
+        return error
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class TokenKey:
     resource: str

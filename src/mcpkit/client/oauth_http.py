@@ -16,6 +16,7 @@ import msgspec
 from mcpkit.auth.discovery import check_endpoint_url
 from mcpkit.auth.errors import AuthorizationError
 from mcpkit.auth.metadata import MAX_DOCUMENT_BYTES
+from mcpkit.auth.tokens import oauth_error_code
 from mcpkit.transports.client._aiohttp import read_body
 from mcpkit.transports.client.base import MessageTooLarge
 
@@ -36,17 +37,8 @@ class Reply:
         return 200 <= self.status < 300
 
     def oauth_error(self) -> str | None:
-        """The `error` code of an OAuth error body (RFC 6749 §5.2), if it has one and it is
-        made of the characters the RFC allows (so it is safe to show)."""
-        try:
-            doc = msgspec.json.decode(self.body)
-        except msgspec.DecodeError:
-            return None
-        error = doc.get("error") if isinstance(doc, dict) else None
-        if isinstance(error, str) and 0 < len(error) <= 64 and all(
-                0x20 <= ord(ch) <= 0x7E and ch not in '"\\' for ch in error):
-            return error
-        return None
+        """The `error` code of an OAuth error body, when it has a safe one."""
+        return oauth_error_code(self.body)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from mcpkit.auth.discovery import check_endpoint_url
 from mcpkit.auth.errors import AuthorizationError
 from mcpkit.auth.metadata import MAX_DOCUMENT_BYTES
 from mcpkit.auth.resource import VerifierUnavailable
+from mcpkit.auth.tokens import oauth_error_code
 
 DEFAULT_FETCH_TIMEOUT_S = 10.0
 """Bound on each exchange with the authorization server (connect + whole response)."""
@@ -24,6 +25,10 @@ DEFAULT_FETCH_TIMEOUT_S = 10.0
 class Fetched:
     status: int
     body: bytes
+
+    def oauth_error(self) -> str | None:
+        """The `error` code of an OAuth error body, when it has a safe one."""
+        return oauth_error_code(self.body)
 
 
 @dataclass(frozen=True, slots=True)

@@ -186,7 +186,7 @@ class IntrospectionVerifier:
             reply = await self._http.post_form(
                 self.endpoint, {"token": token, "token_type_hint": "access_token"},
                 {"Authorization": self._authorization})
-        if reply.status == 400 and _oauth_error(reply.body) in TOKEN_REFUSALS:
+        if reply.status == 400 and reply.oauth_error() in TOKEN_REFUSALS:
             # The AS refuses this token outright (oidc-provider cannot introspect its own JWT
             # access tokens, RFC 7662 §2.2 / RFC 7009 §2.2.1 style): the caller's fault.
             outcome: AuthInfo | InvalidToken = InvalidToken(
@@ -208,14 +208,3 @@ TOKEN_REFUSALS = frozenset({"unsupported_token_type", "invalid_token"})
 """OAuth error codes of a 400 from the introspection endpoint that are about the token, not
 about this server's request or the AS's health."""
 
-
-def _oauth_error(body: bytes) -> str | None:
-    """The `error` of an OAuth error body (already bounded by the fetch), else None."""
-    import msgspec
-
-    try:
-        doc = msgspec.json.decode(body)
-    except msgspec.DecodeError:
-        return None
-    error = doc.get("error") if isinstance(doc, dict) else None
-    return error if isinstance(error, str) else None
