@@ -42,7 +42,7 @@ from mcpkit.auth.access_token import (
     unverified_header,
     verified_claims,
 )
-from mcpkit.auth.resource import InvalidToken
+from mcpkit.auth.resource import AuthInfo, InvalidToken
 from mcpkit.hub.crypto import SecretBox, hash_token
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store import NotFound, Store, UserRecord
@@ -142,14 +142,8 @@ class AccessTokens:
         if known is not None and time.time() < known[0]:
             return await self._live_user(known[1], known[2])
         try:
-            header = unverified_header(token, self.policy)
-            key = await self._verifying_key(header.get("kid"))
-            info = access_token_info(header, verified_claims(token, key, header), self.policy,
-                                     time.time())
+            info, family_id = await self._checked(token)
             user_id = int(info.subject)
-            family_id = info.claims.get("sid")
-            if not isinstance(family_id, str) or not family_id:
-                raise InvalidToken("the access token names no login (sid)")
         except (InvalidToken, ValueError):
             return None
         if info.expires_at is not None:
@@ -162,16 +156,22 @@ class AccessTokens:
         """(client id, login id) of a valid access token of the hub, else None: what a
         revocation of the access token (RFC 7009) ends."""
         try:
-            header = unverified_header(token, self.policy)
-            key = await self._verifying_key(header.get("kid"))
-            info = access_token_info(header, verified_claims(token, key, header), self.policy,
-                                     time.time())
+            info, family_id = await self._checked(token)
         except InvalidToken:
             return None
+        return (info.client_id, family_id) if info.client_id is not None else None
+
+    async def _checked(self, token: str) -> tuple[AuthInfo, str]:
+        """A hub access token's checked claims and the login (`sid`) it names, or
+        InvalidToken."""
+        header = unverified_header(token, self.policy)
+        key = await self._verifying_key(header.get("kid"))
+        info = access_token_info(header, verified_claims(token, key, header), self.policy,
+                                 time.time())
         family_id = info.claims.get("sid")
-        if not isinstance(family_id, str) or not family_id or info.client_id is None:
-            return None
-        return info.client_id, family_id
+        if not isinstance(family_id, str) or not family_id:
+            raise InvalidToken("the access token names no login (sid)")
+        return info, family_id
 
     async def _live_user(self, user_id: int, family_id: str) -> UserRecord | None:
         if await self._login_revoked(family_id):
