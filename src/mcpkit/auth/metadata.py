@@ -15,6 +15,7 @@ from typing import Annotated, TypeVar
 import msgspec
 
 from mcpkit.auth.errors import AuthorizationError
+from mcpkit.errors import McpkitError
 
 T = TypeVar("T")
 
@@ -61,17 +62,19 @@ class AuthorizationServerMetadata(msgspec.Struct, frozen=True):
 
 
 def decode_document(body: bytes, kind: type[T], what: str,
-                       max_bytes: int = MAX_DOCUMENT_BYTES) -> T:
-    """Decode a metadata document strictly: AuthorizationError naming `what` and the field
-    at fault (never the document's content) when it is too large or does not conform."""
+                    max_bytes: int = MAX_DOCUMENT_BYTES, *,
+                    error: type[McpkitError] = AuthorizationError) -> T:
+    """Decode a JSON document strictly into `kind`: `error` (AuthorizationError for what a
+    server sent) naming `what` and the field at fault - never the document's content, which
+    may hold a secret - when it is too large or does not conform."""
     if len(body) > max_bytes:
-        raise AuthorizationError(f"{what} is over the {max_bytes}-byte limit")
+        raise error(f"{what} is over the {max_bytes}-byte limit")
     try:
         return msgspec.json.decode(body, type=kind)
     except msgspec.ValidationError as exc:
-        raise AuthorizationError(f"{what} is invalid: {exc}") from None
+        raise error(f"{what} is invalid: {exc}") from None
     except msgspec.DecodeError:
-        raise AuthorizationError(f"{what} is not a JSON object") from None
+        raise error(f"{what} is not a JSON object") from None
 
 
 def check_issuer(metadata: AuthorizationServerMetadata, expected: str) -> None:

@@ -20,7 +20,11 @@ from typing import Annotated, TypeVar
 
 import msgspec
 
-from mcpkit.auth.metadata import MAX_DOCUMENT_BYTES, AuthorizationServerMetadata
+from mcpkit.auth.metadata import (
+    MAX_DOCUMENT_BYTES,
+    AuthorizationServerMetadata,
+    decode_document,
+)
 from mcpkit.auth.tokens import ClientRegistration, TokenKey, TokenSet, mask
 from mcpkit.errors import UsageError
 
@@ -173,12 +177,5 @@ def decode_registration(data: bytes, where: str) -> tuple[str, str, ClientRegist
 
 
 def _decode(data: bytes, kind: type[T], where: str) -> T:
-    if len(data) > MAX_RECORD_BYTES:
-        raise TokenStoreError(f"{where} is over the {MAX_RECORD_BYTES}-byte record limit")
-    try:
-        return msgspec.json.decode(data, type=kind)
-    except msgspec.ValidationError as exc:
-        raise TokenStoreError(f"{where} is not a valid record: {exc}") from None
-    except msgspec.DecodeError:
-        raise TokenStoreError(f"{where} is not JSON") from None
+    return decode_document(data, kind, where, MAX_RECORD_BYTES, error=TokenStoreError)
 
