@@ -34,6 +34,16 @@ def check_endpoint_url(url: str) -> None:
         f"refusing the OAuth URL {url!r}: only HTTPS (or HTTP on loopback) is allowed")
 
 
+def http_form(url: str) -> str:
+    """The http(s) URL of an MCP server's URL: a WebSocket server (ws, wss) is discovered,
+    named as a resource, probed, and has its logins kept at its http/https form."""
+    parts = urllib.parse.urlsplit(url)
+    scheme = {"ws": "http", "wss": "https"}.get(parts.scheme.lower())
+    if scheme is None:
+        return url
+    return urllib.parse.urlunsplit((scheme, parts.netloc, parts.path, parts.query, parts.fragment))
+
+
 def origin(url: str) -> str:
     parts = urllib.parse.urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}"

@@ -31,13 +31,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import urllib.parse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import anyio
 
 from mcpkit.auth.challenge import BearerChallenge, parse_bearer_challenge
+from mcpkit.auth.discovery import http_form
 from mcpkit.auth.dpop import DPoPKey, is_dpop_token_type
 from mcpkit.auth.errors import AuthorizationError, AuthorizationNotConfigured
 from mcpkit.auth.metadata import MAX_DOCUMENT_BYTES, AuthorizationServerMetadata, check_pkce
@@ -171,7 +171,7 @@ class OAuth:
         """Authorize now for the MCP server at `url` (`mcpkit mcp login`), whatever tokens
         there are: the challenge comes from an unauthenticated probe of the server (its
         401), else discovery starts at the protected-resource metadata's well-known URLs."""
-        target = _http_form(url)
+        target = http_form(url)
         reply = await self._http.post_json(target, PROBE_MESSAGE)
         value = next((v for k, v in reply.headers.items() if k.lower() == "www-authenticate"),
                      None)
@@ -236,7 +236,7 @@ class OAuth:
 
     async def _authorize(self, url: str, challenge: BearerChallenge,
                          wanted: list[str] | None) -> None:
-        found = await discover(self._http, _http_form(url), challenge.resource_metadata)
+        found = await discover(self._http, http_form(url), challenge.resource_metadata)
         metadata, resource = found.metadata, found.resource
         check_pkce(metadata)
         if wanted is not None:  # step-up: what was asked before plus the challenged scopes
@@ -377,12 +377,3 @@ class OAuth:
         for, space-separated (one URI: just that URI)."""
         return " ".join(self.redirect_uris)
 
-
-def _http_form(url: str) -> str:
-    """The HTTP URL of an MCP server's URL: a WebSocket server's (ws, wss) is discovered,
-    named as a resource and probed at its http/https form."""
-    parts = urllib.parse.urlsplit(url)
-    scheme = {"ws": "http", "wss": "https"}.get(parts.scheme.lower())
-    if scheme is None:
-        return url
-    return urllib.parse.urlunsplit((scheme, parts.netloc, parts.path, parts.query, parts.fragment))

@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
+from mcpkit.auth.discovery import http_form
 from mcpkit.errors import McpkitError, UsageError
 from mcpkit.manager.cli_config import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, ConfigFiles
 from mcpkit.manager.cli_edit import split_scopes
 from mcpkit.manager.cli_render import mask_url
 from mcpkit.manager.config import ConfigError, ServerConfig
-from mcpkit.manager.login import http_form
 from mcpkit.manager.oauth_settings import OAuthSettings, check_callback_port
 
 if TYPE_CHECKING:

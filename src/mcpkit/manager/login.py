@@ -19,8 +19,8 @@ import logging
 import shlex
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit, urlunsplit
 
+from mcpkit.auth.discovery import http_form
 from mcpkit.errors import McpkitError
 from mcpkit.manager.config import ServerConfig
 
@@ -95,10 +95,3 @@ async def server_auth(config: ServerConfig, environ: Mapping[str, str]
     except McpkitError as exc:
         log.warning("the login kept for MCP server %s cannot be used: %s", config.name, exc)
         return None
-
-
-def http_form(url: str) -> str:
-    """A WebSocket server's logins are kept under its http(s) URL (its resource's form)."""
-    parts = urlsplit(url)
-    scheme = {"ws": "http", "wss": "https"}.get(parts.scheme.lower())
-    return urlunsplit(parts._replace(scheme=scheme)) if scheme else url
