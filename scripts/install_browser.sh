@@ -17,6 +17,7 @@ log() { echo "[browser] $*" >&2; }
 chromium_bin() { command -v chromium 2>/dev/null || command -v chromium-browser 2>/dev/null || true; }
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib/retry.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/lib/apt.sh"
 
 if [ -n "$(chromium_bin)" ]; then
   log "already installed: $("$(chromium_bin)" --version 2>/dev/null) ($(chromium_bin))"
@@ -29,15 +30,8 @@ if [ "$EUID" -ne 0 ]; then
 fi
 command -v apt-get >/dev/null || { log "chromium is missing and there is no apt-get (not Debian?)"; exit 1; }
 
-export DEBIAN_FRONTEND=noninteractive
-APT_OPTS=(-q -o DPkg::Lock::Timeout=300)
-apt_install() {
-  dpkg --configure -a || true  # an attempt killed mid-install leaves dpkg half-configured
-  apt-get "${APT_OPTS[@]}" install -y chromium </dev/null
-}
 t0=$(date +%s)
 log "installing: chromium"
-retry 3 apt-get "${APT_OPTS[@]}" update </dev/null
-retry 3 apt_install
+apt_get_install --with-recommends chromium
 [ -n "$(chromium_bin)" ] || { log "chromium still missing after the install"; exit 1; }
 log "installed in $(($(date +%s) - t0))s: $("$(chromium_bin)" --version 2>/dev/null)"

@@ -15,6 +15,7 @@ set -euo pipefail
 log() { echo "[keyring] $*" >&2; }
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib/retry.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/lib/apt.sh"
 
 missing_packages() { # prints the packages to install, one a line
   command -v gnome-keyring-daemon >/dev/null 2>&1 || echo gnome-keyring
@@ -39,16 +40,9 @@ if [ "$EUID" -ne 0 ]; then
 fi
 command -v apt-get >/dev/null || { log "missing ${PACKAGES[*]} and no apt-get (not Debian?)"; exit 1; }
 
-export DEBIAN_FRONTEND=noninteractive
-APT_OPTS=(-q -o DPkg::Lock::Timeout=300)
-apt_install() {
-  dpkg --configure -a || true  # an attempt killed mid-install leaves dpkg half-configured
-  apt-get "${APT_OPTS[@]}" install -y --no-install-recommends "${PACKAGES[@]}" </dev/null
-}
 t0=$(date +%s)
 log "installing: ${PACKAGES[*]}"
-retry 3 apt-get "${APT_OPTS[@]}" update </dev/null
-retry 3 apt_install
+apt_get_install "${PACKAGES[@]}"
 left="$(missing_packages | tr '\n' ' ')"
 if [ -n "$left" ]; then log "still missing after the install: $left"; exit 1; fi
 log "installed in $(($(date +%s) - t0))s"

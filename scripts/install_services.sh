@@ -49,6 +49,7 @@ print_versions() {
 }
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib/retry.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/lib/apt.sh"
 
 # System servers: postgres started with a config under /etc/postgresql (a Debian cluster),
 # redis-server running as the `redis` user (the Debian service); our throwaway servers are
@@ -111,20 +112,10 @@ else
   CREATED_POLICY=1
 fi
 
-export DEBIAN_FRONTEND=noninteractive
-APT_OPTS=(-q -o DPkg::Lock::Timeout=300 -o Dpkg::Options::=--force-confdef
-          -o Dpkg::Options::=--force-confold)
-apt_install() {
-  # a previous attempt killed mid-install leaves dpkg half-configured: finish that first
-  dpkg --configure -a || true
-  apt-get "${APT_OPTS[@]}" install -y --no-install-recommends "${PACKAGES[@]}" </dev/null
-}
-
 BEFORE="$(system_server_pids | tr '\n' ' ')"
 t0=$(date +%s)
 log "installing: ${PACKAGES[*]}"
-retry 3 apt-get "${APT_OPTS[@]}" update </dev/null
-retry 3 apt_install
+apt_get_install "${PACKAGES[@]}"
 stop_new_system_servers "$BEFORE"
 log "installed in $(($(date +%s) - t0))s"
 
