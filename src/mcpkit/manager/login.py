@@ -30,9 +30,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_CAUSES = 20
-"""How far down an exception's causes the search goes (a cycle cannot loop)."""
-
 
 def login_command(name: str) -> str:
     """What the user runs to log in to server `name`."""
@@ -45,30 +42,14 @@ def needs_login(config: ServerConfig, failure: BaseException | None) -> bool:
         return False
     if config.oauth is not None and config.oauth.grant == "client_credentials":
         return False  # the client gets its own tokens: a refusal is a failure to fix
-    from mcpkit.auth.challenge import parse_bearer_challenge
-    from mcpkit.auth.errors import AuthorizationFailed, AuthorizationNotConfigured
-    from mcpkit.transports.client.base import HttpStatusError
+    from mcpkit.client.auth_refusal import authorization_refusal
 
-    for cause in _causes(failure):
-        if isinstance(cause, AuthorizationFailed):
-            return isinstance(cause.reason, AuthorizationNotConfigured)
-        if isinstance(cause, HttpStatusError) and cause.status == 401:
-            if config.oauth is not None:
-                return True
-            value = next((v for k, v in cause.headers.items()
-                          if k.lower() == "www-authenticate"), None)
-            challenge = parse_bearer_challenge(value)
-            return challenge is not None and challenge.resource_metadata is not None
-    return False
-
-
-def _causes(failure: BaseException) -> list[BaseException]:
-    found: list[BaseException] = []
-    current: BaseException | None = failure
-    while current is not None and len(found) < MAX_CAUSES and current not in found:
-        found.append(current)
-        current = current.__cause__ or current.__context__
-    return found
+    refusal = authorization_refusal(failure)
+    if refusal is None:
+        return False
+    if refusal.status is None:  # the client's OAuth failed before asking the server
+        return refusal.login_needed
+    return config.oauth is not None or refusal.oauth_challenge
 
 
 async def server_auth(config: ServerConfig, environ: Mapping[str, str]

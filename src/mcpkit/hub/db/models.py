@@ -54,7 +54,7 @@ from sqlalchemy.types import TypeDecorator
 from mcpkit.errors import InvalidArgument
 
 TRANSPORTS = ("http", "sse", "ws", "stdio")
-HEALTH_STATUSES = ("unknown", "healthy", "unhealthy")
+HEALTH_STATUSES = ("unknown", "healthy", "unhealthy", "needs_auth")
 AUDIT_OUTCOMES = ("ok", "tool_error", "error", "denied", "timeout")
 
 NAME_LENGTH = 63  # `^[a-z0-9][a-z0-9_-]{0,62}$`
@@ -159,6 +159,9 @@ class Upstream(Base):
     # Fernet tokens (see mcpkit.hub.crypto): a JSON object of header values, a bearer string
     headers_encrypted: Mapped[str | None] = mapped_column(Text)
     bearer_encrypted: Mapped[str | None] = mapped_column(Text)
+    # the same for catalog fetches and health checks, when they differ from the calls' (0007)
+    catalog_headers_encrypted: Mapped[str | None] = mapped_column(Text)
+    catalog_bearer_encrypted: Mapped[str | None] = mapped_column(Text)
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     enabled_tools: Mapped[list[str] | None] = mapped_column(JSON(none_as_null=True))  # None: all
     disabled_tools: Mapped[list[str]] = mapped_column(JSON, default=list)
