@@ -42,6 +42,7 @@
     │   ├── DecodeFailure        a message that does not decode (what to answer is in it)
     │   ├── EventTooLarge        an SSE event over the parser's limit (also ValueError)
     │   ├── UpstreamUnavailable, UpstreamDown, CatalogTooLarge    a hub's upstream server
+    │   │   └── UpstreamNeedsAuth   it wants a login or credentials the hub lacks (401)
     │   ├── AuthorizationError   OAuth: the resource or authorization server refused or
     │   │                        sent something unusable (metadata, issuer, iss, tokens);
     │   │                        CallbackRefused: strays flooded the loopback listener;

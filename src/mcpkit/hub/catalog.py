@@ -7,7 +7,14 @@ the health checker do.
 
 A failing upstream raises `UpstreamUnavailable` with a one-line reason, after
 `refresh_catalog` recorded it as the upstream's `last_error` (status "unhealthy"); the stored
-catalog is then left as it was, so a flapping upstream keeps its last good list.
+catalog is then left as it was, so a flapping upstream keeps its last good list. An upstream
+that wants authorization the hub lacks (a 401, the owner's login missing or dead:
+`needs_auth.py`) raises `UpstreamNeedsAuth` (an `UpstreamUnavailable`) and is recorded as
+"needs_auth", with the action that fixes it in `last_error`.
+
+Credentials: the upstream's catalog credentials when it has any (`catalog_headers`,
+`catalog_bearer`), else the ones its calls use (`store.upstreams.credentials(...,
+purpose="catalog")`).
 
 Bounded: in time by the upstream's timeouts, in count, bytes and nesting by
 `catalog_limits.py` (checked page by page, as the lists arrive). The connection is
@@ -28,15 +35,17 @@ import anyio
 import msgspec
 
 from mcpkit.client import Client, ServerError
+from mcpkit.hub import needs_auth
 from mcpkit.hub.catalog_limits import CatalogBudget, CatalogLimits, CatalogTooLarge
-from mcpkit.hub.store.records import Catalog, Credentials, UpstreamRecord
+from mcpkit.hub.needs_auth import UpstreamNeedsAuth
+from mcpkit.hub.store.records import Catalog, Credentials, HealthStatus, UpstreamRecord
 from mcpkit.hub.upstream_client import UpstreamUnavailable, reason, upstream_client
 from mcpkit.protocol import headers, types
 from mcpkit.protocol.errors import METHOD_NOT_FOUND
 from mcpkit.protocol.versions import Era
 
-__all__ = ["CatalogLimits", "CatalogTooLarge", "Fetcher", "UpstreamUnavailable", "fetch_catalog",
-           "reason", "refresh_catalog"]
+__all__ = ["CatalogLimits", "CatalogTooLarge", "Fetcher", "UpstreamNeedsAuth",
+           "UpstreamUnavailable", "fetch_catalog", "reason", "refresh_catalog"]
 
 if TYPE_CHECKING:
     from mcpkit.hub.settings import HubSettings
@@ -68,6 +77,10 @@ async def fetch_catalog(
         raise UpstreamUnavailable(
             f"{upstream.name}: no catalog within {limit:g} s (connect + list)") from None
     except Exception as error:  # anything a foreign server or the network can do
+        refused = needs_auth.refusal(upstream, error, sent_credentials=bool(
+            credentials.bearer or credentials.headers))
+        if refused is not None:
+            raise refused from error
         raise UpstreamUnavailable(f"{upstream.name}: {reason(error)}") from error
 
 
@@ -79,17 +92,21 @@ async def refresh_catalog(
     fetch: Fetcher | None = None,
 ) -> Catalog:
     """Fetch the upstream's catalog (with `fetch`, default `fetch_catalog`), store it and mark
-    the upstream healthy; on failure record the error (unhealthy) and raise
-    `UpstreamUnavailable`. `NotFound` if the upstream went away meanwhile."""
-    credentials = await store.upstreams.credentials(upstream.user_id, upstream.id)
+    the upstream healthy; on failure record the error ("needs_auth" for `UpstreamNeedsAuth`,
+    else "unhealthy") and raise `UpstreamUnavailable`. `NotFound` if the upstream went away
+    meanwhile."""
     try:
+        credentials = await store.upstreams.credentials(upstream.user_id, upstream.id,
+                                                        purpose="catalog")
         catalog = await (fetch or fetch_catalog)(upstream, credentials, settings)
         await _check_user_total(store, upstream, catalog, settings)
+    except needs_auth.login_errors() as error:  # the owner's login, before any request
+        refused = needs_auth.refusal(upstream, error, sent_credentials=False)
+        assert refused is not None
+        await _record_failure(store, upstream, refused)
+        raise refused from error
     except UpstreamUnavailable as error:
-        log.info("upstream %s of user %s is unavailable: %s", upstream.id, upstream.user_id,
-                 error)
-        await store.upstreams.set_health(upstream.user_id, upstream.id, "unhealthy",
-                                         error=str(error))
+        await _record_failure(store, upstream, error)
         raise
     await store.catalog.replace(
         upstream.user_id,
@@ -101,6 +118,13 @@ async def refresh_catalog(
     )
     await store.upstreams.set_health(upstream.user_id, upstream.id, "healthy")
     return catalog
+
+
+async def _record_failure(store: Store, upstream: UpstreamRecord,
+                          error: UpstreamUnavailable) -> None:
+    status: HealthStatus = "needs_auth" if isinstance(error, UpstreamNeedsAuth) else "unhealthy"
+    log.info("upstream %s of user %s is %s: %s", upstream.id, upstream.user_id, status, error)
+    await store.upstreams.set_health(upstream.user_id, upstream.id, status, error=str(error))
 
 
 async def _check_user_total(

@@ -18,6 +18,11 @@ Several replicas: with Redis configured, a check first takes the upstream's lock
 replica checks a given upstream per interval and the others skip it. If Redis fails, the
 check goes ahead: checking twice is harmless, not checking is not.
 
+An upstream that wants authorization the hub lacks - it answers 401 (an expired or revoked
+token, no login yet), or its owner's login is missing or dead - is "needs_auth", with the
+login action in `last_error` (`needs_auth.py`); one that cannot be reached or listed is
+"unhealthy". The checks use the upstream's catalog credentials when it has any.
+
 Nothing stops the loop but shutdown: a failing upstream is just "unhealthy" (so is one whose
 check failed in the hub - a key that cannot open its credentials, a bug - with a generic
 `last_error` and the details in the log), and anything else (the database away, a listener
@@ -40,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from redis.exceptions import RedisError
 
-from mcpkit.hub.catalog import UpstreamUnavailable, refresh_catalog
+from mcpkit.hub.catalog import UpstreamNeedsAuth, UpstreamUnavailable, refresh_catalog
 from mcpkit.hub.db.models import utcnow
 from mcpkit.hub.store import Catalog, NotFound, StoreError, UpstreamRecord
 
@@ -158,9 +163,10 @@ class HealthChecker:
 
     async def _refresh(self, upstream: UpstreamRecord) -> str:
         """Refresh within the slots and the upstream's bounds: "ok" (healthy, catalog stored),
-        "unavailable" (the upstream failed), "error" (the hub failed), each but "ok" recorded
-        as unhealthy - so a check that keeps failing cannot stay due and crowd the others out
-        of every pass - or GONE (deleted meanwhile)."""
+        "needs_auth" (recorded so: a login or credentials are wanted), "unavailable" (the
+        upstream failed), "error" (the hub failed), these two recorded as unhealthy - each
+        recorded, so a check that keeps failing cannot stay due and crowd the others out of
+        every pass - or GONE (deleted meanwhile)."""
         context = self.context
         assert context.refresh_slots is not None
         limit = upstream.connect_timeout_s + upstream.call_timeout_s + CHECK_MARGIN_S
@@ -169,6 +175,8 @@ class HealthChecker:
                 with anyio.fail_after(limit):
                     await refresh_catalog(context.store, upstream, context.settings,
                                           fetch=context.fetch)
+            except UpstreamNeedsAuth:  # recorded as needs_auth by refresh_catalog
+                return "needs_auth"
             except UpstreamUnavailable:  # recorded as unhealthy by refresh_catalog
                 return "unavailable"
             except NotFound:

@@ -15,7 +15,7 @@ Every name starts with `mcpkit_hub_`:
     mcp_requests_total{method,outcome}            + mcp_request_duration_seconds{method}
     mcp_tool_calls_total{outcome}                 + mcp_tool_call_duration_seconds
     upstreams{health}                             enabled upstreams by health (health checker)
-    upstream_checks_total{outcome}                ok | unavailable | error (health checker)
+    upstream_checks_total{outcome}                ok | needs_auth | unavailable | error
     rate_limited_total                            requests refused by the rate limiter
 
 Label values are bounded, because each one is a time series kept forever: `route` is the
@@ -35,7 +35,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, get_args
 
 from fastapi import APIRouter, Response
 from prometheus_client import (
@@ -60,8 +60,8 @@ UNMATCHED = "unmatched"
 HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 MCP_METHODS = frozenset(CLIENT_REQUESTS) | frozenset(CLIENT_NOTIFICATIONS)
 MCP_OUTCOMES = ("ok", "error", "tool_error", "cancelled")
-CHECK_OUTCOMES = ("ok", "unavailable", "error")
-HEALTH_STATUSES: tuple[HealthStatus, ...] = ("unknown", "healthy", "unhealthy")
+CHECK_OUTCOMES = ("ok", "needs_auth", "unavailable", "error")
+HEALTH_STATUSES: tuple[HealthStatus, ...] = get_args(HealthStatus)
 CALL_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 """Seconds: MCP requests and tool calls last from milliseconds to the upstream's call timeout."""
 
@@ -123,8 +123,9 @@ class HubMetrics:
         self.tool_call_duration.observe(max(0.0, seconds))
 
     def observe_check(self, outcome: str) -> None:
-        """One upstream health check: "ok", "unavailable" (the upstream failed) or "error"
-        (the hub failed: its database, a bug)."""
+        """One upstream health check: "ok", "needs_auth" (the upstream wants a login or
+        credentials), "unavailable" (the upstream failed) or "error" (the hub failed: its
+        database, a bug)."""
         self.upstream_checks.labels(_bounded(outcome, CHECK_OUTCOMES)).inc()
 
     def set_upstream_health(self, counts: Mapping[HealthStatus, int]) -> None:

@@ -15,6 +15,8 @@
 | 415    | unsupported_media_type  | a body that is not application/json                   |
 | 422    | invalid                 | a field is wrong: `field` names it, `message` says why|
 | 502    | upstream_unavailable    | a refresh could not reach or list the upstream        |
+| 502    | upstream_needs_auth     | a refresh found the upstream asking for authorization |
+|        |                         | (its login or credentials): `message` says how        |
 | 503    | unavailable             | the database cannot be reached                        |
 | 500    | internal                | a bug: logged with its traceback, never its details   |
 

@@ -11,7 +11,9 @@ One page shape everywhere: `{"items": [...], "next_cursor": "…" | null}` - pas
 for the next page; null means the last one.
 
 Secrets are write-only: `headers` values and `bearer_token` go in, and come back only as
-`headers` with masked values, `has_bearer` and `bearer_token_hint` ("…wxyz" for a long one).
+`headers` with masked values, `has_bearer` and `bearer_token_hint` ("…wxyz" for a long one);
+the same for `catalog_headers` and `catalog_bearer_token`, the optional credentials of catalog
+fetches and health checks.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from mcpkit.hub.store import validation as limits
 T = TypeVar("T")
 
 Transport = Literal["http", "sse", "ws", "stdio"]
-HealthStatus = Literal["unknown", "healthy", "unhealthy"]
+HealthStatus = Literal["unknown", "healthy", "unhealthy", "needs_auth"]
 
 MAX_ID = 2**31 - 1
 """Integer ids (users, tokens) and versions fit a 32-bit signed column."""
@@ -128,12 +130,22 @@ class UpstreamCreate(BaseModel):
     disabled_tools: ToolNames = Field(default_factory=list)
     connect_timeout_s: Timeout = 10.0
     call_timeout_s: Timeout = 60.0
+    catalog_headers: Headers | None = Field(
+        default=None, description="with `catalog_bearer_token`: what catalog fetches and health "
+        "checks send instead of `headers`/`bearer_token` (calls never do); stored encrypted, "
+        "never returned",
+    )
+    catalog_bearer_token: Bearer | None = Field(
+        default=None, description="the bearer token of catalog fetches and health checks "
+        "(see `catalog_headers`); stored encrypted, never returned",
+    )
 
 
 class UpstreamUpdate(BaseModel):
     """A partial update: absent fields are kept; `null` clears `url`, `command`, `headers`,
-    `bearer_token` and `enabled_tools`. With `version`, the update applies only if the
-    upstream is still at that version (409 otherwise)."""
+    `bearer_token`, `catalog_headers`, `catalog_bearer_token` and `enabled_tools`. With
+    `version`, the update applies only if the upstream is still at that version (409
+    otherwise)."""
 
     model_config = ConfigDict(
         strict=True,
@@ -157,6 +169,8 @@ class UpstreamUpdate(BaseModel):
     disabled_tools: ToolNames | SkipJsonSchema[None] = None
     connect_timeout_s: Timeout | SkipJsonSchema[None] = None
     call_timeout_s: Timeout | SkipJsonSchema[None] = None
+    catalog_headers: Headers | None = None
+    catalog_bearer_token: Bearer | None = None
     version: Version | SkipJsonSchema[None] = Field(
         default=None, description="the version you read; 409 if it changed since"
     )
@@ -166,6 +180,15 @@ UPDATE_NOT_NULL = frozenset({
     "name", "transport", "enabled", "disabled_tools", "connect_timeout_s", "call_timeout_s",
     "version",
 })
+
+
+class UpstreamLogin(BaseModel):
+    """How to give the hub the login an upstream in `needs_auth` asks for."""
+
+    method: Literal["POST"] = "POST"
+    path: str = Field(description="the hub's endpoint that starts the login (OAuth): it "
+                      "answers with the authorization URL to open")
+    message: str = Field(description="the same, in a sentence")
 
 
 class UpstreamOut(BaseModel):
@@ -193,6 +216,13 @@ class UpstreamOut(BaseModel):
     created_at: datetime
     updated_at: datetime
     version: int
+    catalog_headers: dict[str, str] | None = Field(
+        default=None, description="the catalog credentials' header names, values masked "
+        "(null: none)")
+    has_catalog_bearer: bool = False
+    catalog_bearer_token_hint: str | None = None
+    login: UpstreamLogin | None = Field(
+        default=None, description="while `health_status` is `needs_auth`: how to log in")
 
 
 class UpstreamPage(Page[UpstreamOut]):

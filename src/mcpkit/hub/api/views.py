@@ -1,5 +1,6 @@
 """Records of the store → response bodies. The one place secrets are masked: header values
-and the bearer token are decrypted only to show their names and a hint, never in full."""
+and the bearer token (the calls' and the catalog's) are decrypted only to show their names and
+a hint, never in full."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from datetime import datetime
 from typing import Any
 
 from mcpkit.hub.api.context import HubContext
-from mcpkit.hub.api.schemas import TokenOut, ToolOut, UpstreamOut, UserOut
+from mcpkit.hub.api.schemas import TokenOut, ToolOut, UpstreamLogin, UpstreamOut, UserOut
 from mcpkit.hub.crypto import CredentialError
+from mcpkit.hub.needs_auth import login_action, login_path
 from mcpkit.hub.store import Credentials, TokenRecord, UpstreamRecord, UserRecord
+from mcpkit.hub.store.records import Purpose
 
 log = logging.getLogger(__name__)
 
@@ -27,29 +30,38 @@ def hint(secret: str) -> str:
 async def upstream_out(context: HubContext, record: UpstreamRecord) -> UpstreamOut:
     credentials = Credentials()
     if record.has_headers or record.has_bearer:
-        try:
-            credentials = await context.store.upstreams.credentials(record.user_id, record.id)
-        except CredentialError as error:  # shown as present but unreadable; logged for the op
-            log.warning("credentials of upstream %s cannot be opened: %s", record.id, error)
-    return upstream_body(record, credentials)
+        credentials = await _credentials(context, record, "call")
+    catalog = Credentials()
+    if record.has_catalog_credentials:
+        catalog = await _credentials(context, record, "catalog")
+    return upstream_body(record, credentials, catalog)
 
 
-def upstream_body(record: UpstreamRecord, credentials: Credentials) -> UpstreamOut:
-    headers: Mapping[str, str] | None = None
-    if record.has_headers:
-        headers = {name: hint(value) for name, value in credentials.headers.items()}
-    bearer_hint = None
-    if record.has_bearer:
-        bearer_hint = hint(credentials.bearer) if credentials.bearer else ELLIPSIS
+async def _credentials(context: HubContext, record: UpstreamRecord, purpose: Purpose
+                       ) -> Credentials:
+    try:
+        return await context.store.upstreams.credentials(record.user_id, record.id,
+                                                         purpose=purpose)
+    except CredentialError as error:  # shown as present but unreadable; logged for the op
+        log.warning("credentials of upstream %s cannot be opened: %s", record.id, error)
+        return Credentials()
+
+
+def upstream_body(record: UpstreamRecord, credentials: Credentials,
+                  catalog: Credentials | None = None) -> UpstreamOut:
+    catalog = catalog or Credentials()
+    login = None
+    if record.health_status == "needs_auth":
+        login = UpstreamLogin(path=login_path(record.id), message=login_action(record.id))
     return UpstreamOut(
         id=record.id,
         name=record.name,
         transport=record.transport,
         url=record.url,
         command=None if record.command is None else list(record.command),
-        headers=None if headers is None else dict(headers),
+        headers=_masked_headers(record.has_headers, credentials),
         has_bearer=record.has_bearer,
-        bearer_token_hint=bearer_hint,
+        bearer_token_hint=_bearer_hint(record.has_bearer, credentials),
         enabled=record.enabled,
         enabled_tools=None if record.enabled_tools is None else list(record.enabled_tools),
         disabled_tools=list(record.disabled_tools),
@@ -63,7 +75,23 @@ def upstream_body(record: UpstreamRecord, credentials: Credentials) -> UpstreamO
         created_at=record.created_at,
         updated_at=record.updated_at,
         version=record.version,
+        catalog_headers=_masked_headers(record.has_catalog_headers, catalog),
+        has_catalog_bearer=record.has_catalog_bearer,
+        catalog_bearer_token_hint=_bearer_hint(record.has_catalog_bearer, catalog),
+        login=login,
     )
+
+
+def _masked_headers(present: bool, credentials: Credentials) -> dict[str, str] | None:
+    if not present:
+        return None
+    return {name: hint(value) for name, value in credentials.headers.items()}
+
+
+def _bearer_hint(present: bool, credentials: Credentials) -> str | None:
+    if not present:
+        return None
+    return hint(credentials.bearer) if credentials.bearer else ELLIPSIS
 
 
 def tool_out(record: UpstreamRecord, tool: Mapping[str, Any]) -> ToolOut:

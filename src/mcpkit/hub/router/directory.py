@@ -9,7 +9,8 @@ request costs one database read, not a round trip to every upstream. What is lef
 - disabled upstreams, and tools that `enabled_tools` / `disabled_tools` filter out;
 - upstreams whose last check failed ("unhealthy"): an upstream that is down drops out of
   the lists (one log line per rebuild) instead of failing them; the health checker, or a
-  successful call, brings it back.
+  successful call, brings it back. An upstream in "needs_auth" stays listed (its last
+  catalog, if it ever had one): calling it answers what login it needs.
 
 Names: tools and prompts get `<upstream>__<name>` through one `NameTable` per kind, filled
 in upstream-name order, so the same catalogs always give the same names and a collision

@@ -15,8 +15,10 @@ message, data). What the hub does on the way:
 - the result loses the upstream's protocol bookkeeping (`resultType`, cache hints, its
   `_meta` server identity): the engine adds the hub's own.
 
-A failure to reach the upstream raises `UpstreamDown` with the reason; the caller decides
-(a tool call answers `isError: true`, a read a JSON-RPC error).
+A failure to reach the upstream raises `UpstreamDown` with the reason, and an upstream that
+wants authorization the hub lacks (a 401, the owner's login missing or dead) raises
+`UpstreamNeedsAuth`, whose reason names the login action (`hub/needs_auth.py`); the caller
+decides (a tool call answers `isError: true`, a read a JSON-RPC error).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import anyio
 from mcpkit.client import Client, ClientError, ConnectionClosed, ServerError, TransportError
 from mcpkit.client.origin import request_origin
 from mcpkit.errors import PeerError
+from mcpkit.hub import needs_auth
 from mcpkit.hub.router.pool import UpstreamPool
 from mcpkit.hub.router.relay import CallerRelay
 from mcpkit.hub.store import UpstreamRecord
@@ -104,13 +107,8 @@ async def _send(
             result = await _request(client, relay, method, body)
     except ServerError as error:  # the upstream's own JSON-RPC error: passed through
         raise errors.McpError(error.code, error.message, error.data) from None
-    except (UpstreamUnavailable, OSError, TimeoutError, ConnectionError) as error:
-        await pool.drop(upstream.id)
-        raise UpstreamDown(f"{upstream.name}: {reason(error)}") from error
     except Exception as error:
-        if _is_transport_failure(error):
-            await pool.drop(upstream.id)
-            raise UpstreamDown(f"{upstream.name}: {reason(error)}") from error
+        await _failed(pool, upstream, error)
         raise
     if not isinstance(result, dict):
         raise errors.internal_error(f"upstream {upstream.name} answered {method} with a "
@@ -135,6 +133,20 @@ async def _request(client: Client, relay: CallerRelay, method: str, body: dict[s
     if scope is not None and scope.cancelled_caught:  # a modern caller must answer
         return {}
     return result
+
+
+async def _failed(pool: UpstreamPool, upstream: UpstreamRecord, error: Exception) -> None:
+    """Reaching the upstream failed with `error`: raise `UpstreamNeedsAuth` or
+    `UpstreamDown` (the pooled connection dropped) when it is one of those, else return."""
+    refused = needs_auth.refusal(upstream, error,
+                                 sent_credentials=upstream.has_headers or upstream.has_bearer)
+    if refused is not None:
+        await pool.drop(upstream.id)
+        raise refused from error
+    if isinstance(error, UpstreamUnavailable | OSError | TimeoutError | ConnectionError) or (
+            _is_transport_failure(error)):
+        await pool.drop(upstream.id)
+        raise UpstreamDown(f"{upstream.name}: {reason(error)}") from error
 
 
 def _is_transport_failure(error: Exception) -> bool:

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from mcpkit.hub.needs_auth import UpstreamNeedsAuth
 from mcpkit.hub.router.directory import Route, View
 from mcpkit.hub.router.forward import UpstreamDown, forward
 from mcpkit.protocol import errors
@@ -110,6 +111,10 @@ async def call_tool(router: HubRouter, server: Server, call: Call) -> dict[str, 
                                 {**call.params, "name": route.name})
         outcome = "tool_error" if result.get("isError") is True else "ok"
         return result
+    except UpstreamNeedsAuth as refused:  # the caller's model can tell its user what to do
+        error_text = str(refused)
+        await router.upstream_needs_auth(route.upstream, str(refused))
+        return tools.error_result(f"upstream needs authorization: {refused}")
     except UpstreamDown as down:
         error_text = str(down)
         await router.upstream_down(route.upstream, str(down))
@@ -197,6 +202,11 @@ async def _forward_or_fail(
 ) -> dict[str, Any]:
     try:
         return await _forward(router, server, call, route, method, params)
+    except UpstreamNeedsAuth as refused:
+        await router.upstream_needs_auth(route.upstream, str(refused))
+        raise errors.McpError(errors.INTERNAL_ERROR, f"upstream needs authorization: {refused}",
+                              {"upstream": route.upstream.name,
+                               "login": refused.login_path}) from None
     except UpstreamDown as down:
         await router.upstream_down(route.upstream, str(down))
         raise errors.internal_error(f"upstream unavailable: {down}") from None

@@ -168,6 +168,18 @@ class HubRouter:
             log.debug("could not record upstream %s as down: %s", upstream.id, error)
         await self.catalog_changed(upstream.user_id)
 
+    async def upstream_needs_auth(self, upstream: UpstreamRecord, reason: str) -> None:
+        """A call found `upstream` wanting authorization: record it `needs_auth` (the REST
+        API then shows the login action). Its tools stay listed - a call tells the caller
+        what to do - and the lists do not change."""
+        log.info("upstream %s (%s) of user %s needs authorization: %s", upstream.name,
+                 upstream.id, upstream.user_id, reason)
+        try:
+            await self.store.upstreams.set_health(upstream.user_id, upstream.id, "needs_auth",
+                                                  error=reason)
+        except Exception as error:  # it may have been deleted meanwhile
+            log.debug("could not record upstream %s as needing auth: %s", upstream.id, error)
+
     # --- catalogs -----------------------------------------------------------------------------
 
     async def _catalogs(self, user_id: int) -> Sequence[tuple[UpstreamRecord, Catalog]]:

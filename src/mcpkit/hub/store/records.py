@@ -19,7 +19,9 @@ from typing import Any, Final, Generic, Literal, TypeVar
 T = TypeVar("T")
 
 Transport = Literal["http", "sse", "ws", "stdio"]
-HealthStatus = Literal["unknown", "healthy", "unhealthy"]
+HealthStatus = Literal["unknown", "healthy", "unhealthy", "needs_auth"]
+Purpose = Literal["call", "catalog"]
+"""What credentials are for: the calls, or catalog fetches and health checks."""
 Outcome = Literal["ok", "tool_error", "error", "denied", "timeout"]
 
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
@@ -73,7 +75,8 @@ class NewToken:
 
 @dataclass(frozen=True, slots=True)
 class UpstreamRecord:
-    """An upstream as stored, without its credentials (`has_headers`/`has_bearer` say if any)."""
+    """An upstream as stored, without its credentials (`has_headers`/`has_bearer` say if any;
+    `has_catalog_headers`/`has_catalog_bearer` for the separate catalog credentials)."""
 
     id: str
     user_id: int
@@ -96,6 +99,13 @@ class UpstreamRecord:
     created_at: datetime
     updated_at: datetime
     version: int
+    has_catalog_headers: bool = False
+    has_catalog_bearer: bool = False
+
+    @property
+    def has_catalog_credentials(self) -> bool:
+        """Whether catalog fetches and health checks use credentials of their own."""
+        return self.has_catalog_headers or self.has_catalog_bearer
 
     def tool_allowed(self, tool: str) -> bool:
         """Whether `enabled_tools` / `disabled_tools` let the hub expose `tool`."""
@@ -138,7 +148,9 @@ class UpstreamSpec:
     """A new upstream. `headers` and `bearer` are plain text here and sealed by the store.
 
     `bearer` is meant to be sent as `Authorization: Bearer …` and to win over an
-    `Authorization` in `headers` (the router's rule); `headers` may carry any other scheme."""
+    `Authorization` in `headers` (the router's rule); `headers` may carry any other scheme.
+    `catalog_headers`/`catalog_bearer`, when either is given, replace both for catalog fetches
+    and health checks (never for calls)."""
 
     name: str
     transport: Transport
@@ -151,12 +163,14 @@ class UpstreamSpec:
     disabled_tools: Sequence[str] = ()
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
     call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
+    catalog_headers: Mapping[str, str] | None = field(default=None, repr=False)
+    catalog_bearer: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
 class UpstreamChanges:
     """A partial update (PATCH). UNSET keeps a field; None clears a nullable one (`headers`,
-    `bearer`, `url`, `command`, `enabled_tools`)."""
+    `bearer`, `url`, `command`, `enabled_tools`, `catalog_headers`, `catalog_bearer`)."""
 
     name: str | _Unset = UNSET
     transport: Transport | _Unset = UNSET
@@ -169,6 +183,8 @@ class UpstreamChanges:
     disabled_tools: Sequence[str] | _Unset = UNSET
     connect_timeout_s: float | _Unset = UNSET
     call_timeout_s: float | _Unset = UNSET
+    catalog_headers: Mapping[str, str] | _Unset | None = field(default=UNSET, repr=False)
+    catalog_bearer: str | _Unset | None = field(default=UNSET, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from mcpkit.hub.store.records import (
     Credentials,
     HealthStatus,
     Page,
+    Purpose,
     Transport,
     UpstreamChanges,
     UpstreamRecord,
@@ -60,6 +61,8 @@ def upstream_record(row: Upstream) -> UpstreamRecord:
         created_at=row.created_at,
         updated_at=row.updated_at,
         version=row.version,
+        has_catalog_headers=row.catalog_headers_encrypted is not None,
+        has_catalog_bearer=row.catalog_bearer_encrypted is not None,
     )
 
 
@@ -186,13 +189,23 @@ class Upstreams:
                 counts[cast(HealthStatus, status)] = int(count)
         return counts
 
-    async def credentials(self, user_id: int, upstream_id: str) -> Credentials:
+    async def credentials(
+        self, user_id: int, upstream_id: str, *, purpose: Purpose = "call"
+    ) -> Credentials:
         """The upstream's headers and bearer, decrypted (for connecting to it, never for display).
 
-        `CredentialError` if they cannot be opened with the configured keys."""
+        For `purpose="catalog"` (catalog fetches, health checks) its catalog headers and bearer
+        when either is set - both replace the call credentials, nothing is mixed - else the
+        call credentials. `CredentialError` if they cannot be opened with the configured keys."""
         async with self._db.read() as session:
             row = await require_owned(session, user_id, upstream_id)
-            sealed_headers, sealed_bearer = row.headers_encrypted, row.bearer_encrypted
+            sealed = (row.headers_encrypted, row.bearer_encrypted)
+            if purpose == "catalog" and (row.catalog_headers_encrypted is not None
+                                         or row.catalog_bearer_encrypted is not None):
+                sealed = (row.catalog_headers_encrypted, row.catalog_bearer_encrypted)
+        return self._opened(*sealed)
+
+    def _opened(self, sealed_headers: str | None, sealed_bearer: str | None) -> Credentials:
         if sealed_headers is None and sealed_bearer is None:
             return Credentials()
         box = self._require_box()
@@ -292,7 +305,8 @@ class Upstreams:
     def _checked(self, fields: Mapping[str, Any]) -> dict[str, Any]:
         """Column values for a complete configuration; `Invalid` on the first bad field.
 
-        `headers`/`bearer` are plain text to seal, None, or a `_Kept` sealed value."""
+        The credentials (`headers`, `bearer`, `catalog_headers`, `catalog_bearer`) are plain
+        text to seal, None, or a `_Kept` sealed value."""
         transport = check.transport(fields["transport"], allow_stdio=self.allow_stdio)
         url, command = check.endpoint(transport, fields["url"], fields["command"])
         return {
@@ -302,6 +316,10 @@ class Upstreams:
             "command": command,
             "headers_encrypted": self._sealed(fields["headers"], check.headers),
             "bearer_encrypted": self._sealed(fields["bearer"], check.bearer),
+            "catalog_headers_encrypted": self._sealed(
+                fields["catalog_headers"], lambda value: check.headers(value, "catalog_headers")),
+            "catalog_bearer_encrypted": self._sealed(
+                fields["catalog_bearer"], lambda value: check.bearer(value, "catalog_bearer")),
             "enabled": check.flag(fields["enabled"], "enabled"),
             "enabled_tools": check.tool_names(
                 fields["enabled_tools"], "enabled_tools", nullable=True
@@ -323,6 +341,8 @@ class Upstreams:
             "command": row.command,
             "headers": _kept(row.headers_encrypted),
             "bearer": _kept(row.bearer_encrypted),
+            "catalog_headers": _kept(row.catalog_headers_encrypted),
+            "catalog_bearer": _kept(row.catalog_bearer_encrypted),
             "enabled": row.enabled,
             "enabled_tools": row.enabled_tools,
             "disabled_tools": row.disabled_tools,

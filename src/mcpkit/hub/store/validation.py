@@ -124,39 +124,40 @@ def _command(value: object) -> list[str]:
     return list(value)
 
 
-def headers(value: object) -> dict[str, str] | None:
+def headers(value: object, field: str = "headers") -> dict[str, str] | None:
+    """Header names to values (`field` names the input in errors: `catalog_headers` too)."""
     if value is None:
         return None
     if not isinstance(value, Mapping):
-        raise Invalid("headers", "must be an object of header names to string values")
+        raise Invalid(field, "must be an object of header names to string values")
     if len(value) > MAX_HEADERS:
-        raise Invalid("headers", f"more than {MAX_HEADERS} headers")
+        raise Invalid(field, f"more than {MAX_HEADERS} headers")
     seen: set[str] = set()
     result: dict[str, str] = {}
     for key, item in value.items():
         if not isinstance(key, str) or not HEADER_NAME_RE.fullmatch(key):
-            raise Invalid("headers", f"{str(key)[:64]!r} is not a valid header name")
+            raise Invalid(field, f"{str(key)[:64]!r} is not a valid header name")
         lower = key.lower()
         if lower in RESERVED_HEADERS:
-            raise Invalid(f"headers.{key}", "is set by the hub itself")
+            raise Invalid(f"{field}.{key}", "is set by the hub itself")
         if lower in seen:
-            raise Invalid(f"headers.{key}", "given twice (header names ignore case)")
+            raise Invalid(f"{field}.{key}", "given twice (header names ignore case)")
         seen.add(lower)
         if not isinstance(item, str) or len(item) > MAX_HEADER_VALUE:
-            raise Invalid(f"headers.{key}", f"must be a string of at most {MAX_HEADER_VALUE} chars")
+            raise Invalid(f"{field}.{key}", f"must be a string of at most {MAX_HEADER_VALUE} chars")
         if any(c in item for c in "\r\n\0"):
-            raise Invalid(f"headers.{key}", "must not contain CR, LF or NUL")
+            raise Invalid(f"{field}.{key}", "must not contain CR, LF or NUL")
         result[key] = item
     return result or None
 
 
-def bearer(value: object) -> str | None:
+def bearer(value: object, field: str = "bearer") -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value or len(value) > MAX_BEARER:
-        raise Invalid("bearer", f"must be a non-empty string of at most {MAX_BEARER} chars")
+        raise Invalid(field, f"must be a non-empty string of at most {MAX_BEARER} chars")
     if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in value):
-        raise Invalid("bearer", "must not contain whitespace or control characters")
+        raise Invalid(field, "must not contain whitespace or control characters")
     return value
 
 

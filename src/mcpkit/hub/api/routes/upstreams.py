@@ -8,6 +8,11 @@ another user's upstream id is answered exactly like a missing one: 404).
     DELETE /api/v1/users/mcp/upstreams/{id}            remove (optional ?version=)
     GET    /api/v1/users/mcp/upstreams/{id}/tools      its stored tools (?refresh=true: ask it)
     POST   /api/v1/users/mcp/upstreams/{id}/refresh    fetch its catalog now (502 if it fails)
+
+A refresh that finds the upstream asking for authorization (a 401, the owner's login missing
+or dead) records it as `needs_auth` and answers 502 `upstream_needs_auth`, whose message -
+like the upstream's `last_error` and its `login` member - names the way in: the login
+endpoint `POST …/{id}/oauth/start`, or credentials it accepts.
 """
 
 # No `from __future__ import annotations`: the routes' parameter types include `Limit`, made
@@ -33,7 +38,7 @@ from mcpkit.hub.api.schemas import (
 )
 from mcpkit.hub.api.ssrf import check_upstream_url
 from mcpkit.hub.api.views import tool_out, upstream_out
-from mcpkit.hub.catalog import UpstreamUnavailable, refresh_catalog
+from mcpkit.hub.catalog import UpstreamNeedsAuth, UpstreamUnavailable, refresh_catalog
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store import (
     Invalid,
@@ -57,8 +62,9 @@ UPSTREAM_LINKS = {
     for name in ("get_upstream", "update_upstream", "delete_upstream", "list_upstream_tools",
                  "refresh_upstream")
 }
-# API field → store field (only the bearer differs)
-STORE_FIELDS = {"bearer_token": "bearer"}
+# API field → store field (only the bearers differ)
+STORE_FIELDS = {"bearer_token": "bearer", "catalog_bearer_token": "catalog_bearer"}
+NEEDS_AUTH_CODE = "upstream_needs_auth"
 
 
 def router(settings: HubSettings) -> APIRouter:
@@ -207,6 +213,8 @@ async def _checked_spec(
         disabled_tools=body.disabled_tools,
         connect_timeout_s=body.connect_timeout_s,
         call_timeout_s=body.call_timeout_s,
+        catalog_headers=body.catalog_headers,
+        catalog_bearer=body.catalog_bearer_token,
     )
 
 
@@ -243,12 +251,15 @@ async def _owned(context: HubContext, user_id: int, upstream_id: str) -> Upstrea
 
 async def _refresh(context: HubContext, record: UpstreamRecord) -> Catalog:
     """Refresh one catalog, waiting for a slot (bounded refreshes per process); 502 when
-    the upstream fails (its error is stored on the upstream by then)."""
+    the upstream fails (its error is stored on the upstream by then), with the code
+    `upstream_needs_auth` when it wants authorization."""
     assert context.refresh_slots is not None
     async with context.refresh_slots.for_user(record.user_id):
         try:
             catalog = await refresh_catalog(context.store, record, context.settings,
                                             fetch=context.fetch)
+        except UpstreamNeedsAuth as error:
+            raise ApiError(502, str(error), code=NEEDS_AUTH_CODE) from None
         except UpstreamUnavailable as error:
             raise ApiError(502, str(error), code="upstream_unavailable") from None
     await announce_change(context, record.user_id, record.id)
