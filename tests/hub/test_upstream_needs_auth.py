@@ -21,9 +21,13 @@ catalog and health checks may use credentials of their own - against real upstre
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 
+import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -118,6 +122,42 @@ async def test_a_protected_upstream_registered_without_credentials_needs_auth(
         assert healthy.status == 200, healthy.text
         assert healthy.body["health_status"] == "healthy" and healthy.body["login"] is None
         assert healthy.body["tool_count"] > 0
+
+
+async def test_the_cli_says_how_to_log_in(hub: Hub, oauth_upstream: AuthServer) -> None:
+    """`mcpkit hub upstream add` keeps the registration and warns with the login endpoint;
+    `get` shows it and what the catalog sends (masked)."""
+    _, api = await fresh_user(hub)
+    env = {**os.environ, "MCPKIT_HUB_URL": hub.url, "MCPKIT_HUB_TOKEN": str(api.token)}
+    added = await anyio.to_thread.run_sync(lambda: _mcpkit(
+        env, "hub", "upstream", "add", "docs", oauth_upstream.resource))
+    assert added.returncode == 0, added.stderr
+    assert "docs added" in added.stdout
+    assert "it asks for an OAuth login (HTTP 401); log in with POST" in added.stderr
+    upstream_id = (await api.get(UPSTREAMS)).body["items"][0]["id"]
+    shown = await anyio.to_thread.run_sync(lambda: _mcpkit(env, "hub", "upstream", "get",
+                                                           "docs"))
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert any(line.split() == ["health:", "needs_auth", *line.split()[2:]] for line in lines)
+    assert any(line.split() == ["login:", "POST", login_path(upstream_id)] for line in lines)
+    assert any(line.split() == ["catalog", "auth:", "as", "for", "calls"]
+               for line in lines)
+
+    split = await anyio.to_thread.run_sync(lambda: _mcpkit(
+        env, "hub", "upstream", "add", "split", closed_port_url(), "--no-refresh",
+        "--catalog-bearer", CATALOG_TOKEN, "--catalog-header", "X-Catalog: v-0123456789abcdef"))
+    assert split.returncode == 0, split.stderr
+    shown = await anyio.to_thread.run_sync(lambda: _mcpkit(env, "hub", "upstream", "get",
+                                                           "split"))
+    assert any(line.split() == ["catalog", "auth:", "X-Catalog:", "…cdef,", "bearer", "…cdef"]
+               for line in shown.stdout.splitlines()), shown.stdout
+    assert CATALOG_TOKEN not in split.stdout + shown.stdout
+
+
+def _mcpkit(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mcpkit", *args], env=env,
+                          capture_output=True, text=True, timeout=90, check=False)
 
 
 async def test_a_dead_upstream_is_unhealthy_not_needs_auth(hub: Hub) -> None:

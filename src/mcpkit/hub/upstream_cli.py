@@ -1,7 +1,8 @@
 """`mcpkit hub upstream …`: a user's upstreams from the shell, through the hub's REST API with
 their API token (what `curl` did before; the routes are api/routes/upstreams.py).
 
-    mcpkit hub upstream add NAME URL [-t http|sse|ws] [-H 'K: V']… [--bearer TOKEN] …
+    mcpkit hub upstream add NAME URL [-t http|sse|ws] [-H 'K: V']… [--bearer TOKEN]
+                            [--catalog-header 'K: V']… [--catalog-bearer TOKEN] …
     mcpkit hub upstream add NAME -- COMMAND ARGS…       a stdio upstream (if the hub allows)
     mcpkit hub upstream list
     mcpkit hub upstream get NAME|ID
@@ -79,6 +80,11 @@ def add_upstream_command(commands: Subcommands) -> None:
                      "stored encrypted, never shown again)")
     add.add_argument("--bearer", default=None, metavar="TOKEN",
                      help="sent to the upstream as Authorization: Bearer (stored encrypted)")
+    add.add_argument("--catalog-header", dest="catalog_headers", action="append", default=[],
+                     metavar="'NAME: VALUE'", help="a header its catalog fetches and health "
+                     "checks send instead of the -H/--bearer ones (repeat; calls never do)")
+    add.add_argument("--catalog-bearer", default=None, metavar="TOKEN",
+                     help="the bearer token of its catalog fetches and health checks")
     add.add_argument("--disable-tool", dest="disabled_tools", action="append", default=[],
                      metavar="TOOL", help="hide this tool (repeat)")
     add.add_argument("--only-tool", dest="enabled_tools", action="append", default=None,
@@ -256,6 +262,10 @@ def _create_body(args: argparse.Namespace) -> dict[str, Any]:
         body["headers"] = dict(_header(text) for text in args.headers)
     if args.bearer is not None:
         body["bearer_token"] = args.bearer
+    if args.catalog_headers:
+        body["catalog_headers"] = dict(_header(text) for text in args.catalog_headers)
+    if args.catalog_bearer is not None:
+        body["catalog_bearer_token"] = args.catalog_bearer
     if args.disabled:
         body["enabled"] = False
     if args.disabled_tools:
@@ -336,12 +346,15 @@ def _print_fields(upstream: dict[str, Any]) -> None:
         ("enabled", _yes(upstream["enabled"])),
         ("health", f"{upstream['health_status']} (checked {_time(upstream['last_checked_at'])})"),
         ("last error", upstream.get("last_error") or "-"),
+        *([("login", f"{upstream['login']['method']} {upstream['login']['path']}")]
+          if upstream.get("login") else []),
         ("tools", f"{upstream['tool_count']} (catalog of {_time(upstream['catalog_updated_at'])})"),
         ("only tools", ", ".join(upstream["enabled_tools"])
             if upstream.get("enabled_tools") is not None else "all"),
         ("hidden tools", ", ".join(upstream["disabled_tools"]) or "none"),
         ("headers", ", ".join(f"{k}: {v}" for k, v in headers.items()) or "none"),
         ("bearer", bearer or "none"),
+        ("catalog auth", _catalog_credentials(upstream)),
         ("timeouts", f"connect {upstream['connect_timeout_s']:g} s, "
                      f"call {upstream['call_timeout_s']:g} s"),
         ("created", _time(upstream["created_at"])),
@@ -350,6 +363,15 @@ def _print_fields(upstream: dict[str, Any]) -> None:
     width = max(len(label) for label, _ in fields) + 1
     for label, value in fields:
         print(f"{label + ':':<{width}} {_clean(str(value), limit=None)}")
+
+
+def _catalog_credentials(upstream: dict[str, Any]) -> str:
+    """The catalog's own headers and bearer, masked; "as for calls" without any."""
+    headers = upstream.get("catalog_headers") or {}
+    shown = [f"{k}: {v}" for k, v in headers.items()]
+    if upstream.get("has_catalog_bearer"):
+        shown.append(f"bearer {upstream.get('catalog_bearer_token_hint') or '…'}")
+    return ", ".join(shown) or "as for calls"
 
 
 def _print_table(rows: Sequence[Sequence[str]]) -> None:

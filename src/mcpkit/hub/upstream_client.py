@@ -25,7 +25,9 @@ missing, whose calls then answered "Unknown tool".) What the upstream sees:
 - the target the operator allows: stdio only with `allow_stdio`; an IP-literal host checked
   here and every name resolved through `netguard.GuardedResolver` at each connect, unless
   `allow_private_upstreams`.
-- headers: the upstream's own stored headers and bearer, never anything of the caller.
+- headers: the upstream's own stored headers and bearer, never anything of the caller (its
+  catalog credentials, when it has any, on catalog fetches and health checks: the callers
+  pass the `Credentials` for their purpose).
 - time: `connect_timeout_s` to connect, each request `call_timeout_s` at most.
 - log messages asked for at `FORWARDED_LOG_LEVEL` (each caller's own level filters further).
 
