@@ -44,6 +44,7 @@ from tests.hub.hub_helpers import (
     upstream_process,
 )
 from tests.hub.router.support import hub_client, router_hub, text
+from tests.hub.test_store import raw
 from tests.procs import free_port
 
 from mcpkit.auth.errors import AuthorizationError, AuthorizationFailed, AuthorizationNotConfigured
@@ -237,6 +238,42 @@ async def test_catalog_headers_are_checked_like_headers(hub: Hub) -> None:
     bad_bearer = await api.patch(f"{UPSTREAMS}/{created['id']}",
                                  {"catalog_bearer_token": "two words"})
     assert bad_bearer.status == 422
+
+
+async def test_the_store_gives_each_purpose_its_credentials(store: Store) -> None:
+    """Catalog credentials replace the call ones as a whole (nothing mixed), an update keeps
+    them sealed as they are, clearing them falls back; sealed at rest."""
+    from mcpkit.hub.store import Invalid, UpstreamChanges
+
+    user = await store.users.create(f"creds-{free_port()}")
+    created = await store.upstreams.create(user.id, UpstreamSpec(
+        name="split", transport="http", url=closed_port_url(), headers={"X-Call": "c"},
+        bearer=CALL_TOKEN, catalog_headers={"X-Catalog": "k"}))
+    assert created.has_catalog_headers and not created.has_catalog_bearer
+    call = await store.upstreams.credentials(user.id, created.id)
+    catalog = await store.upstreams.credentials(user.id, created.id, purpose="catalog")
+    assert (dict(call.headers), call.bearer) == ({"X-Call": "c"}, CALL_TOKEN)
+    assert (dict(catalog.headers), catalog.bearer) == ({"X-Catalog": "k"}, None)
+
+    query = "SELECT catalog_headers_encrypted FROM upstreams WHERE id = :id"
+    sealed = (await raw(store, query, id=created.id))[0][0]
+    assert "X-Catalog" not in sealed
+    renamed = await store.upstreams.update(user.id, created.id, UpstreamChanges(name="moved"))
+    assert renamed.has_catalog_headers
+    assert (await raw(store, query, id=created.id))[0][0] == sealed  # kept, not re-sealed
+    kept = await store.upstreams.credentials(user.id, created.id, purpose="catalog")
+    assert dict(kept.headers) == {"X-Catalog": "k"}
+
+    await store.upstreams.update(user.id, created.id, UpstreamChanges(catalog_headers=None))
+    fallback = await store.upstreams.credentials(user.id, created.id, purpose="catalog")
+    assert (dict(fallback.headers), fallback.bearer) == ({"X-Call": "c"}, CALL_TOKEN)
+
+    with pytest.raises(Invalid) as refused:
+        await store.upstreams.update(user.id, created.id,
+                                     UpstreamChanges(catalog_bearer="two words"))
+    assert refused.value.field == "catalog_bearer"
+    await store.upstreams.set_health(user.id, created.id, "needs_auth", error="docs: 401")
+    assert (await store.upstreams.health_counts())["needs_auth"] >= 1
 
 
 # --- the health checker -----------------------------------------------------------------------
