@@ -77,13 +77,19 @@ async def refresh_catalog(
     settings: HubSettings,
     *,
     fetch: Fetcher | None = None,
+    credentials: Callable[[UpstreamRecord], Awaitable[Credentials]] | None = None,
 ) -> Catalog:
     """Fetch the upstream's catalog (with `fetch`, default `fetch_catalog`), store it and mark
     the upstream healthy; on failure record the error (unhealthy) and raise
-    `UpstreamUnavailable`. `NotFound` if the upstream went away meanwhile."""
-    credentials = await store.upstreams.credentials(upstream.user_id, upstream.id)
+    `UpstreamUnavailable`. `NotFound` if the upstream went away meanwhile. `credentials`
+    gives what the fetch presents (default: the stored ones; the hub's callers attach the
+    owner's OAuth login, whose absence is an `UpstreamUnavailable` too: UpstreamNeedsLogin)."""
     try:
-        catalog = await (fetch or fetch_catalog)(upstream, credentials, settings)
+        if credentials is not None:
+            presented = await credentials(upstream)
+        else:
+            presented = await store.upstreams.credentials(upstream.user_id, upstream.id)
+        catalog = await (fetch or fetch_catalog)(upstream, presented, settings)
         await _check_user_total(store, upstream, catalog, settings)
     except UpstreamUnavailable as error:
         log.info("upstream %s of user %s is unavailable: %s", upstream.id, upstream.user_id,

@@ -43,6 +43,7 @@ from redis.exceptions import RedisError
 from mcpkit.hub.catalog import UpstreamUnavailable, refresh_catalog
 from mcpkit.hub.db.models import utcnow
 from mcpkit.hub.store import Catalog, NotFound, StoreError, UpstreamRecord
+from mcpkit.hub.upstream_auth import credentials_for
 
 if TYPE_CHECKING:
     from mcpkit.hub.api.context import HubContext
@@ -168,7 +169,8 @@ class HealthChecker:
             try:
                 with anyio.fail_after(limit):
                     await refresh_catalog(context.store, upstream, context.settings,
-                                          fetch=context.fetch)
+                                          fetch=context.fetch,
+                                          credentials=credentials_for(context, "catalog"))
             except UpstreamUnavailable:  # recorded as unhealthy by refresh_catalog
                 return "unavailable"
             except NotFound:

@@ -63,6 +63,7 @@ def upstream_body(record: UpstreamRecord, credentials: Credentials) -> UpstreamO
         created_at=record.created_at,
         updated_at=record.updated_at,
         version=record.version,
+        auth_mode=record.auth_mode,
     )
 
 

@@ -15,6 +15,8 @@ Tables (every foreign key to a user or an upstream cascades on delete):
     oauth_consents        which scopes a user granted a client (a second login skips consent)
     oauth_refresh_tokens  refresh tokens as sha256, one family per login, rotated on use
     oauth_signing_keys    the hub's access-token signing keys (private JWK, sealed)
+    upstream_logins       a user's OAuth login to one of their upstreams (the grant, sealed)
+    upstream_login_states the pending starts of such logins, by the sha256 of their `state`
 
 Portability: JSON columns are the generic `JSON` type (`json` on PostgreSQL, text on SQLite);
 enumerations are short strings with named CHECK constraints (no PostgreSQL ENUM types to
@@ -55,6 +57,9 @@ from mcpkit.errors import InvalidArgument
 
 TRANSPORTS = ("http", "sse", "ws", "stdio")
 HEALTH_STATUSES = ("unknown", "healthy", "unhealthy")
+AUTH_MODES = ("static", "oauth")
+"""How the hub authenticates to an upstream: its stored headers and bearer ("static"), or
+its owner's own OAuth login ("oauth", hub/upstream_auth.py)."""
 AUDIT_OUTCOMES = ("ok", "tool_error", "error", "denied", "timeout")
 
 NAME_LENGTH = 63  # `^[a-z0-9][a-z0-9_-]{0,62}$`
@@ -145,6 +150,7 @@ class Upstream(Base):
         UniqueConstraint("user_id", "name"),
         CheckConstraint(_one_of("transport", TRANSPORTS), name="transport"),
         CheckConstraint(_one_of("health_status", HEALTH_STATUSES), name="health_status"),
+        CheckConstraint(_one_of("auth_mode", AUTH_MODES), name="auth_mode"),
     )
 
     id: Mapped[str] = mapped_column(
@@ -173,6 +179,8 @@ class Upstream(Base):
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
     # bumped by every change of the user's configuration (not by health or catalog updates)
     version: Mapped[int] = mapped_column(Integer, default=1)
+    auth_mode: Mapped[str] = mapped_column(String(16), default="static",
+                                           server_default="static")
 
 
 class _CatalogEntry:
@@ -304,3 +312,36 @@ class OAuthSigningKey(Base):
     kid: Mapped[str] = mapped_column(String(HASH_LENGTH), primary_key=True)
     private_jwk_sealed: Mapped[str] = mapped_column(Text)  # SecretBox-sealed JSON JWK
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+def _upstream_fk() -> Any:
+    return ForeignKey("upstreams.id", ondelete="CASCADE")
+
+
+class UpstreamLogin(Base):
+    """A user's OAuth login to their upstream: the grant (tokens, the authorization server's
+    metadata, the client registration, resource, scopes) as one SecretBox-sealed JSON record.
+    Keyed by (user, upstream) and read only by both: never another user's."""
+
+    __tablename__ = "upstream_logins"
+
+    user_id: Mapped[int] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    upstream_id: Mapped[str] = mapped_column(_upstream_fk(), primary_key=True, index=True)
+    grant_sealed: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class UpstreamLoginState(Base):
+    """A login started and not yet finished: single use, expiring, bound to the user and the
+    upstream that started it. What the callback needs (PKCE verifier, metadata, client,
+    resource, scopes) is sealed; the key is the sha256 of `state`."""
+
+    __tablename__ = "upstream_login_states"
+
+    state_hash: Mapped[str] = mapped_column(String(HASH_LENGTH), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    upstream_id: Mapped[str] = mapped_column(_upstream_fk(), index=True)
+    pending_sealed: Mapped[str] = mapped_column(Text)
+    expires_at: Mapped[datetime] = mapped_column(index=True)  # the purge

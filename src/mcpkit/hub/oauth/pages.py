@@ -59,3 +59,8 @@ def consent_page(action: str, csrf: str, client_name: str, user: str, scope: str
 
 def error_page(message: str, status: int) -> HTMLResponse:
     return _page("Cannot continue", f'<p class="error">{html.escape(message)}</p>', status)
+
+
+def notice_page(title: str, message: str, status: int = 200) -> HTMLResponse:
+    """A page that only tells something (an upstream login finished, say)."""
+    return _page(title, f"<p>{html.escape(message)}</p>", status)

@@ -12,6 +12,7 @@
     store.catalog    replace (one transaction), get, all (the user's catalogs for the router)
     store.audit      record, record_many, recent
     store.oauth      the authorization server's clients, codes, consents, refresh families
+    store.upstream_logins  users' OAuth logins to their upstreams (sealed), pending starts
 
 Each call is its own transaction and returns frozen records (`records.py`), never ORM objects.
 Every upstream and catalog function takes the owner's user id: another user's upstream is
@@ -60,6 +61,7 @@ from mcpkit.hub.store.records import (
     UserRecord,
 )
 from mcpkit.hub.store.tokens import Tokens
+from mcpkit.hub.store.upstream_logins import UpstreamLogins
 from mcpkit.hub.store.upstreams import Upstreams
 from mcpkit.hub.store.users import Users
 
@@ -111,6 +113,7 @@ class Store:
         self.catalog = Catalogs(db, clock)
         self.audit = AuditLog(db, clock)
         self.oauth = OAuthState(db, clock)
+        self.upstream_logins = UpstreamLogins(db, box, clock)
         self.engine: AsyncEngine | None = None  # set when the store owns its engine
 
     @classmethod

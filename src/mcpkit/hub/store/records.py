@@ -14,12 +14,16 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar
+
+if TYPE_CHECKING:
+    from mcpkit.auth.provider import HttpAuth
 
 T = TypeVar("T")
 
 Transport = Literal["http", "sse", "ws", "stdio"]
 HealthStatus = Literal["unknown", "healthy", "unhealthy"]
+AuthMode = Literal["static", "oauth"]
 Outcome = Literal["ok", "tool_error", "error", "denied", "timeout"]
 
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
@@ -96,6 +100,9 @@ class UpstreamRecord:
     created_at: datetime
     updated_at: datetime
     version: int
+    auth_mode: AuthMode = "static"
+    """"static": the stored headers and bearer; "oauth": the owner's own login
+    (hub/upstream_auth.py)."""
 
     def tool_allowed(self, tool: str) -> bool:
         """Whether `enabled_tools` / `disabled_tools` let the hub expose `tool`."""
@@ -110,10 +117,15 @@ class Credentials:
 
     headers: Mapping[str, str] = field(default_factory=dict)
     bearer: str | None = None
+    auth: HttpAuth | None = None
+    """The owner's OAuth login to an "oauth" upstream (hub/upstream_auth.py): it, not
+    `bearer`, authorizes the connection. Never stored here: attached per connection."""
 
     def __repr__(self) -> str:  # never the values
         bearer = "<hidden>" if self.bearer is not None else None
-        return f"Credentials(headers={sorted(self.headers)!r} (values hidden), bearer={bearer})"
+        auth = "<login>" if self.auth is not None else None
+        return (f"Credentials(headers={sorted(self.headers)!r} (values hidden), "
+                f"bearer={bearer}, auth={auth})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +163,7 @@ class UpstreamSpec:
     disabled_tools: Sequence[str] = ()
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
     call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
+    auth_mode: AuthMode = "static"
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +182,7 @@ class UpstreamChanges:
     disabled_tools: Sequence[str] | _Unset = UNSET
     connect_timeout_s: float | _Unset = UNSET
     call_timeout_s: float | _Unset = UNSET
+    auth_mode: AuthMode | _Unset = UNSET
 
 
 @dataclass(frozen=True, slots=True)

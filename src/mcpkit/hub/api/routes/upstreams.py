@@ -46,6 +46,7 @@ from mcpkit.hub.store import validation as check
 from mcpkit.hub.store._paging import decode_cursor
 from mcpkit.hub.store.records import Catalog
 from mcpkit.hub.store.validation import STDIO_HINT
+from mcpkit.hub.upstream_auth import credentials_for
 
 log = logging.getLogger(__name__)
 PREFIX = "/api/v1/users/mcp/upstreams"
@@ -207,6 +208,7 @@ async def _checked_spec(
         disabled_tools=body.disabled_tools,
         connect_timeout_s=body.connect_timeout_s,
         call_timeout_s=body.call_timeout_s,
+        auth_mode=body.auth_mode,
     )
 
 
@@ -248,7 +250,8 @@ async def _refresh(context: HubContext, record: UpstreamRecord) -> Catalog:
     async with context.refresh_slots.for_user(record.user_id):
         try:
             catalog = await refresh_catalog(context.store, record, context.settings,
-                                            fetch=context.fetch)
+                                            fetch=context.fetch,
+                                            credentials=credentials_for(context, "catalog"))
         except UpstreamUnavailable as error:
             raise ApiError(502, str(error), code="upstream_unavailable") from None
     await announce_change(context, record.user_id, record.id)
