@@ -8,28 +8,29 @@ tests; the replica test brings two hubs on PostgreSQL and Redis."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from tests.auth_e2e.stack import Stack, running_stack
-from tests.hub.hub_helpers import UPSTREAMS, Hub, call, fresh_user
+from tests.hub.hub_helpers import UPSTREAMS, Hub, fresh_user
 from tests.hub.upstream_login_support import (
-    CALLBACK,
     age_login,
-    authorize,
     connect,
+    outcome,
+    refresh_at_provider,
     register_oauth,
     router_hubs,
-    start,
-    state_of,
+    seed_admin_async,
     whoami,
     whoami_upstream,
 )
+from tests.services_fixtures import redis_server
 
 from mcpkit.hub.crypto import SecretBox, generate_key
 
 pytestmark = pytest.mark.anyio
+__all__ = ["redis_server"]  # a fixture
 
 
 @pytest.fixture(scope="module")
@@ -62,3 +63,68 @@ async def test_two_users_on_one_upstream_each_see_only_their_own_identity(
     assert ada.token is not None and bob.token is not None
     assert await whoami(hub, ada.token, "who__whoami") == "ada-account"
     assert await whoami(hub, bob.token, "who__whoami") == "bob-account"
+
+
+async def test_two_replicas_refresh_one_expired_login_with_one_grant(
+        stack: Stack, upstream_url: str, postgres_db: Any, redis_server: Any) -> None:
+    """Two hub replicas (one PostgreSQL, one Redis) find the same stored login expired at
+    the same moment: the provider sees exactly one refresh_token grant, both calls succeed."""
+    box = SecretBox([generate_key()])
+    admin = await seed_admin_async(postgres_db.url, box)
+    with router_hubs(postgres_db.url, box, 2, redis_url=redis_server.url,
+                     admin_token=admin) as (first, second):
+        user_id, api = await fresh_user(first)
+        upstream = await register_oauth(api, "shared", upstream_url)
+        await connect(api, upstream["id"], "carol-account")
+        await age_login(first, user_id, upstream["id"])
+        mark = stack.mark()
+        seen: list[str] = []
+
+        async def one(replica: Hub) -> None:
+            assert api.token is not None
+            seen.append(await whoami(replica, api.token, "shared__whoami"))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(one, first)
+            group.start_soon(one, second)
+        assert seen == ["carol-account", "carol-account"]
+        assert len(stack.events_since(mark, "grant.success", grant_type="refresh_token")) == 1
+        assert stack.events_since(mark, "grant.error") == []
+
+
+async def test_a_revoked_refresh_family_drops_the_login_and_shows_needs_login(
+        hub: Hub, stack: Stack, upstream_url: str) -> None:
+    user_id, api = await fresh_user(hub)
+    upstream = await register_oauth(api, "family", upstream_url)
+    await connect(api, upstream["id"], "dave-account")
+    stored = await age_login(hub, user_id, upstream["id"])
+    assert await refresh_at_provider(stored) == 200  # a copy used first: rotated away
+    mark = stack.mark()
+    assert api.token is not None
+    answer = await outcome(hub, api.token, "family__whoami")
+    assert "needs its owner's OAuth login" in answer and "/oauth/start" in answer, answer
+    # the provider saw the reuse and revoked the family; the hub dropped the login
+    assert stack.events_since(mark, "grant.error", grant_type="refresh_token",
+                              error="invalid_grant")
+    assert stack.events_since(mark, "grant.revoked")
+    shown = await api.get(f"{UPSTREAMS}/{upstream['id']}")
+    assert shown.body["oauth_connected"] is False
+    refreshed = await api.post(f"{UPSTREAMS}/{upstream['id']}/refresh")
+    assert refreshed.status == 502 and "needs its owner's OAuth login" in refreshed.text
+    # and a new login puts it right
+    await connect(api, upstream["id"], "dave-account")
+    assert await whoami(hub, api.token, "family__whoami") == "dave-account"
+
+
+async def test_logout_revokes_at_the_provider_and_forgets(
+        hub: Hub, stack: Stack, upstream_url: str) -> None:
+    _, api = await fresh_user(hub)
+    upstream = await register_oauth(api, "leaving", upstream_url)
+    await connect(api, upstream["id"], "erin-account")
+    mark = stack.mark()
+    gone = await api.delete(f"{UPSTREAMS}/{upstream['id']}/oauth")
+    assert gone.status == 200 and gone.body["removed"] is True, gone.text
+    assert gone.body["revoked"] >= 1
+    assert stack.events_since(mark, "refresh_token.destroyed")
+    assert (await api.get(f"{UPSTREAMS}/{upstream['id']}")).body["oauth_connected"] is False
+    assert (await api.delete(f"{UPSTREAMS}/{upstream['id']}/oauth")).body["removed"] is False

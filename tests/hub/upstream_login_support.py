@@ -58,10 +58,12 @@ def whoami_upstream(stack: Stack, log_dir: Path) -> Iterator[str]:
 
 @contextlib.contextmanager
 def router_hubs(database_url: str, box: SecretBox, count: int = 1, *,
-                redis_url: str | None = None) -> Iterator[list[Hub]]:
+                redis_url: str | None = None, admin_token: str | None = None
+                ) -> Iterator[list[Hub]]:
     """`count` replicas of one hub (REST + /mcp) on one database (and Redis), all with the
-    first one's URL as their public URL; an admin seeded."""
-    token = seed_admin(database_url, box)
+    first one's URL as their public URL; an admin seeded (or `admin_token`'s, seeded by the
+    caller: inside an event loop, with `seed_admin_async`)."""
+    token = admin_token or seed_admin(database_url, box)
     ports = [free_port() for _ in range(count)]
     public = f"http://127.0.0.1:{ports[0]}"
     with contextlib.ExitStack() as stack:
@@ -125,3 +127,31 @@ async def age_login(hub: Hub, user_id: int, upstream_id: str) -> dict[str, Any]:
         return {"refresh_token": grant.tokens.refresh_token, "client": grant.client,
                 "metadata": grant.metadata, "resource": grant.resource}
 
+
+
+async def outcome(hub: Hub, token: str, tool: str) -> str:
+    """`whoami`'s answer, or the error the call ended with, as text (never raises)."""
+    try:
+        return await whoami(hub, token, tool)
+    except Exception as error:  # the refusal is what the test looks at
+        return f"error: {error}"
+
+
+async def refresh_at_provider(stored: dict[str, Any]) -> int:
+    """Redeem the stored refresh token at the provider ourselves (as a thief with a copy
+    would): the status; the provider rotates it, so the hub's copy is now a used one."""
+    import aiohttp
+
+    form = {"grant_type": "refresh_token", "refresh_token": stored["refresh_token"],
+            "client_id": stored["client"].client_id, "resource": stored["resource"]}
+    async with aiohttp.ClientSession() as http, http.post(
+            stored["metadata"].token_endpoint, data=form) as reply:
+        await reply.read()
+        return reply.status
+
+
+async def seed_admin_async(database_url: str, box: SecretBox) -> str:
+    """Migrate the database, add an admin and return a token of theirs (in a running loop)."""
+    async with await Store.open(database_url, box) as store:
+        user = await store.users.create("root", is_admin=True)
+        return (await store.tokens.create(user.id, name="tests")).secret

@@ -31,10 +31,14 @@ async def upstream_out(context: HubContext, record: UpstreamRecord) -> UpstreamO
             credentials = await context.store.upstreams.credentials(record.user_id, record.id)
         except CredentialError as error:  # shown as present but unreadable; logged for the op
             log.warning("credentials of upstream %s cannot be opened: %s", record.id, error)
-    return upstream_body(record, credentials)
+    connected = None
+    if record.auth_mode == "oauth":
+        connected = await context.store.upstream_logins.has(record.user_id, record.id)
+    return upstream_body(record, credentials, oauth_connected=connected)
 
 
-def upstream_body(record: UpstreamRecord, credentials: Credentials) -> UpstreamOut:
+def upstream_body(record: UpstreamRecord, credentials: Credentials, *,
+                  oauth_connected: bool | None = None) -> UpstreamOut:
     headers: Mapping[str, str] | None = None
     if record.has_headers:
         headers = {name: hint(value) for name, value in credentials.headers.items()}
@@ -64,6 +68,7 @@ def upstream_body(record: UpstreamRecord, credentials: Credentials) -> UpstreamO
         updated_at=record.updated_at,
         version=record.version,
         auth_mode=record.auth_mode,
+        oauth_connected=oauth_connected,
     )
 
 
