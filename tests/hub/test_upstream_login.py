@@ -7,6 +7,7 @@ tests; the replica test brings two hubs on PostgreSQL and Redis."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +18,9 @@ from tests.hub.hub_helpers import UPSTREAMS, Hub, fresh_user
 from tests.hub.upstream_login_support import (
     age_login,
     connect,
+    mcp_session,
     outcome,
+    raw_call,
     refresh_at_provider,
     register_oauth,
     router_hubs,
@@ -128,3 +131,53 @@ async def test_logout_revokes_at_the_provider_and_forgets(
     assert stack.events_since(mark, "refresh_token.destroyed")
     assert (await api.get(f"{UPSTREAMS}/{upstream['id']}")).body["oauth_connected"] is False
     assert (await api.delete(f"{UPSTREAMS}/{upstream['id']}/oauth")).body["removed"] is False
+
+
+async def test_no_combination_lets_one_user_call_with_anothers_upstream_login(
+        hub: Hub, upstream_url: str) -> None:
+    """Ada and Bob each log in to an upstream named `shared` (same URL); Ada also to `aonly`,
+    which Bob registers too (same name and URL) and logs out of (its catalog stays: its tool
+    is listed, and needs a login), and Bob has `bnolog`, never logged in to.
+    Every mix of hub tokens, MCP session ids, tool (upstream) names, and upstream ids on the
+    REST API: nothing Bob sends ever reaches the upstream with Ada's login (the upstream would
+    name her account)."""
+    (_, ada), (_, bob) = await fresh_user(hub), await fresh_user(hub)
+    assert ada.token is not None and bob.token is not None
+    ada_shared = await register_oauth(ada, "shared", upstream_url)
+    ada_only = await register_oauth(ada, "aonly", upstream_url)
+    bob_shared = await register_oauth(bob, "shared", upstream_url)
+    bob_only = await register_oauth(bob, "aonly", upstream_url)
+    await register_oauth(bob, "bnolog", upstream_url)
+    await connect(ada, ada_shared["id"], "ada-iso")
+    await connect(ada, ada_only["id"], "ada-iso")
+    await connect(bob, bob_shared["id"], "bob-iso")
+    await connect(bob, bob_only["id"], "bob-iso")
+    assert await whoami(hub, bob.token, "aonly__whoami") == "bob-iso"  # a live connection…
+    assert (await bob.delete(f"{UPSTREAMS}/{bob_only['id']}/oauth")).body["removed"]
+    sessions = {"ada": await mcp_session(hub, ada.token), "bob": await mcp_session(hub, bob.token)}
+    tools = ["shared__whoami", "aonly__whoami", "bnolog__whoami"]
+    answers: dict[tuple[str, str, str], str] = {}
+    for (who, token), session, tool in itertools.product(
+            (("ada", ada.token), ("bob", bob.token)), ("ada", "bob", None), tools):
+        answers[(who, session or "-", tool)] = await raw_call(
+            hub, token, sessions[session] if session else None, tool)
+    for (who, _, _tool), answer in answers.items():
+        if who == "bob":
+            assert "ada-iso" not in answer, answer
+    for tool in tools:  # the modern era (no session) through mcpkit's client too
+        assert "ada-iso" not in await outcome(hub, bob.token, tool)
+    # the probe can see each identity where it belongs
+    assert "bob-iso" in answers[("bob", "bob", "shared__whoami")]
+    assert "ada-iso" in answers[("ada", "ada", "aonly__whoami")]
+    # … whose logout took effect at once: a login is needed, and Ada's is never used
+    assert "needs its owner's OAuth login" in answers[("bob", "bob", "aonly__whoami")]
+    # Bob's token on Ada's upstream ids: every upstream route answers 404
+    for upstream in (ada_shared, ada_only):
+        base = f"{UPSTREAMS}/{upstream['id']}"
+        for method, path in (("GET", base), ("PATCH", base), ("GET", base + "/tools"),
+                             ("POST", base + "/refresh"), ("POST", base + "/oauth/start"),
+                             ("DELETE", base + "/oauth"), ("DELETE", base)):
+            reply = await bob.request(method, path, json={} if method == "PATCH" else None)
+            assert reply.status == 404, (method, path, reply.text)
+    assert (await ada.get(f"{UPSTREAMS}/{ada_only['id']}")).body["oauth_connected"] is True
+    assert await whoami(hub, ada.token, "aonly__whoami") == "ada-iso"

@@ -155,3 +155,42 @@ async def seed_admin_async(database_url: str, box: SecretBox) -> str:
     async with await Store.open(database_url, box) as store:
         user = await store.users.create("root", is_admin=True)
         return (await store.tokens.create(user.id, name="tests")).secret
+
+
+LEGACY = "2025-11-25"
+MCP_ACCEPT = "application/json, text/event-stream"
+
+
+async def mcp_session(hub: Hub, token: str) -> str:
+    """A legacy-era MCP session of the hub's /mcp opened with `token`: its session id."""
+    import aiohttp
+
+    headers = {"Authorization": f"Bearer {token}", "Accept": MCP_ACCEPT}
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": LEGACY, "capabilities": {},
+        "clientInfo": {"name": "isolation", "version": "1"}}}
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{hub.url}/mcp", json=hello, headers=headers) as reply:
+            await reply.read()
+            session = reply.headers["Mcp-Session-Id"]
+        done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        async with http.post(f"{hub.url}/mcp", json=done, headers={
+                **headers, "Mcp-Session-Id": session, "MCP-Protocol-Version": LEGACY}) as reply:
+            await reply.read()
+    return session
+
+
+async def raw_call(hub: Hub, token: str, session: str | None, tool: str) -> str:
+    """tools/call `tool` on the hub's /mcp as sent: `token`, `session` (any, or none); the
+    whole answer as text (status, then body)."""
+    import aiohttp
+
+    headers = {"Authorization": f"Bearer {token}", "Accept": MCP_ACCEPT,
+               "MCP-Protocol-Version": LEGACY}
+    if session is not None:
+        headers["Mcp-Session-Id"] = session
+    message = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+               "params": {"name": tool, "arguments": {}}}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http, \
+            http.post(f"{hub.url}/mcp", json=message, headers=headers) as reply:
+        return f"{reply.status} {await reply.text()}"

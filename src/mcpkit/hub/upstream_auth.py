@@ -176,9 +176,11 @@ class HubLogins:
         self._owner[grant.key] = (upstream.user_id, upstream.id)
         return grant
 
-    async def save(self, user_id: int, upstream_id: str, grant: StoredGrant) -> None:
+    async def save(self, user_id: int, upstream_id: str, grant: StoredGrant, *,
+                   new_login: bool = False) -> None:
         self._owner[grant.key] = (user_id, upstream_id)
-        await self.store.upstream_logins.put(user_id, upstream_id, encode_grant(grant).decode())
+        await self.store.upstream_logins.put(user_id, upstream_id, encode_grant(grant).decode(),
+                                             new_login=new_login)
 
     def refresh_lock(self, key: TokenKey) -> contextlib.AbstractAsyncContextManager[None]:
         return self.lock.hold(*self._owner[key])

@@ -191,7 +191,7 @@ async def finish_login(context: HubContext, query: Mapping[str, str], *,
                         tokens, tuple(pending.scopes), pending.metadata, client)
     logins = HubLogins(context.store, RefreshLock(context.redis))
     async with RefreshLock(context.redis).hold(upstream.user_id, upstream.id):
-        await logins.save(upstream.user_id, upstream.id, grant)
+        await logins.save(upstream.user_id, upstream.id, grant, new_login=True)
     log.info("user %s connected upstream %s (OAuth login at %s)", upstream.user_id,
              upstream.id, pending.metadata.issuer)
     return Finished(upstream.user_id, upstream.id, upstream.name, pending.return_to)

@@ -20,11 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mcpkit.hub.crypto import CredentialError, SecretBox
-from mcpkit.hub.db.models import UpstreamLogin, UpstreamLoginState
+from mcpkit.hub.db.models import Upstream, UpstreamLogin, UpstreamLoginState
 from mcpkit.hub.store._db import Database
 from mcpkit.hub.store.upstreams import require_owned
 
@@ -72,13 +72,17 @@ class UpstreamLogins:
                 UpstreamLogin.user_id == user_id, UpstreamLogin.upstream_id == upstream_id))
         return found is not None
 
-    async def put(self, user_id: int, upstream_id: str, record: str) -> None:
+    async def put(self, user_id: int, upstream_id: str, record: str, *,
+                  new_login: bool = False) -> None:
         """Store (or replace) the user's login record for their upstream; `NotFound` when the
-        upstream is not theirs (or gone)."""
+        upstream is not theirs (or gone). A `new_login` (not a refresh) bumps the upstream's
+        version, so every replica's open connection to it is replaced at its next use."""
         sealed = self._require_box().seal(record)
         now = self._clock()
         async with self._db.write() as session:
-            await require_owned(session, user_id, upstream_id)
+            upstream = await require_owned(session, user_id, upstream_id, lock=new_login)
+            if new_login:
+                upstream.version += 1
             row = await session.get(UpstreamLogin, (user_id, upstream_id))
             if row is None:
                 session.add(UpstreamLogin(user_id=user_id, upstream_id=upstream_id,
@@ -87,14 +91,21 @@ class UpstreamLogins:
                 row.grant_sealed, row.updated_at = sealed, now
 
     async def delete(self, user_id: int, upstream_id: str) -> bool:
-        """Remove the user's login to their upstream; whether there was one."""
+        """Remove the user's login to their upstream; whether there was one. Removing one
+        bumps the upstream's version (open connections holding its tokens are replaced)."""
         async with self._db.write() as session:
             result = await session.execute(
                 delete(UpstreamLogin)
                 .where(UpstreamLogin.user_id == user_id,
                        UpstreamLogin.upstream_id == upstream_id)
                 .returning(UpstreamLogin.upstream_id))
-            return result.scalar_one_or_none() is not None
+            removed = result.scalar_one_or_none() is not None
+            if removed:
+                await session.execute(
+                    update(Upstream)
+                    .where(Upstream.user_id == user_id, Upstream.id == upstream_id)
+                    .values(version=Upstream.version + 1))
+            return removed
 
     # --- pending logins ------------------------------------------------------------------
 

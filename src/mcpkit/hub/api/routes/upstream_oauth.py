@@ -19,14 +19,18 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import RedirectResponse, Response
 
 from mcpkit.hub.api.auth import Context, CurrentUser
+from mcpkit.hub.api.context import HubContext
 from mcpkit.hub.api.errors import AUTHED, WITH_BODY, ApiError, responses
-from mcpkit.hub.api.routes.upstreams import PREFIX, _owned
+from mcpkit.hub.api.routes.upstreams import PREFIX, _owned, announce_change
+from mcpkit.hub.catalog import refresh_catalog
 from mcpkit.hub.oauth.pages import PAGE_HEADERS, error_page, notice_page
 from mcpkit.hub.store import NotFound
+from mcpkit.hub.upstream_auth import credentials_for
 from mcpkit.hub.upstream_login import (
     CALLBACK_PATH,
     MAX_QUERY_VALUE,
     BadReturnTo,
+    Finished,
     LoginFailed,
     finish_login,
     logout,
@@ -83,6 +87,7 @@ def router() -> APIRouter:
     async def log_out(upstream_id: str, user: CurrentUser, context: Context) -> LoggedOut:
         record = await _owned(context, user.id, upstream_id)
         report = await logout(context, record)
+        await announce_change(context, user.id, record.id)
         return LoggedOut(removed=bool(report.removed), revoked=report.revoked,
                          not_revoked=report.not_revoked)
 
@@ -108,6 +113,7 @@ def callback_router() -> APIRouter:
             return error_page(str(error) if isinstance(error, LoginFailed)
                               else "The upstream of this login is gone.",
                               status.HTTP_400_BAD_REQUEST)
+        await _first_catalog(context, finished)
         if finished.return_to:
             return RedirectResponse(finished.return_to, status.HTTP_303_SEE_OTHER,
                                     headers=PAGE_HEADERS)
@@ -115,3 +121,19 @@ def callback_router() -> APIRouter:
                                         "is kept by the hub. You may close this window.")
 
     return pages
+
+
+async def _first_catalog(context: HubContext, finished: Finished) -> None:
+    """Fetch the newly connected upstream's catalog with the new login (its tools appear in
+    /mcp at once) and tell every replica; a failure is only logged (the upstream's health
+    says it, and a refresh retries)."""
+    assert context.refresh_slots is not None
+    try:
+        upstream = await context.store.upstreams.get(finished.user_id, finished.upstream_id)
+        async with context.refresh_slots.for_user(finished.user_id):
+            await refresh_catalog(context.store, upstream, context.settings,
+                                  fetch=context.fetch,
+                                  credentials=credentials_for(context, "catalog"))
+    except Exception as error:  # the login itself is kept: the page says so
+        log.info("the first catalog of upstream %s failed: %s", finished.upstream_id, error)
+    await announce_change(context, finished.user_id, finished.upstream_id)
