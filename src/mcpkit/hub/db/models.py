@@ -304,3 +304,6 @@ class OAuthSigningKey(Base):
     kid: Mapped[str] = mapped_column(String(HASH_LENGTH), primary_key=True)
     private_jwk_sealed: Mapped[str] = mapped_column(Text)  # SecretBox-sealed JSON JWK
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # 1, 2, ...: the highest signs. Unique, so of replicas rotating at once only one adds
+    # the next generation (hub/oauth/keys.py).
+    generation: Mapped[int] = mapped_column(unique=True)
