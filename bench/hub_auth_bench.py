@@ -255,11 +255,16 @@ def report(samples: dict[str, Samples], calls: int, notes: list[str]) -> dict[st
     for row in rows.values():
         row["added_median_ms"] = row["median_ms"] - direct["median_ms"]
         row["added_p95_ms"] = row["p95_ms"] - direct["p95_ms"]
-    api, oauth = rows["api-token"], rows["oauth"]
-    difference = {key: oauth[key] - api[key]
-                  for key in ("median_ms", "p95_ms", "hub_cpu_us_per_call")}
-    return {"calls_per_target": calls, "targets": rows, "oauth_minus_api_token": difference,
-            "notes": notes}
+    result = {"calls_per_target": calls, "targets": rows,
+              "oauth_minus_api_token": difference(rows["oauth"], rows["api-token"]),
+              "notes": notes}
+    if "oauth-dpop" in rows:
+        result["dpop_minus_oauth"] = difference(rows["oauth-dpop"], rows["oauth"])
+    return result
+
+
+def difference(row: dict[str, float], base: dict[str, float]) -> dict[str, float]:
+    return {key: row[key] - base[key] for key in ("median_ms", "p95_ms", "hub_cpu_us_per_call")}
 
 
 def print_table(result: dict[str, Any]) -> None:
@@ -272,9 +277,12 @@ def print_table(result: dict[str, Any]) -> None:
                                                   f"{row['added_p95_ms']:+.3f}")
         print(f"{name:<11} {row['median_ms']:>9.3f} {row['p95_ms']:>7.3f} {added[0]:>12} "
               f"{added[1]:>9} {hub_cpu:>12} {row['echo_cpu_us_per_call']:>10.0f} µs")
-    diff = result["oauth_minus_api_token"]
-    print(f"oauth - api-token: median {diff['median_ms']:+.3f} ms, p95 {diff['p95_ms']:+.3f} "
-          f"ms, hub CPU {diff['hub_cpu_us_per_call']:+.0f} µs per call")
+    for key, label in (("oauth_minus_api_token", "oauth - api-token"),
+                       ("dpop_minus_oauth", "oauth-dpop - oauth")):
+        if key in result:
+            diff = result[key]
+            print(f"{label}: median {diff['median_ms']:+.3f} ms, p95 {diff['p95_ms']:+.3f} "
+                  f"ms, hub CPU {diff['hub_cpu_us_per_call']:+.0f} µs per call")
     for note in result["notes"]:
         print(note)
 
