@@ -121,7 +121,7 @@ class AccessTokens:
     async def _rotate(self, newest: SigningKeyRecord | None) -> None:
         kid = await add_signing_key(self._store, self._box, after=newest)
         if kid is None:
-            log.info("another replica rotated the access-token signing key")
+            log.info("another replica added the access-token signing key first")
         elif newest is not None:
             log.info("access-token signing key %s is older than %s: new key %s", newest.kid,
                      self._key_max_age, kid)
