@@ -94,6 +94,10 @@ def add_serve_command(commands: Subcommands) -> None:
     serve.add_argument("--public-url", default=None, metavar="URL",
                        help="the hub's URL as clients reach it: its OAuth issuer (default "
                        "$MCPKIT_HUB_PUBLIC_URL, else http://HOST:PORT)")
+    serve.add_argument("--oauth-key-max-age", dest="oauth_key_max_age_s", type=float,
+                       default=None, metavar="S",
+                       help="seconds the access-token signing key signs before it is replaced "
+                       "(default $MCPKIT_HUB_OAUTH_KEY_MAX_AGE_S, else 30 days)")
     serve.add_argument("--log-level", default=None,
                        choices=("critical", "error", "warning", "info", "debug"),
                        help="what the log shows (default info)")

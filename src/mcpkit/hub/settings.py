@@ -175,6 +175,11 @@ class HubSettings:
     """How often a replica re-reads the access-token signing keys: after `mcpkit hub oauth
     rotate-key` every replica signs with the new key within this time. A superseded key
     verifies for this + the access-token lifetime + 30 s more, then is retired."""
+    oauth_key_max_age_s: float = 30 * 24 * 3600.0
+    """How long the access-token signing key signs before a replica replaces it (the first
+    replica to re-read the keys after that; one new key however many race). The old key
+    keeps verifying as after `rotate-key`. At least the access-token lifetime + the re-read,
+    so the JWKS holds a few keys, not a growing list."""
     oauth_max_clients: int = 10_000
     """Clients registered by DCR in all; past it registration is refused (429)."""
     oauth_max_password_checks: int = 4
@@ -215,7 +220,8 @@ class HubSettings:
         for name in ("dns_timeout_s", "health_interval_s", "shutdown_grace_s",
                      "header_timeout_s", "body_timeout_s", "oauth_access_token_ttl_s",
                      "oauth_refresh_token_ttl_s", "oauth_code_ttl_s", "oauth_sign_in_ttl_s",
-                     "oauth_revocation_check_s", "oauth_signing_key_check_s"):
+                     "oauth_revocation_check_s", "oauth_signing_key_check_s",
+                     "oauth_key_max_age_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or \
                     not math.isfinite(value) or value <= 0:
@@ -224,6 +230,10 @@ class HubSettings:
             # a login's refresh rows (what revokes its access tokens) must outlive them
             raise SettingsError("oauth_access_token_ttl_s: must be below "
                                 "oauth_refresh_token_ttl_s")
+        if self.oauth_key_max_age_s < self.oauth_access_token_ttl_s + \
+                self.oauth_signing_key_check_s:
+            raise SettingsError("oauth_key_max_age_s: must be at least oauth_access_token_ttl_s "
+                                "+ oauth_signing_key_check_s")
         if not self.host:
             raise SettingsError("host: must not be empty")
         if self.redis_url is not None and not self.redis_url.startswith(REDIS_SCHEMES):
@@ -360,6 +370,7 @@ def _parse(name: str, text: str, variable: str) -> Any:
         "oauth_sign_in_ttl_s": float,
         "oauth_revocation_check_s": float,
         "oauth_signing_key_check_s": float,
+        "oauth_key_max_age_s": float,
         "oauth_max_clients": int,
         "oauth_max_password_checks": int,
         "max_catalog_items": int,
