@@ -312,7 +312,9 @@ class OAuthSigningKey(Base):
     kid: Mapped[str] = mapped_column(String(HASH_LENGTH), primary_key=True)
     private_jwk_sealed: Mapped[str] = mapped_column(Text)  # SecretBox-sealed JSON JWK
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
-<<<<<<< HEAD
+    # 1, 2, ...: the highest signs. Unique, so of replicas rotating at once only one adds
+    # the next generation (hub/oauth/keys.py).
+    generation: Mapped[int] = mapped_column(unique=True)
 
 
 def _upstream_fk() -> Any:
@@ -346,8 +348,3 @@ class UpstreamLoginState(Base):
     upstream_id: Mapped[str] = mapped_column(_upstream_fk(), index=True)
     pending_sealed: Mapped[str] = mapped_column(Text)
     expires_at: Mapped[datetime] = mapped_column(index=True)  # the purge
-=======
-    # 1, 2, ...: the highest signs. Unique, so of replicas rotating at once only one adds
-    # the next generation (hub/oauth/keys.py).
-    generation: Mapped[int] = mapped_column(unique=True)
->>>>>>> i24/keys-bench
