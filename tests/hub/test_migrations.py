@@ -29,6 +29,7 @@ TABLES = {
     "oauth_consents",
     "oauth_refresh_tokens",
     "oauth_signing_keys",
+    "oidc_identities",
 }
 
 
@@ -43,7 +44,8 @@ def test_the_revisions_ship_inside_the_package() -> None:
     assert (directory / "versions" / "0001_initial.py").is_file()
     assert (directory / "versions" / "0002_oauth.py").is_file()
     assert (directory / "versions" / "0003_oauth_expiry_indexes.py").is_file()
-    assert migrations.head_revision() == "0003"
+    assert (directory / "versions" / "0004_oidc_identities.py").is_file()
+    assert migrations.head_revision() == "0004"
 
 
 async def test_a_fresh_database_migrates_to_exactly_the_models(database_url: str) -> None:
