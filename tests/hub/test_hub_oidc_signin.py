@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 import os
 import secrets
 import time
@@ -222,7 +223,9 @@ async def test_a_disabled_user_is_refused(hubs: OidcHubs) -> None:
     assert kept is not None and after is not None and after.id_token == kept.id_token
 
 
-async def test_the_provider_tokens_are_kept_sealed_for_token_exchange(hubs: OidcHubs) -> None:
+async def test_the_provider_tokens_are_kept_sealed_for_token_exchange(
+        hubs: OidcHubs, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="mcpkit")
     account = unique("erin")
     _, back, request = await login(hubs.open, account)
     assert isinstance(back, str), back
@@ -244,6 +247,9 @@ async def test_the_provider_tokens_are_kept_sealed_for_token_exchange(hubs: Oidc
     finally:
         await engine.dispose()
     assert tokens.id_token not in stored and tokens.access_token not in stored
+    assert "signed in to the hub through the OpenID Connect provider" in caplog.text
+    for secret in (tokens.id_token, tokens.access_token, hubs.stack.hub_client_secret):
+        assert secret not in caplog.text
 
 
 # --- forged and replayed callbacks -----------------------------------------------------------
@@ -487,3 +493,37 @@ def test_oidc_settings_are_checked_and_the_secret_comes_from_the_environment() -
     with pytest.raises(SettingsError, match="'IDP_SECRET'") as unset:
         settings.oidc_client_secret({})
     assert "shh" not in str(unset.value)
+
+
+# --- the command line ------------------------------------------------------------------------
+
+
+def test_an_admin_links_a_subject_and_serve_needs_the_secret_variable(tmp_path: Any) -> None:
+    import anyio
+    from tests.hub.test_hub_cli import hub, ok
+
+    from mcpkit.hub.store import Conflict
+
+    issuer, url = "https://idp.example", f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
+
+    async def add_user() -> int:
+        async with await Store.open(url) as store:
+            return (await store.users.create("hana")).id
+
+    async def linked_user() -> int | None:
+        async with await Store.open(url) as store:
+            with pytest.raises(Conflict, match="linked to a user already"):
+                await store.oidc.link(issuer, "sub-1", 1)
+            return await store.oidc.user_of(issuer, "sub-1")
+
+    user_id = anyio.run(add_user)
+    linked = ok(hub(tmp_path, "user", "link-oidc", "hana", "--subject", "sub-1",
+                    "--issuer", issuer))
+    assert "sub-1" in linked
+    assert anyio.run(linked_user) == user_id
+
+    unset = hub(tmp_path, "serve", "--port", "0", "--oidc-issuer", issuer,
+                "--oidc-client-id", "hub", "--oidc-client-secret-env", "NO_SUCH_SECRET_VAR")
+    assert unset.returncode == 2
+    assert unset.stderr.strip().endswith(
+        "the environment variable 'NO_SUCH_SECRET_VAR' holding the OIDC client secret is not set")

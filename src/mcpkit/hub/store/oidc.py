@@ -7,6 +7,7 @@ that identity's latest provider tokens, sealed with the hub's key.
                       of `names` (a taken name gets a numeric suffix): a new identity is never
                       attached to an existing user because a name matches
     link(issuer, subject, user_id)   an admin maps a subject to an existing user
+                      (`mcpkit hub user link-oidc NAME --subject SUB`)
     subject_token(user_id, issuer)   the user's latest provider tokens (for RFC 8693 token
                       exchange with upstreams that trust the same provider)
 
@@ -27,10 +28,16 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mcpkit.hub.crypto import CredentialError, SecretBox
-from mcpkit.hub.db.models import NAME_LENGTH, OidcIdentity, User
+from mcpkit.hub.db.models import (
+    NAME_LENGTH,
+    OIDC_ISSUER_LENGTH,
+    OIDC_SUBJECT_LENGTH,
+    OidcIdentity,
+    User,
+)
 from mcpkit.hub.store import validation as check
 from mcpkit.hub.store._db import Database
-from mcpkit.hub.store.errors import Conflict, NotFound
+from mcpkit.hub.store.errors import Conflict, Invalid, NotFound
 from mcpkit.hub.store.records import UserRecord
 from mcpkit.hub.store.users import user_record
 
@@ -88,6 +95,7 @@ class OidcIdentities:
         """The user `(issuer, subject)` maps to, with `tokens` stored for it (not for a
         disabled user: nothing of theirs is refreshed). Unknown: a new user when
         `allow_signup`, else None."""
+        _check_identity(issuer, subject)
         sealed = tokens.sealed(self._require_box())
         for attempt in range(SIGN_IN_ATTEMPTS):
             try:
@@ -140,6 +148,7 @@ class OidcIdentities:
     async def link(self, issuer: str, subject: str, user_id: int) -> None:
         """Map `(issuer, subject)` to the existing user `user_id` (an admin's decision);
         `Conflict` when the identity is mapped already, `NotFound` for an unknown user."""
+        _check_identity(issuer, subject)
         async with self._db.write() as session:
             if await session.get(User, user_id) is None:
                 raise NotFound("user", user_id)
@@ -176,3 +185,11 @@ class OidcIdentities:
         if self._box is None:
             raise CredentialError("the store has no secret key to seal provider tokens with")
         return self._box
+
+
+def _check_identity(issuer: str, subject: str) -> None:
+    if not issuer.startswith(("https://", "http://")) or len(issuer) > OIDC_ISSUER_LENGTH:
+        raise Invalid("issuer", f"must be an http(s) URL of at most {OIDC_ISSUER_LENGTH} "
+                      "characters")
+    if not 0 < len(subject) <= OIDC_SUBJECT_LENGTH or not subject.isprintable():
+        raise Invalid("subject", f"must be 1 to {OIDC_SUBJECT_LENGTH} printable characters")
