@@ -15,7 +15,9 @@ The pending cookie is single use: every callback answer deletes it, so a replaye
 URL finds no sign-in to finish; a forged one (another state) is refused; a captured cookie
 replayed with its code fails at the provider, which redeems a code once. One sign-in at a
 time per browser: a second one started before the first came back replaces its cookie.
-The log says which user signed in, never a code, token or claim value.
+A refused callback (a forged state, a bad code or ID token) costs the client address one unit
+of the auth-failure budget wrong passwords and wrong API tokens spend; past it, 429. The log
+says which user signed in, never a code, token or claim value.
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ from mcpkit.hub.crypto import CredentialError
 from mcpkit.hub.oauth import pages
 from mcpkit.hub.oauth.oidc import PENDING_TTL_S, OidcRefused, PendingSignIn, user_name_hints
 from mcpkit.hub.oauth.service import AUTHORIZE_PATH, OIDC_CALLBACK_PATH, OAuthService
+from mcpkit.hub.ratelimit import retry_after
 from mcpkit.hub.store import StoreError
+from mcpkit.transports.server.http.peers import peer_key
 
 if TYPE_CHECKING:
     from mcpkit.hub.api.context import HubContext
@@ -70,6 +74,11 @@ async def callback(request: Request, context: HubContext, service: OAuthService,
     oidc = service.oidc
     if oidc is None:
         return pages.error_page("this hub has no OpenID Connect provider to sign in with", 404)
+    peer = peer_key(request.scope)
+    wait = context.auth_failures.blocked(peer)
+    if wait is not None:  # refused callbacks spend the address's auth-failure budget
+        return _done(service, pages.error_page("too many failed sign-ins from this address: "
+                                               f"try again in {retry_after(wait)} s", 429))
     pending = _pending(request, service)
     if pending is None:
         return _done(service, pages.error_page(
@@ -78,6 +87,7 @@ async def callback(request: Request, context: HubContext, service: OAuthService,
     try:
         login = await oidc.finish(query, pending)
     except OidcRefused as refused:
+        context.auth_failures.failed(peer)  # each may have cost a request to the provider
         log.info("a sign-in through the OpenID Connect provider was refused: %s",
                  refused.message)
         return _done(service, pages.error_page(refused.message, refused.status))
