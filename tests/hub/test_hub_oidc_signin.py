@@ -527,3 +527,45 @@ def test_an_admin_links_a_subject_and_serve_needs_the_secret_variable(tmp_path: 
     assert unset.returncode == 2
     assert unset.stderr.strip().endswith(
         "the environment variable 'NO_SUCH_SECRET_VAR' holding the OIDC client secret is not set")
+
+
+async def test_refused_callbacks_spend_the_address_budget_and_the_password_form_stays(
+        provider: FakeProvider, tmp_path: Any) -> None:
+    """A hub whose provider is the in-test one: its sign-in page keeps the password form
+    beside "Sign in with …"; forged callbacks past the auth-failure burst get 429."""
+    database_url = f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
+    box = SecretBox([generate_key()])
+    port = free_port()
+    os.environ[SECRET_ENV + "_FAKE"] = CLIENT_SECRET
+    try:
+        settings = HubSettings(database_url=database_url, port=port, auth_failure_burst=2,
+                               auth_failures_per_minute=1, oidc_issuer=provider.issuer,
+                               oidc_client_id=CLIENT_ID, oidc_provider_name="Fake <IdP>",
+                               oidc_client_secret_env=SECRET_ENV + "_FAKE")
+        with serve_in_thread(hub_app(settings, box), lifespan="on", name="hub-fake",
+                             port=port) as url:
+            hub = Hub(url, "", database_url, settings, box)
+            request = await CodeRequest.new(hub)
+            jar = aiohttp.CookieJar(unsafe=True)
+            async with aiohttp.ClientSession(cookie_jar=jar) as http:
+                async with http.get(request.url) as page:
+                    shown = await page.text()
+                assert 'name="password"' in shown and "Sign in with Fake &lt;IdP&gt;" in shown
+                csrf = shown.split('name="csrf_token" value="')[1].split('"')[0]
+                async with http.post(request.url, data={"csrf_token": csrf, "action": "oidc"},
+                                     allow_redirects=False) as started:
+                    assert started.status == 302
+                    assert started.headers["Location"].startswith(provider.issuer + "/auth?")
+                    pending = started.cookies[PENDING_COOKIE].value
+            statuses = []
+            async with aiohttp.ClientSession() as http:  # the pending sign-in each time
+                for _ in range(3):
+                    async with http.get(url + CALLBACK_PATH + "?code=c&state=forged",
+                                        headers={"Cookie": f"{PENDING_COOKIE}={pending}"},
+                                        allow_redirects=False) as answer:
+                        statuses.append(answer.status)
+                        last = await answer.text()
+            assert statuses == [403, 403, 429]
+            assert "too many failed sign-ins from this address" in last
+    finally:
+        os.environ.pop(SECRET_ENV + "_FAKE", None)
