@@ -30,10 +30,16 @@ from starlette.responses import RedirectResponse, Response
 
 from mcpkit.hub.crypto import CredentialError
 from mcpkit.hub.oauth import pages
-from mcpkit.hub.oauth.oidc import PENDING_TTL_S, OidcRefused, PendingSignIn, user_name_hints
+from mcpkit.hub.oauth.oidc import (
+    PENDING_TTL_S,
+    OidcLogin,
+    OidcRefused,
+    PendingSignIn,
+    user_name_hints,
+)
 from mcpkit.hub.oauth.service import AUTHORIZE_PATH, OIDC_CALLBACK_PATH, OAuthService
 from mcpkit.hub.ratelimit import retry_after
-from mcpkit.hub.store import StoreError
+from mcpkit.hub.store import StoreError, UserRecord
 from mcpkit.transports.server.http.peers import peer_key
 
 if TYPE_CHECKING:
@@ -91,30 +97,41 @@ async def callback(request: Request, context: HubContext, service: OAuthService,
         log.info("a sign-in through the OpenID Connect provider was refused: %s",
                  refused.message)
         return _done(service, pages.error_page(refused.message, refused.status))
+    user = await _hub_user(context, service, login)
+    if isinstance(user, Response):
+        return _done(service, user)
+    resume = pending.resume if pending.resume.startswith(AUTHORIZE_PATH + "?") else \
+        AUTHORIZE_PATH
+    response = RedirectResponse(resume, status_code=302, headers={"Cache-Control": "no-store"})
+    service.set_session_cookie(response, user.id)
+    return _done(service, response)
+
+
+async def _hub_user(context: HubContext, service: OAuthService, login: OidcLogin
+                    ) -> UserRecord | Response:
+    """The hub user the provider's identity signs in as (made now if sign-up is on), or the
+    page that says why not."""
+    name = service.oidc.name if service.oidc is not None else "the provider"
     try:
         signed = await context.store.oidc.sign_in(
             login.issuer, login.subject, names=user_name_hints(login.claims, login.subject),
             tokens=login.tokens, allow_signup=service.settings.oidc_allow_signup)
     except (StoreError, CredentialError) as error:
         log.warning("a sign-in through the OpenID Connect provider failed: %s", error)
-        return _done(service, pages.error_page("the hub cannot record the sign-in right now: "
-                                               "try again shortly", 503))
+        return pages.error_page("the hub cannot record the sign-in right now: try again "
+                                "shortly", 503)
     if signed is None:
         log.info("an unknown OpenID Connect subject was refused (sign-up is off)")
-        return _done(service, pages.error_page(
-            f"your {oidc.name} account is not a user of this hub, and this hub does not "
-            "create users at a first sign-in: ask an administrator to add you (your subject "
-            f"at {oidc.name}: {login.subject})", 403))
+        return pages.error_page(
+            f"your {name} account is not a user of this hub, and this hub does not create "
+            "users at a first sign-in: ask an administrator to add you (your subject at "
+            f"{name}: {login.subject})", 403)
     if signed.user.disabled:
         log.info("disabled user %d was refused at an OpenID Connect sign-in", signed.user.id)
-        return _done(service, pages.error_page("this hub user is disabled", 403))
+        return pages.error_page("this hub user is disabled", 403)
     log.info("user %d signed in to the hub through the OpenID Connect provider%s",
              signed.user.id, " (a new user)" if signed.created else "")
-    resume = pending.resume if pending.resume.startswith(AUTHORIZE_PATH + "?") else \
-        AUTHORIZE_PATH
-    response = RedirectResponse(resume, status_code=302, headers={"Cache-Control": "no-store"})
-    service.set_session_cookie(response, signed.user.id)
-    return _done(service, response)
+    return signed.user
 
 
 def _pending(request: Request, service: OAuthService) -> PendingSignIn | None:
