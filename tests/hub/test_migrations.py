@@ -31,6 +31,7 @@ TABLES = {
     "oauth_signing_keys",
     "upstream_logins",
     "upstream_login_states",
+    "oidc_identities",
 }
 
 

@@ -17,6 +17,8 @@ Tables (every foreign key to a user or an upstream cascades on delete):
     oauth_signing_keys    the hub's access-token signing keys (private JWK, sealed)
     upstream_logins       a user's OAuth login to one of their upstreams (the grant, sealed)
     upstream_login_states the pending starts of such logins, by the sha256 of their `state`
+    oidc_identities       (issuer, subject) at an OpenID Connect provider -> a hub user, and
+                          the identity's latest provider tokens (sealed)
 
 Portability: JSON columns are the generic `JSON` type (`json` on PostgreSQL, text on SQLite);
 enumerations are short strings with named CHECK constraints (no PostgreSQL ENUM types to
@@ -348,3 +350,25 @@ class UpstreamLoginState(Base):
     upstream_id: Mapped[str] = mapped_column(_upstream_fk(), index=True)
     pending_sealed: Mapped[str] = mapped_column(Text)
     expires_at: Mapped[datetime] = mapped_column(index=True)  # the purge
+
+
+OIDC_ISSUER_LENGTH = 2048
+OIDC_SUBJECT_LENGTH = 255  # OpenID Connect Core §2: `sub` is at most 255 ASCII characters
+
+
+class OidcIdentity(Base):
+    """A subject at an OpenID Connect provider, signed in as the hub user `user_id`. The pair
+    (issuer, subject) is the identity: never a name or an e-mail address, which a provider
+    may reassign."""
+
+    __tablename__ = "oidc_identities"
+    __table_args__ = (UniqueConstraint("issuer", "subject"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    issuer: Mapped[str] = mapped_column(String(OIDC_ISSUER_LENGTH))
+    subject: Mapped[str] = mapped_column(String(OIDC_SUBJECT_LENGTH))
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    # the latest provider tokens (access, refresh, id token), SecretBox-sealed JSON mapping
+    tokens_sealed: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_login_at: Mapped[datetime | None]

@@ -13,6 +13,7 @@
     store.audit      record, record_many, recent
     store.oauth      the authorization server's clients, codes, consents, refresh families
     store.upstream_logins  users' OAuth logins to their upstreams (sealed), pending starts
+    store.oidc       OpenID Connect identities -> users, their provider tokens (sealed)
 
 Each call is its own transaction and returns frozen records (`records.py`), never ORM objects.
 Every upstream and catalog function takes the owner's user id: another user's upstream is
@@ -43,6 +44,7 @@ from mcpkit.hub.store.audit import AuditLog
 from mcpkit.hub.store.catalog import Catalogs
 from mcpkit.hub.store.errors import Conflict, Invalid, NotFound, StoreError, StoreUnavailable
 from mcpkit.hub.store.oauth import OAuthState
+from mcpkit.hub.store.oidc import OidcIdentities
 from mcpkit.hub.store.records import (
     UNSET,
     AuditEntry,
@@ -114,6 +116,7 @@ class Store:
         self.audit = AuditLog(db, clock)
         self.oauth = OAuthState(db, clock)
         self.upstream_logins = UpstreamLogins(db, box, clock)
+        self.oidc = OidcIdentities(db, box, clock)
         self.engine: AsyncEngine | None = None  # set when the store owns its engine
 
     @classmethod

@@ -3,7 +3,7 @@ bearer, as before; "oauth": the owner's own login), the logins (sealed grants, o
 upstream) and the pending starts of logins (by the sha256 of their state, expiring).
 
 Revision ID: 0005
-Revises: 0003
+Revises: 0004
 Create Date: 2026-11-26
 
 Written out in full (no imports from the models), so it keeps describing this revision when the
@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0005"
-down_revision: str | None = "0003"
+down_revision: str | None = "0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

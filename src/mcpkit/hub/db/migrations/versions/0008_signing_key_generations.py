@@ -3,7 +3,7 @@ at the same moment (by its age, hub/oauth/keys.py) each try to add the next gene
 database lets exactly one of them in. Existing keys are numbered oldest first.
 
 Revision ID: 0008
-Revises: 0003
+Revises: 0005
 Create Date: 2026-11-26
 """
 
