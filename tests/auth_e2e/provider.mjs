@@ -3,6 +3,7 @@
 //
 //   MACHINE_CLIENT_SECRET=S node provider.mjs --port PORT --resource URL [--resource URL2 …]
 //       --events FILE [--other-resource URL2] [--opaque-resource URL3] [--max-life-s N]
+//       [--hub-redirect-uri URL …]   (with HUB_CLIENT_SECRET=S2 in the environment)
 //
 // Configured as an MCP authorization server for the protected resources given (the first is
 // the default): open dynamic client registration, PKCE (S256, required), resource indicators
@@ -25,7 +26,16 @@
 // (seconds); POST /__test/resources?resource=URL[&format=opaque] adds a protected resource (a
 // server a test starts once the provider runs, e.g. `mcpkit serve`), whose access tokens are
 // opaque with format=opaque (for introspection, which is on: any confidential client may
-// introspect, oidc-provider's default policy). Prints one JSON line with the issuer
+// introspect, oidc-provider's default policy).
+//
+// With --hub-redirect-uri, the provider is also an OpenID Connect provider for the mcpkit
+// hub: one more pre-registered confidential client "hub" (secret S2 from the environment,
+// client_secret_basic, the code grant back to those redirect URIs), and accounts with claims:
+// the login typed is the subject, its preferred_username (profile scope) and
+// LOGIN@example.test its email (email scope), put in the ID token itself
+// (conformIdTokenClaims off, so the hub needs no userinfo call). A login starting with
+// "noname" has neither claim (the hub then names the user after the subject).
+// Prints one JSON line with the issuer
 // when it listens; exits when stdin closes (the test process is gone) or after --max-life-s.
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { appendFileSync } from 'node:fs';
@@ -43,8 +53,11 @@ const { values: args } = parseArgs({
     'opaque-resource': { type: 'string' },
     events: { type: 'string' },
     'max-life-s': { type: 'string', default: '900' },
+    'hub-redirect-uri': { type: 'string', multiple: true },
   },
 });
+const hubRedirectUris = args['hub-redirect-uri'] ?? [];
+const hubRedirectUri = hubRedirectUris.length > 0;
 const issuer = `http://127.0.0.1:${args.port}`;
 const settings = { accessTokenTTL: 3600 };
 const opaqueResources = new Set([args['opaque-resource']].filter(Boolean)); // opaque tokens
@@ -57,7 +70,31 @@ function signingKey(type, options, alg) {
   return { ...privateKey.export({ format: 'jwk' }), alg, use: 'sig', kid: `${alg}-${randomBytes(4).toString('hex')}` };
 }
 
+const hubClient = {
+  client_id: 'hub',
+  client_secret: process.env.HUB_CLIENT_SECRET,
+  grant_types: ['authorization_code', 'refresh_token'],
+  redirect_uris: hubRedirectUris,
+  response_types: ['code'],
+  token_endpoint_auth_method: 'client_secret_basic',
+};
+// the hub's accounts: the login is the subject (see the header)
+const hubAccounts = hubRedirectUri ? {
+  conformIdTokenClaims: false,
+  claims: { openid: ['sub'], profile: ['preferred_username'], email: ['email'] },
+  async findAccount(ctx, sub) {
+    return {
+      accountId: sub,
+      async claims() {
+        if (sub.startsWith('noname')) return { sub };
+        return { sub, preferred_username: sub, email: `${sub}@example.test` };
+      },
+    };
+  },
+} : {};
+
 const provider = new Provider(issuer, {
+  ...hubAccounts,
   clients: [{
     client_id: 'machine',
     client_secret: process.env.MACHINE_CLIENT_SECRET,
@@ -65,7 +102,7 @@ const provider = new Provider(issuer, {
     redirect_uris: [],
     response_types: [],
     token_endpoint_auth_method: 'client_secret_basic',
-  }],
+  }, ...(hubRedirectUri ? [hubClient] : [])],
   jwks: { keys: [signingKey('ec', { namedCurve: 'P-256' }, 'ES256'), signingKey('rsa', { modulusLength: 2048 }, 'RS256')] },
   cookies: { keys: [randomBytes(32).toString('hex')] },
   // the resources' scopes are listed too: a client may name them in its registration (the

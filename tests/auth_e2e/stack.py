@@ -75,6 +75,10 @@ class Stack:
     machine_client_id: str = "machine"
     machine_secret: str = field(default="", repr=False)
     """The provider's one pre-registered client-credentials client (client_secret_basic)."""
+    hub_client_id: str = "hub"
+    hub_client_secret: str = field(default="", repr=False)
+    """With `hub_redirect_uris`: the confidential OpenID Connect client "hub"
+    (client_secret_basic, the code grant back to those URIs only)."""
 
     def events(self) -> list[dict[str, Any]]:
         """Every event the provider recorded so far, oldest first."""
@@ -125,15 +129,20 @@ def _start(argv: list[str], port: int, log: IO[bytes], **popen: Any) -> subproce
 
 
 @contextlib.contextmanager
-def running_stack(directory: Path) -> Iterator[Stack]:
-    """Start the provider, then the protected server that trusts it; stop both after."""
+def running_stack(directory: Path, *, hub_redirect_uris: tuple[str, ...] = ()
+                  ) -> Iterator[Stack]:
+    """Start the provider, then the protected server that trusts it; stop both after.
+    With `hub_redirect_uris`, the provider is also the mcpkit hub's OpenID Connect provider
+    (a pre-registered confidential client "hub" redirecting there; accounts with claims)."""
     require_provider()
     provider_port, server_port = free_port(), free_port()
     resource = f"http://127.0.0.1:{server_port}/mcp"
     stack = Stack(f"http://127.0.0.1:{provider_port}", resource, directory / "events.jsonl",
                   other_resource=f"http://127.0.0.1:{server_port}/other-mcp",
                   opaque_resource=f"http://127.0.0.1:{server_port}/opaque-mcp",
-                  machine_secret=secrets.token_urlsafe(24))
+                  machine_secret=secrets.token_urlsafe(24),
+                  hub_client_secret=secrets.token_urlsafe(24))
+    hub_options = [part for uri in hub_redirect_uris for part in ("--hub-redirect-uri", uri)]
     with contextlib.ExitStack() as stop:
         provider_log = stop.enter_context(open(directory / "provider.log", "w+b"))
         server_log = stop.enter_context(open(directory / "server.log", "w+b"))
@@ -142,9 +151,10 @@ def running_stack(directory: Path) -> Iterator[Stack]:
              "--resource", resource, "--other-resource", stack.other_resource,
              "--opaque-resource", stack.opaque_resource,
              "--events", str(stack.events_file),
-             "--max-life-s", str(MAX_LIFE_S)],
+             "--max-life-s", str(MAX_LIFE_S), *hub_options],
             provider_port, provider_log, stdin=subprocess.PIPE,
-            env={**os.environ, "MACHINE_CLIENT_SECRET": stack.machine_secret})
+            env={**os.environ, "MACHINE_CLIENT_SECRET": stack.machine_secret,
+                 "HUB_CLIENT_SECRET": stack.hub_client_secret})
         stop.callback(stop_process, provider, group=True)
         assert provider.stdin is not None
         stop.callback(provider.stdin.close)

@@ -142,7 +142,8 @@ def test_every_command_that_opens_the_database_takes_the_same_storage_options() 
         for name, action in _subparsers(commands[group]).items():
             assert STORAGE_OPTIONS <= _options(action), (group, name)
             checked.append(f"{group} {name}")
-    assert len(checked) == 8  # serve, user add|list|disable|set-password, token create|list|revoke
+    # serve, user add|list|disable|set-password|link-oidc, token create|list|revoke
+    assert len(checked) == 9
 
 
 def test_register_an_upstream_and_read_it_back_from_the_cli(served: ServedHub) -> None:

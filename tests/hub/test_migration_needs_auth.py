@@ -1,7 +1,8 @@
-"""Migration 0007 (health status "needs_auth", catalog credentials) on a database with data,
-SQLite and PostgreSQL: the upgrade keeps every upstream and its catalog (SQLite recreates the
-table, whose DROP would cascade to the catalogs), the new status is accepted and a foreign
-one still refused, and the downgrade turns needs_auth into unhealthy and drops the columns."""
+"""Migration 0009 (health status "needs_auth", catalog credentials) on a database with data,
+SQLite and PostgreSQL: the upgrade keeps every upstream, its catalog and its owner's login
+(SQLite recreates the table, whose DROP would cascade to them: so does 0005's, which keeps
+them too), the new status is accepted and a foreign one still refused, and the downgrade
+turns needs_auth into unhealthy and drops the columns."""
 
 from __future__ import annotations
 
@@ -18,8 +19,10 @@ from mcpkit.hub.db.engine import make_engine
 
 pytestmark = pytest.mark.anyio
 
-BEFORE = "0003"
-THIS = "0007"
+OLDER = "0004"
+"""Before 0005 (auth_mode), which rebuilds upstreams on SQLite too."""
+BEFORE = "0008"
+THIS = "0009"
 UPSTREAM = "00000000-0000-4000-8000-000000000007"
 
 
@@ -38,7 +41,7 @@ async def _execute(engine: AsyncEngine, statement: str) -> None:
 
 
 async def _seed(engine: AsyncEngine) -> None:
-    """A user, an upstream with two tools and an audit row, at revision 0003."""
+    """A user and an upstream with two tools, at revision 0004."""
     for statement in (
         "INSERT INTO users (id, name, is_admin, disabled, created_at) "
         "VALUES (1, 'alice', false, false, CURRENT_TIMESTAMP)",
@@ -58,12 +61,18 @@ async def test_the_upgrade_keeps_upstreams_and_catalogs_and_the_downgrade_undoes
 ) -> None:
     engine = make_engine(database_url)
     try:
-        await migrations.upgrade(engine, BEFORE)
+        await migrations.upgrade(engine, OLDER)
         await _seed(engine)
+        await migrations.upgrade(engine, BEFORE)
+        assert len(await _rows(engine, "SELECT * FROM upstream_tools")) == 2  # 0005 kept them
+        await _execute(engine, "INSERT INTO upstream_logins (user_id, upstream_id, grant_sealed, "
+                               f"created_at, updated_at) VALUES (1, '{UPSTREAM}', 'sealed', "
+                               "CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)")
         await migrations.upgrade(engine, THIS)
         assert await migrations.current_revision(engine) == THIS
         assert await _rows(engine, "SELECT name FROM upstream_tools ORDER BY position") == [
             ("a",), ("b",)]
+        assert await _rows(engine, "SELECT grant_sealed FROM upstream_logins") == [("sealed",)]
         await _execute(engine, "UPDATE upstreams SET health_status = 'needs_auth', "
                                "catalog_bearer_encrypted = 'sealed'")
         with pytest.raises(exc.IntegrityError):  # the other constraints came along
@@ -76,6 +85,7 @@ async def test_the_upgrade_keeps_upstreams_and_catalogs_and_the_downgrade_undoes
         assert await migrations.current_revision(engine) == BEFORE
         assert await _rows(engine, "SELECT health_status FROM upstreams") == [("unhealthy",)]
         assert len(await _rows(engine, "SELECT * FROM upstream_tools")) == 2
+        assert len(await _rows(engine, "SELECT * FROM upstream_logins")) == 1
         with pytest.raises(exc.DatabaseError):  # the column is gone
             await _rows(engine, "SELECT catalog_bearer_encrypted FROM upstreams")
         with pytest.raises(exc.IntegrityError):  # and the status with it

@@ -15,6 +15,11 @@ catalog and health checks may use credentials of their own - against real upstre
   token of every request) sees the catalog fetch and the health check carry the catalog token
   and `tools/call` the call token; revoking the call token makes the next call an `isError`
   result naming the login, and the upstream `needs_auth`;
+- an "oauth" upstream whose owner has no login is `needs_auth` before anything is sent, even
+  with catalog credentials;
+- the CLI warns with the login endpoint and shows it (`upstream get`), and the catalog
+  credentials masked;
+- the store gives each purpose its credentials (sealed, kept across updates);
 - the detection itself (`client.auth_refusal`, `hub.needs_auth`) on the exceptions the Client
   raises, for any `WWW-Authenticate` value (hypothesis).
 """
@@ -52,7 +57,7 @@ from mcpkit.client.auth_refusal import authorization_refusal
 from mcpkit.hub.api.context import HubContext
 from mcpkit.hub.crypto import SecretBox
 from mcpkit.hub.health import HealthChecker
-from mcpkit.hub.needs_auth import UpstreamNeedsAuth, login_errors, login_path, refusal
+from mcpkit.hub.needs_auth import UpstreamNeedsAuth, login_path, refusal
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store import Store, UpstreamRecord, UpstreamSpec
 from mcpkit.hub.upstream_client import UpstreamUnavailable
@@ -224,6 +229,25 @@ async def test_catalog_credentials_serve_the_catalog_and_call_credentials_the_ca
         assert not guard.methods_with(CATALOG_TOKEN)
 
 
+async def test_an_oauth_upstream_without_its_owners_login_needs_auth_before_any_request(
+    hub: Hub
+) -> None:
+    """Catalog credentials do not stand in for the owner's login: without one the catalog
+    is not fetched (nothing reaches the upstream) and the upstream is needs_auth."""
+    _, api = await fresh_user(hub)
+    with guarded_upstream({CATALOG_TOKEN}) as guard:
+        created = await api.create_upstream(name="mine", url=guard.url, auth_mode="oauth",
+                                            catalog_bearer_token=CATALOG_TOKEN)
+        refreshed = await api.post(f"{UPSTREAMS}/{created['id']}/refresh")
+        assert refreshed.status == 502 and refreshed.error["code"] == "upstream_needs_auth"
+        assert refreshed.error["message"] == (
+            f"mine: needs its owner's OAuth login (no login): POST {login_path(created['id'])}")
+        shown = (await api.get(f"{UPSTREAMS}/{created['id']}")).body
+        assert shown["health_status"] == "needs_auth"
+        assert shown["login"]["path"] == login_path(created["id"])
+        assert guard.seen == []
+
+
 async def test_catalog_headers_are_checked_like_headers(hub: Hub) -> None:
     _, api = await fresh_user(hub)
     created = await api.create_upstream(name="checked", url=closed_port_url(),
@@ -378,18 +402,3 @@ def test_any_401_is_an_authorization_refusal_whatever_its_challenge(value: str) 
 ])
 def test_which_failures_are_needs_auth(error: BaseException, needs_auth: bool) -> None:
     assert (refusal(_record(), _wrapped(error), sent_credentials=True) is not None) is needs_auth
-
-
-def test_without_the_per_user_login_module_only_the_401_tells() -> None:
-    """The stand-in for upstream_auth.UpstreamNeedsLogin (until that module is merged): the
-    adapter finds the class when the module exists, and nothing otherwise."""
-    try:
-        from mcpkit.hub import upstream_auth  # type: ignore[attr-defined, unused-ignore]
-    except ImportError:
-        assert login_errors() == ()
-        return
-    assert login_errors() == (upstream_auth.UpstreamNeedsLogin,)
-    error = upstream_auth.UpstreamNeedsLogin("no login kept for this upstream")
-    refused = refusal(_record(), _wrapped(error), sent_credentials=False)
-    assert isinstance(refused, UpstreamNeedsAuth)
-

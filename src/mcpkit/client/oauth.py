@@ -98,6 +98,15 @@ class _Grant:
         return TokenKey(self.resource, self.metadata.issuer, self.client.client_id)
 
 
+async def probe_challenge(http: OAuthHttp, url: str) -> BearerChallenge | None:
+    """The challenge an unauthenticated probe (`PROBE_MESSAGE`) of the MCP server at `url`
+    (http(s)) gets: its 401/403 `WWW-Authenticate`, None when it sets none."""
+    reply = await http.post_json(url, PROBE_MESSAGE)
+    value = next((v for k, v in reply.headers.items() if k.lower() == "www-authenticate"),
+                 None)
+    return parse_bearer_challenge(value) if reply.status in (401, 403) else None
+
+
 class OAuth:
     """The authorization group of a `Client` (see the module docstring)."""
 
@@ -172,10 +181,7 @@ class OAuth:
         there are: the challenge comes from an unauthenticated probe of the server (its
         401), else discovery starts at the protected-resource metadata's well-known URLs."""
         target = http_form(url)
-        reply = await self._http.post_json(target, PROBE_MESSAGE)
-        value = next((v for k, v in reply.headers.items() if k.lower() == "www-authenticate"),
-                     None)
-        challenge = parse_bearer_challenge(value) if reply.status in (401, 403) else None
+        challenge = await probe_challenge(self._http, target)
         async with self._lock:
             await self._authorize(target, challenge or BearerChallenge(), None)
             assert self._grant is not None

@@ -36,12 +36,14 @@ async def logout(store: PersistentTokenStore, url: str, *,
     report = LogoutReport()
     http = http if http is not None else OAuthHttp()
     for grant in await store.grants(url):
-        await _revoke(http, grant, report)
+        await revoke_grant(http, grant, report)
     report.removed = await store.forget(url)
     return report
 
 
-async def _revoke(http: OAuthHttp, grant: StoredGrant, report: LogoutReport) -> None:
+async def revoke_grant(http: OAuthHttp, grant: StoredGrant, report: LogoutReport) -> None:
+    """Revoke one kept login's refresh token, then its access token (the module says how
+    failures are reported)."""
     if grant.metadata is None or grant.client is None:
         report.not_revoked.append(f"{grant.issuer}: the store holds no client for it")
         return

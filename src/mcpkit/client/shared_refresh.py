@@ -25,14 +25,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Protocol
 
 from mcpkit.auth.errors import AuthorizationError
 from mcpkit.auth.tokens import TokenKey, TokenSet
 from mcpkit.client.oauth_grant import InvalidGrant
 from mcpkit.client.token_records import TokenStoreError
-from mcpkit.client.token_store import PersistentTokenStore
 
 log = logging.getLogger(__name__)
+
+
+class SharedTokens(Protocol):
+    """What a shared refresh needs of a store: its lock across holders (a
+    `PersistentTokenStore`'s lock file; the hub's Redis lock for upstream logins), and reading
+    and removing the tokens under it."""
+
+    def refresh_lock(self, key: TokenKey) -> AbstractAsyncContextManager[None]: ...
+    async def get(self, key: TokenKey) -> TokenSet | None: ...
+    async def delete(self, key: TokenKey) -> None: ...
 
 
 class LoginRemoved(AuthorizationError):
@@ -40,7 +51,7 @@ class LoginRemoved(AuthorizationError):
     token found dead by another process): its refresh token is not used again."""
 
 
-async def refresh_shared(store: PersistentTokenStore, key: TokenKey, seen: TokenSet,
+async def refresh_shared(store: SharedTokens, key: TokenKey, seen: TokenSet,
                          refresh: Callable[[TokenSet], Awaitable[TokenSet]],
                          keep: Callable[[TokenSet], Awaitable[None]],
                          margin_s: float) -> TokenSet:

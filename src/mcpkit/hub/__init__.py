@@ -15,6 +15,8 @@ checkout `pip install -e '.[hub]'`); importing this package alone loads nothing 
     catalog_limits.py  how much of a catalog the hub takes (count, bytes, nesting)
     refresh_slots.py   catalog refreshes in flight, shared fairly between users
     health.py      the health checker: refreshes the due upstreams' catalogs periodically
+    needs_auth.py  an upstream that wants a login or credentials: "needs_auth", not
+                   "unhealthy" (what refused the hub, and the action that fixes it)
     api/           the REST API (FastAPI): create_app(settings) - routes, auth, error shape,
                    request limits; the seams where /mcp, Redis and metrics plug in
     router/        /mcp: every enabled upstream of the caller as one MCP server (HubRouter;

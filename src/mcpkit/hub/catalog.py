@@ -90,24 +90,34 @@ async def refresh_catalog(
     settings: HubSettings,
     *,
     fetch: Fetcher | None = None,
+    credentials: Callable[[UpstreamRecord], Awaitable[Credentials]] | None = None,
 ) -> Catalog:
     """Fetch the upstream's catalog (with `fetch`, default `fetch_catalog`), store it and mark
-    the upstream healthy; on failure record the error ("needs_auth" for `UpstreamNeedsAuth`,
-    else "unhealthy") and raise `UpstreamUnavailable`. `NotFound` if the upstream went away
-    meanwhile."""
+    the upstream healthy; on failure record the error ("needs_auth" when the upstream wants
+    authorization or its owner's login is missing or dead, else "unhealthy") and raise
+    `UpstreamUnavailable` (`UpstreamNeedsAuth` for the former). `NotFound` if the upstream
+    went away meanwhile. `credentials` gives what the fetch presents (default: the stored
+    ones for catalog fetches - its catalog credentials if it has any; the hub's callers attach
+    the owner's OAuth login, whose absence is `UpstreamNeedsLogin`)."""
+    presented: Credentials | None = None
     try:
-        credentials = await store.upstreams.credentials(upstream.user_id, upstream.id,
-                                                        purpose="catalog")
-        catalog = await (fetch or fetch_catalog)(upstream, credentials, settings)
+        if credentials is not None:
+            presented = await credentials(upstream)
+        else:
+            presented = await store.upstreams.credentials(upstream.user_id, upstream.id,
+                                                          purpose="catalog")
+        catalog = await (fetch or fetch_catalog)(upstream, presented, settings)
         await _check_user_total(store, upstream, catalog, settings)
-    except needs_auth.login_errors() as error:  # the owner's login, before any request
-        refused = needs_auth.refusal(upstream, error, sent_credentials=False)
-        assert refused is not None
-        await _record_failure(store, upstream, refused)
-        raise refused from error
     except UpstreamUnavailable as error:
-        await _record_failure(store, upstream, error)
-        raise
+        # the owner's login missing or dead (`UpstreamNeedsLogin`, before any request or on
+        # a refused refresh) reaches here as it was raised: needs_auth too
+        refused = error if isinstance(error, UpstreamNeedsAuth) else needs_auth.refusal(
+            upstream, error, sent_credentials=presented is not None and bool(
+                presented.bearer or presented.headers))
+        await _record_failure(store, upstream, refused or error)
+        if refused is None or refused is error:
+            raise
+        raise refused from error
     await store.catalog.replace(
         upstream.user_id,
         upstream.id,

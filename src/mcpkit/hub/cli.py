@@ -4,6 +4,8 @@
     mcpkit hub user add NAME [--admin]
     mcpkit hub user list
     mcpkit hub user disable NAME [--enable]
+    mcpkit hub user set-password NAME [--remove]
+    mcpkit hub user link-oidc NAME --subject SUB [--issuer URL]   sign-in through the provider
     mcpkit hub token create USER [--name N] [--expires-days D]   prints the token, once
     mcpkit hub token list USER
     mcpkit hub token revoke TOKEN_ID
@@ -116,7 +118,17 @@ def add_user_commands(commands: Subcommands) -> None:
     password.add_argument("--remove", action="store_true",
                           help="remove the password: the user can no longer sign in with one")
     password.set_defaults(run=with_store(_user_set_password))
-    for parser in (add, listing, disable, password):
+    link = actions.add_parser(
+        "link-oidc", help="let the subject SUB at the OpenID Connect provider sign in as this "
+        "user (what a hub without --oidc-allow-signup needs for each user)")
+    link.add_argument("name")
+    link.add_argument("--subject", required=True, metavar="SUB",
+                      help="the user's subject (`sub`) at the provider: the hub's refusal "
+                      "page shows it")
+    link.add_argument("--issuer", default=None, metavar="URL",
+                      help="the provider (default $MCPKIT_HUB_OIDC_ISSUER)")
+    link.set_defaults(run=with_store(_user_link_oidc))
+    for parser in (add, listing, disable, password, link):
         add_settings_arguments(parser)
 
 
@@ -163,6 +175,16 @@ async def _user_set_password(store: Store, args: argparse.Namespace) -> int:
         return fail(str(error))
     await store.users.set_password_hash(user.id, hashed)
     print(f"user {user.name}: password set")
+    return 0
+
+
+async def _user_link_oidc(store: Store, args: argparse.Namespace) -> int:
+    issuer = args.issuer or storage_settings(args).oidc_issuer
+    if not issuer:
+        return fail("which provider? give --issuer URL (or set MCPKIT_HUB_OIDC_ISSUER)")
+    user = await store.users.get_by_name(args.name)
+    await store.oidc.link(issuer, args.subject, user.id)
+    print(f"user {user.name}: signs in as subject {args.subject!r} at {issuer}")
     return 0
 
 

@@ -48,6 +48,7 @@ from redis.exceptions import RedisError
 from mcpkit.hub.catalog import UpstreamNeedsAuth, UpstreamUnavailable, refresh_catalog
 from mcpkit.hub.db.models import utcnow
 from mcpkit.hub.store import Catalog, NotFound, StoreError, UpstreamRecord
+from mcpkit.hub.upstream_auth import credentials_for
 
 if TYPE_CHECKING:
     from mcpkit.hub.api.context import HubContext
@@ -174,7 +175,8 @@ class HealthChecker:
             try:
                 with anyio.fail_after(limit):
                     await refresh_catalog(context.store, upstream, context.settings,
-                                          fetch=context.fetch)
+                                          fetch=context.fetch,
+                                          credentials=credentials_for(context, "catalog"))
             except UpstreamNeedsAuth:  # recorded as needs_auth by refresh_catalog
                 return "needs_auth"
             except UpstreamUnavailable:  # recorded as unhealthy by refresh_catalog

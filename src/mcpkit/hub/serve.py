@@ -3,7 +3,8 @@ health checker) with uvicorn.
 
     mcpkit hub serve [--host 127.0.0.1] [--port 8765] [--database-url URL] [--data-dir DIR]
                      [--allow-private-upstreams] [--allow-stdio] [--redis-url URL]
-                     [--log-level info]
+                     [--oidc-issuer URL --oidc-client-id ID --oidc-client-secret-env VAR
+                      [--oidc-allow-signup] [--oidc-scopes S]] [--log-level info]
 
 Binds 127.0.0.1 unless told otherwise: exposing the hub is a decision (put TLS in front).
 The port is bound first (`transports/server/http/listen.py`: a port in use is one line on stderr
@@ -94,10 +95,34 @@ def add_serve_command(commands: Subcommands) -> None:
     serve.add_argument("--public-url", default=None, metavar="URL",
                        help="the hub's URL as clients reach it: its OAuth issuer (default "
                        "$MCPKIT_HUB_PUBLIC_URL, else http://HOST:PORT)")
+    serve.add_argument("--oauth-key-max-age", dest="oauth_key_max_age_s", type=float,
+                       default=None, metavar="S",
+                       help="seconds the access-token signing key signs before it is replaced "
+                       "(default $MCPKIT_HUB_OAUTH_KEY_MAX_AGE_S, else 30 days)")
+    _add_oidc_arguments(serve)
     serve.add_argument("--log-level", default=None,
                        choices=("critical", "error", "warning", "info", "debug"),
                        help="what the log shows (default info)")
     serve.set_defaults(run=run)
+
+
+def _add_oidc_arguments(serve: argparse.ArgumentParser) -> None:
+    serve.add_argument("--oidc-issuer", default=None, metavar="URL",
+                       help="let users sign in with this OpenID Connect provider (default "
+                       "$MCPKIT_HUB_OIDC_ISSUER, else passwords only)")
+    serve.add_argument("--oidc-client-id", default=None, metavar="ID",
+                       help="the hub's client id at the provider")
+    serve.add_argument("--oidc-client-secret-env", default=None, metavar="VAR",
+                       help="the environment variable holding the client secret (never the "
+                       "secret itself on the command line)")
+    serve.add_argument("--oidc-allow-signup", action="store_true",
+                       help="a first sign-in through the provider creates a hub user (off: an "
+                       "unknown subject is refused until an admin links it)")
+    serve.add_argument("--oidc-scopes", default=None, metavar="SCOPES",
+                       help='the scopes asked of the provider (default "openid profile email")')
+    serve.add_argument("--oidc-provider-name", default=None, metavar="NAME",
+                       help='the name on the "Sign in with NAME" button (default: the '
+                       "issuer's host)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
         from mcpkit.hub.settings import HubSettings, SettingsError
 
         settings = HubSettings.from_args(args)
+        if settings.oidc_issuer is not None:
+            settings.oidc_client_secret()  # an unset variable fails here, not at a sign-in
     except SettingsError as error:
         return fail(str(error))
     try:

@@ -36,6 +36,13 @@ Environment (each also a `mcpkit hub serve` option where it makes sense):
     MCPKIT_HUB_OAUTH_SIGN_IN_TTL_S, _OAUTH_MAX_CLIENTS, _OAUTH_MAX_PASSWORD_CHECKS,
     MCPKIT_HUB_OAUTH_REVOCATION_CHECK_S, _OAUTH_SIGNING_KEY_CHECK_S
                                       the authorization server (hub/oauth)
+    MCPKIT_HUB_OIDC_ISSUER            --oidc-issuer         sign-in with an OpenID Connect
+    MCPKIT_HUB_OIDC_CLIENT_ID         --oidc-client-id      provider (hub/oauth/oidc.py); the
+    MCPKIT_HUB_OIDC_CLIENT_SECRET_ENV --oidc-client-secret-env  secret is read from the
+                                                            variable this names, never a flag
+    MCPKIT_HUB_OIDC_ALLOW_SIGNUP=1    --oidc-allow-signup   (a first login makes a hub user)
+    MCPKIT_HUB_OIDC_SCOPES            --oidc-scopes         ("openid profile email")
+    MCPKIT_HUB_OIDC_PROVIDER_NAME, _OIDC_TIMEOUT_S, _OIDC_MAX_DOCUMENT_BYTES
 
 The secret key is not a setting: it is read by `mcpkit.hub.crypto.load_secret_box`
 ($MCPKIT_HUB_SECRET_KEY, else the key file in the data directory), so it never sits in an
@@ -67,6 +74,8 @@ DEFAULT_PORT = 8765
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off", ""})
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+DEFAULT_OIDC_SCOPES = "openid profile email"
+MAX_OIDC_ISSUER_CHARS = 2048
 
 T = TypeVar("T")
 
@@ -175,11 +184,35 @@ class HubSettings:
     """How often a replica re-reads the access-token signing keys: after `mcpkit hub oauth
     rotate-key` every replica signs with the new key within this time. A superseded key
     verifies for this + the access-token lifetime + 30 s more, then is retired."""
+    oauth_key_max_age_s: float = 30 * 24 * 3600.0
+    """How long the access-token signing key signs before a replica replaces it (the first
+    replica to re-read the keys after that; one new key however many race). The old key
+    keeps verifying as after `rotate-key`. At least the access-token lifetime + the re-read,
+    so the JWKS holds a few keys, not a growing list."""
     oauth_max_clients: int = 10_000
     """Clients registered by DCR in all; past it registration is refused (429)."""
     oauth_max_password_checks: int = 4
     """Sign-in password checks running at once; more wait. Each argon2id check takes 64 MiB
     for about 50 ms, so this bounds what a crowd of sign-ins can cost (here 256 MiB)."""
+    oidc_issuer: str | None = None
+    """An OpenID Connect provider users sign in with (its issuer URL, discovered at
+    `/.well-known/openid-configuration`); None: passwords only."""
+    oidc_client_id: str | None = None
+    """The hub's client id at that provider (a confidential client)."""
+    oidc_client_secret_env: str | None = None
+    """The NAME of the environment variable holding the client secret (the secret itself is
+    never a setting or a flag: it would show in a process listing or a log)."""
+    oidc_allow_signup: bool = False
+    """A first login of an unknown subject creates a hub user; off, it is refused (an admin
+    links the subject to a user first: `mcpkit hub user link-oidc`)."""
+    oidc_scopes: str = DEFAULT_OIDC_SCOPES
+    """The scopes asked of the provider (must include `openid`)."""
+    oidc_provider_name: str | None = None
+    """The name on the sign-in button ("Sign in with NAME"); None: the issuer's host."""
+    oidc_timeout_s: float = 10.0
+    """The bound on each exchange with the provider (metadata, keys, token request)."""
+    oidc_max_document_bytes: int = 64 * 1024
+    """The largest metadata document, JWKS or token response read from the provider."""
     max_catalog_items: int = 2000
     """Items of one list (tools, prompts, resources, templates) the hub takes from one
     upstream; past it the catalog fetch fails and says so (catalog_limits.py)."""
@@ -199,7 +232,7 @@ class HubSettings:
                      "auth_failures_per_minute", "max_replay_bytes",
                      "max_bodies_in_flight_bytes", "max_upstreams_per_user",
                      "max_refreshes_per_user", "oauth_max_clients",
-                     "oauth_max_password_checks"):
+                     "oauth_max_password_checks", "oidc_max_document_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SettingsError(f"{name}: must be a whole number above 0, not {value!r}")
@@ -215,7 +248,8 @@ class HubSettings:
         for name in ("dns_timeout_s", "health_interval_s", "shutdown_grace_s",
                      "header_timeout_s", "body_timeout_s", "oauth_access_token_ttl_s",
                      "oauth_refresh_token_ttl_s", "oauth_code_ttl_s", "oauth_sign_in_ttl_s",
-                     "oauth_revocation_check_s", "oauth_signing_key_check_s"):
+                     "oauth_revocation_check_s", "oauth_signing_key_check_s",
+                     "oauth_key_max_age_s", "oidc_timeout_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or \
                     not math.isfinite(value) or value <= 0:
@@ -224,6 +258,10 @@ class HubSettings:
             # a login's refresh rows (what revokes its access tokens) must outlive them
             raise SettingsError("oauth_access_token_ttl_s: must be below "
                                 "oauth_refresh_token_ttl_s")
+        if self.oauth_key_max_age_s < self.oauth_access_token_ttl_s + \
+                self.oauth_signing_key_check_s:
+            raise SettingsError("oauth_key_max_age_s: must be at least oauth_access_token_ttl_s "
+                                "+ oauth_signing_key_check_s")
         if not self.host:
             raise SettingsError("host: must not be empty")
         if self.redis_url is not None and not self.redis_url.startswith(REDIS_SCHEMES):
@@ -239,8 +277,37 @@ class HubSettings:
                 not self.public_url.startswith(("https://", "http://"))
                 or any(c in self.public_url for c in "?#") or " " in self.public_url):
             raise SettingsError("public_url: must be an http(s) URL without query or fragment")
+        self._check_oidc()
         if self.log_level not in ("critical", "error", "warning", "info", "debug"):
             raise SettingsError(f"log_level: {self.log_level!r} is not a log level")
+
+    def _check_oidc(self) -> None:
+        if self.oidc_issuer is None:
+            return
+        issuer = self.oidc_issuer
+        if (not issuer.startswith(("https://", "http://")) or any(c in issuer for c in "?#")
+                or any(c.isspace() for c in issuer) or len(issuer) > MAX_OIDC_ISSUER_CHARS):
+            raise SettingsError("oidc_issuer: must be an http(s) URL without query or fragment "
+                                f"(at most {MAX_OIDC_ISSUER_CHARS} characters)")
+        if not self.oidc_client_id:
+            raise SettingsError("oidc_client_id: required with oidc_issuer (--oidc-client-id)")
+        if not self.oidc_client_secret_env:
+            raise SettingsError("oidc_client_secret_env: required with oidc_issuer: the name "
+                                "of the environment variable holding the client secret "
+                                "(--oidc-client-secret-env)")
+        if "openid" not in self.oidc_scopes.split():
+            raise SettingsError("oidc_scopes: must include openid")
+
+    def oidc_client_secret(self, environ: Mapping[str, str] | None = None) -> str:
+        """The OIDC client secret, from the variable `oidc_client_secret_env` names
+        (SettingsError naming the variable, never a value, when it is unset or empty)."""
+        env = os.environ if environ is None else environ
+        name = self.oidc_client_secret_env or ""
+        secret = env.get(name, "") if name else ""
+        if not secret:
+            raise SettingsError(f"oidc_client_secret_env: the environment variable {name!r} "
+                                "holding the OIDC client secret is not set")
+        return secret
 
     @property
     def resolved_database_url(self) -> str:
@@ -313,7 +380,7 @@ def without_userinfo(url: str) -> str:
     return url
 
 
-_FLAGS = frozenset({"allow_private_upstreams", "allow_stdio"})
+_FLAGS = frozenset({"allow_private_upstreams", "allow_stdio", "oidc_allow_signup"})
 _ENV_NAMES = {
     "data_dir": "DATA",
     "page_size": "PAGE_SIZE",
@@ -360,8 +427,12 @@ def _parse(name: str, text: str, variable: str) -> Any:
         "oauth_sign_in_ttl_s": float,
         "oauth_revocation_check_s": float,
         "oauth_signing_key_check_s": float,
+        "oauth_key_max_age_s": float,
         "oauth_max_clients": int,
         "oauth_max_password_checks": int,
+        "oidc_allow_signup": _flag,
+        "oidc_timeout_s": float,
+        "oidc_max_document_bytes": int,
         "max_catalog_items": int,
         "max_catalog_bytes": int,
         "max_catalog_item_bytes": int,

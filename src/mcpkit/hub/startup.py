@@ -38,8 +38,7 @@ async def startup_summary(settings: HubSettings, store: Store, base: str | None 
         f"  registry:  {_count(users, 'user')}, {_count(upstreams, 'upstream')}",
         f"  upstreams: {policy(settings)}",
         f"  API docs:  {base}/docs (served offline)",
-        f"  OAuth:     issuer {settings.issuer} (users sign in with a password: "
-        "`mcpkit hub user set-password NAME`)",
+        f"  OAuth:     issuer {settings.issuer} ({sign_in(settings)})",
     ]
     if users == 0:
         lines.append(f"  no users yet: add one with `{add_user_command(settings)}`, then "
@@ -83,6 +82,16 @@ def policy(settings: HubSettings) -> str:
     redis = (f"shared through redis {without_userinfo(settings.redis_url)}" if settings.redis_url
              else "one process (no --redis-url)")
     return f"{private}, {stdio}; {redis}"
+
+
+def sign_in(settings: HubSettings) -> str:
+    """How users sign in to the hub's authorization server."""
+    password = "users sign in with a password: `mcpkit hub user set-password NAME`"
+    if settings.oidc_issuer is None:
+        return password
+    signup = ("a first sign-in makes a user" if settings.oidc_allow_signup else
+              "new subjects need `mcpkit hub user link-oidc` (or --oidc-allow-signup)")
+    return f"{password}, or through {settings.oidc_issuer}: {signup}"
 
 
 def _key_source() -> str:

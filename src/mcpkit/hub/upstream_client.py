@@ -27,7 +27,9 @@ missing, whose calls then answered "Unknown tool".) What the upstream sees:
   `allow_private_upstreams`.
 - headers: the upstream's own stored headers and bearer, never anything of the caller (its
   catalog credentials, when it has any, on catalog fetches and health checks: the callers
-  pass the `Credentials` for their purpose).
+  pass the `Credentials` for their purpose); for an "oauth" upstream, its owner's own login
+  (`credentials.auth`, hub/upstream_auth.py) instead of the bearer and any stored
+  Authorization header.
 - time: `connect_timeout_s` to connect, each request `call_timeout_s` at most.
 - log messages asked for at `FORWARDED_LOG_LEVEL` (each caller's own level filters further).
 
@@ -92,12 +94,17 @@ def upstream_client(
     from mcpkit.hub.router import relay
 
     events = events or UpstreamEvents()
+    login = credentials.auth
+    headers = dict(credentials.headers)
+    if login is not None:  # the login alone authorizes: no stored Authorization beside it
+        headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
     return Client(
         _target(upstream, settings),
-        bearer_token=credentials.bearer,
+        bearer_token=None if login is not None else credentials.bearer,
+        auth=login,
         connect=ConnectOptions(
             kind=CLIENT_KINDS[upstream.transport],
-            headers=dict(credentials.headers),
+            headers=headers,
             resolver=GuardedResolver(allow_private=settings.allow_private_upstreams),
             connect_timeout=upstream.connect_timeout_s,
             probe_timeout=min(PROBE_TIMEOUT_S, upstream.connect_timeout_s),

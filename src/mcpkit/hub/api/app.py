@@ -47,7 +47,7 @@ from mcpkit.hub.api.docs import install_docs
 from mcpkit.hub.api.errors import ApiError, install_handlers
 from mcpkit.hub.api.fastlane import HubApp
 from mcpkit.hub.api.limits import RequestLimits
-from mcpkit.hub.api.routes import admin, health, me, upstreams
+from mcpkit.hub.api.routes import admin, health, me, upstream_oauth, upstreams
 from mcpkit.hub.api.schemas import ErrorOut
 from mcpkit.hub.crypto import SecretBox, load_secret_box
 from mcpkit.hub.metrics import HubMetrics, MetricsMiddleware, metrics_router
@@ -168,6 +168,8 @@ def create_app(
                                "responses": RATE_LIMITED}
     app.include_router(me.router(), **limited)
     app.include_router(upstreams.router(settings), **limited)
+    app.include_router(upstream_oauth.router(), **limited)
+    app.include_router(upstream_oauth.callback_router())
     app.include_router(admin.router(settings), **limited)
     app.include_router(oauth_router())
     for extra in routers:

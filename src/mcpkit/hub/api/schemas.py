@@ -30,6 +30,7 @@ T = TypeVar("T")
 
 Transport = Literal["http", "sse", "ws", "stdio"]
 HealthStatus = Literal["unknown", "healthy", "unhealthy", "needs_auth"]
+AuthMode = Literal["static", "oauth"]
 
 MAX_ID = 2**31 - 1
 """Integer ids (users, tokens) and versions fit a 32-bit signed column."""
@@ -130,6 +131,11 @@ class UpstreamCreate(BaseModel):
     disabled_tools: ToolNames = Field(default_factory=list)
     connect_timeout_s: Timeout = 10.0
     call_timeout_s: Timeout = 60.0
+    auth_mode: AuthMode = Field(
+        default="static",
+        description='"static": send the stored headers and bearer; "oauth": each call '
+        "carries your own OAuth login to the upstream (POST …/{id}/oauth/start)",
+    )
     catalog_headers: Headers | None = Field(
         default=None, description="with `catalog_bearer_token`: what catalog fetches and health "
         "checks send instead of `headers`/`bearer_token` (calls never do); stored encrypted, "
@@ -169,6 +175,7 @@ class UpstreamUpdate(BaseModel):
     disabled_tools: ToolNames | SkipJsonSchema[None] = None
     connect_timeout_s: Timeout | SkipJsonSchema[None] = None
     call_timeout_s: Timeout | SkipJsonSchema[None] = None
+    auth_mode: AuthMode | SkipJsonSchema[None] = None
     catalog_headers: Headers | None = None
     catalog_bearer_token: Bearer | None = None
     version: Version | SkipJsonSchema[None] = Field(
@@ -178,7 +185,7 @@ class UpstreamUpdate(BaseModel):
 
 UPDATE_NOT_NULL = frozenset({
     "name", "transport", "enabled", "disabled_tools", "connect_timeout_s", "call_timeout_s",
-    "version",
+    "auth_mode", "version",
 })
 
 
@@ -216,6 +223,9 @@ class UpstreamOut(BaseModel):
     created_at: datetime
     updated_at: datetime
     version: int
+    auth_mode: AuthMode
+    oauth_connected: bool | None = Field(
+        default=None, description="for an oauth upstream: whether you have a login to it")
     catalog_headers: dict[str, str] | None = Field(
         default=None, description="the catalog credentials' header names, values masked "
         "(null: none)")

@@ -34,7 +34,10 @@ async def upstream_out(context: HubContext, record: UpstreamRecord) -> UpstreamO
     catalog = Credentials()
     if record.has_catalog_credentials:
         catalog = await _credentials(context, record, "catalog")
-    return upstream_body(record, credentials, catalog)
+    connected = None
+    if record.auth_mode == "oauth":
+        connected = await context.store.upstream_logins.has(record.user_id, record.id)
+    return upstream_body(record, credentials, catalog, oauth_connected=connected)
 
 
 async def _credentials(context: HubContext, record: UpstreamRecord, purpose: Purpose
@@ -48,7 +51,8 @@ async def _credentials(context: HubContext, record: UpstreamRecord, purpose: Pur
 
 
 def upstream_body(record: UpstreamRecord, credentials: Credentials,
-                  catalog: Credentials | None = None) -> UpstreamOut:
+                  catalog: Credentials | None = None, *,
+                  oauth_connected: bool | None = None) -> UpstreamOut:
     catalog = catalog or Credentials()
     login = None
     if record.health_status == "needs_auth":
@@ -75,6 +79,8 @@ def upstream_body(record: UpstreamRecord, credentials: Credentials,
         created_at=record.created_at,
         updated_at=record.updated_at,
         version=record.version,
+        auth_mode=record.auth_mode,
+        oauth_connected=oauth_connected,
         catalog_headers=_masked_headers(record.has_catalog_headers, catalog),
         has_catalog_bearer=record.has_catalog_bearer,
         catalog_bearer_token_hint=_bearer_hint(record.has_catalog_bearer, catalog),

@@ -15,6 +15,10 @@ Tables (every foreign key to a user or an upstream cascades on delete):
     oauth_consents        which scopes a user granted a client (a second login skips consent)
     oauth_refresh_tokens  refresh tokens as sha256, one family per login, rotated on use
     oauth_signing_keys    the hub's access-token signing keys (private JWK, sealed)
+    upstream_logins       a user's OAuth login to one of their upstreams (the grant, sealed)
+    upstream_login_states the pending starts of such logins, by the sha256 of their `state`
+    oidc_identities       (issuer, subject) at an OpenID Connect provider -> a hub user, and
+                          the identity's latest provider tokens (sealed)
 
 Portability: JSON columns are the generic `JSON` type (`json` on PostgreSQL, text on SQLite);
 enumerations are short strings with named CHECK constraints (no PostgreSQL ENUM types to
@@ -55,6 +59,9 @@ from mcpkit.errors import InvalidArgument
 
 TRANSPORTS = ("http", "sse", "ws", "stdio")
 HEALTH_STATUSES = ("unknown", "healthy", "unhealthy", "needs_auth")
+AUTH_MODES = ("static", "oauth")
+"""How the hub authenticates to an upstream: its stored headers and bearer ("static"), or
+its owner's own OAuth login ("oauth", hub/upstream_auth.py)."""
 AUDIT_OUTCOMES = ("ok", "tool_error", "error", "denied", "timeout")
 
 NAME_LENGTH = 63  # `^[a-z0-9][a-z0-9_-]{0,62}$`
@@ -145,6 +152,7 @@ class Upstream(Base):
         UniqueConstraint("user_id", "name"),
         CheckConstraint(_one_of("transport", TRANSPORTS), name="transport"),
         CheckConstraint(_one_of("health_status", HEALTH_STATUSES), name="health_status"),
+        CheckConstraint(_one_of("auth_mode", AUTH_MODES), name="auth_mode"),
     )
 
     id: Mapped[str] = mapped_column(
@@ -159,7 +167,7 @@ class Upstream(Base):
     # Fernet tokens (see mcpkit.hub.crypto): a JSON object of header values, a bearer string
     headers_encrypted: Mapped[str | None] = mapped_column(Text)
     bearer_encrypted: Mapped[str | None] = mapped_column(Text)
-    # the same for catalog fetches and health checks, when they differ from the calls' (0007)
+    # the same for catalog fetches and health checks, when they differ from the calls' (0009)
     catalog_headers_encrypted: Mapped[str | None] = mapped_column(Text)
     catalog_bearer_encrypted: Mapped[str | None] = mapped_column(Text)
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
@@ -176,6 +184,8 @@ class Upstream(Base):
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
     # bumped by every change of the user's configuration (not by health or catalog updates)
     version: Mapped[int] = mapped_column(Integer, default=1)
+    auth_mode: Mapped[str] = mapped_column(String(16), default="static",
+                                           server_default="static")
 
 
 class _CatalogEntry:
@@ -307,3 +317,61 @@ class OAuthSigningKey(Base):
     kid: Mapped[str] = mapped_column(String(HASH_LENGTH), primary_key=True)
     private_jwk_sealed: Mapped[str] = mapped_column(Text)  # SecretBox-sealed JSON JWK
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # 1, 2, ...: the highest signs. Unique, so of replicas rotating at once only one adds
+    # the next generation (hub/oauth/keys.py).
+    generation: Mapped[int] = mapped_column(unique=True)
+
+
+def _upstream_fk() -> Any:
+    return ForeignKey("upstreams.id", ondelete="CASCADE")
+
+
+class UpstreamLogin(Base):
+    """A user's OAuth login to their upstream: the grant (tokens, the authorization server's
+    metadata, the client registration, resource, scopes) as one SecretBox-sealed JSON record.
+    Keyed by (user, upstream) and read only by both: never another user's."""
+
+    __tablename__ = "upstream_logins"
+
+    user_id: Mapped[int] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), primary_key=True)
+    upstream_id: Mapped[str] = mapped_column(_upstream_fk(), primary_key=True, index=True)
+    grant_sealed: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class UpstreamLoginState(Base):
+    """A login started and not yet finished: single use, expiring, bound to the user and the
+    upstream that started it. What the callback needs (PKCE verifier, metadata, client,
+    resource, scopes) is sealed; the key is the sha256 of `state`."""
+
+    __tablename__ = "upstream_login_states"
+
+    state_hash: Mapped[str] = mapped_column(String(HASH_LENGTH), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    upstream_id: Mapped[str] = mapped_column(_upstream_fk(), index=True)
+    pending_sealed: Mapped[str] = mapped_column(Text)
+    expires_at: Mapped[datetime] = mapped_column(index=True)  # the purge
+
+
+OIDC_ISSUER_LENGTH = 2048
+OIDC_SUBJECT_LENGTH = 255  # OpenID Connect Core §2: `sub` is at most 255 ASCII characters
+
+
+class OidcIdentity(Base):
+    """A subject at an OpenID Connect provider, signed in as the hub user `user_id`. The pair
+    (issuer, subject) is the identity: never a name or an e-mail address, which a provider
+    may reassign."""
+
+    __tablename__ = "oidc_identities"
+    __table_args__ = (UniqueConstraint("issuer", "subject"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    issuer: Mapped[str] = mapped_column(String(OIDC_ISSUER_LENGTH))
+    subject: Mapped[str] = mapped_column(String(OIDC_SUBJECT_LENGTH))
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    # the latest provider tokens (access, refresh, id token), SecretBox-sealed JSON mapping
+    tokens_sealed: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_login_at: Mapped[datetime | None]

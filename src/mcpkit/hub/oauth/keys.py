@@ -2,9 +2,13 @@
 generates and keeps in the database, sealed with the hub's secret key (crypto.py), so every
 replica signs and verifies with the same keys.
 
-Rotation (`mcpkit hub oauth rotate-key`, `rotate_signing_key`): a new key is added; the
-newest key signs, every stored key verifies (the JWKS lists them all). A replica re-reads
-the keys every `settings.oauth_signing_key_check_s` (60 s; and at once, at most every
+Rotation: a new key is added as the next generation; the newest key signs, every stored key
+verifies (the JWKS lists them all). It happens by age - a replica re-reading the keys finds
+the newest older than `settings.oauth_key_max_age_s` (30 days) and adds the next one - or
+by hand (`mcpkit hub oauth rotate-key`, `rotate_signing_key`). Generations are unique in the
+database, so replicas rotating at the same moment leave one new key: the others' inserts
+fail and they take the winner's. A replica re-reads the keys every
+`settings.oauth_signing_key_check_s` (60 s; and at once, at most every
 `KEY_MISS_INTERVAL_S`, for a token with a kid it does not know), so a rotation reaches
 every replica within that time. A key superseded for longer than `retire_after` (that
 re-read + the access-token lifetime + the leeway: no token it signed can still be valid) is
@@ -30,6 +34,7 @@ import json
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -46,6 +51,7 @@ from mcpkit.auth.resource import AuthInfo, InvalidToken
 from mcpkit.hub.crypto import SecretBox, hash_token
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store import NotFound, Store, UserRecord
+from mcpkit.hub.store.oauth import SigningKeyRecord
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +72,15 @@ cost one signature check per token, not one per call. Full: the cache starts ove
 
 
 class AccessTokens:
-    def __init__(self, store: Store, box: SecretBox, settings: HubSettings) -> None:
+    """`clock` is the wall time in seconds (tokens' iat/exp; tests move it, with the store's
+    clock, which stamps and ages the keys)."""
+
+    def __init__(self, store: Store, box: SecretBox, settings: HubSettings, *,
+                 clock: Callable[[], float] = time.time) -> None:
         self._store = store
         self._box = box
+        self._clock = clock
+        self._key_max_age = timedelta(seconds=settings.oauth_key_max_age_s)
         self.issuer = settings.issuer
         self.resource = settings.mcp_url
         self._ttl_s = settings.oauth_access_token_ttl_s
@@ -99,11 +111,20 @@ class AccessTokens:
         self._keys_read_at = time.monotonic()
         await self._store.oauth.retire_signing_keys(self.retire_after)
         records = await self._store.oauth.signing_keys()
-        if not records:  # the hub's first start
-            await add_signing_key(self._store, self._box)
+        if not records or self._store.oauth.age(records[0]) >= self._key_max_age:
+            # the hub's first start, or the key is due: one replica adds the next one
+            await self._rotate(records[0] if records else None)
             records = await self._store.oauth.signing_keys()
         self._keys = {record.kid: self._open(record.private_jwk_sealed) for record in records}
         self._signing = self._keys[records[0].kid]
+
+    async def _rotate(self, newest: SigningKeyRecord | None) -> None:
+        kid = await add_signing_key(self._store, self._box, after=newest)
+        if kid is None:
+            log.info("another replica added the access-token signing key first")
+        elif newest is not None:
+            log.info("access-token signing key %s is older than %s: new key %s", newest.kid,
+                     self._key_max_age, kid)
 
     def _open(self, sealed: str) -> ECKey:
         return ECKey.import_key(json.loads(self._box.open_text(sealed)))
@@ -120,7 +141,7 @@ class AccessTokens:
     def issue_with(self, key: ECKey, *, user_id: int, client_id: str, scope: str,
                    family_id: str, now: float | None = None) -> str:
         """A signed access token (synchronous: Authlib's token generator calls it)."""
-        issued = int(now if now is not None else time.time())
+        issued = int(now if now is not None else self._clock())
         claims: dict[str, Any] = {
             "iss": self.issuer, "sub": str(user_id), "aud": self.resource,
             "client_id": client_id, "iat": issued, "exp": issued + int(self._ttl_s),
@@ -139,7 +160,7 @@ class AccessTokens:
         """The enabled user a valid access token of the hub names, else None."""
         digest = hash_token(token)
         known = self._verified.get(digest)
-        if known is not None and time.time() < known[0]:
+        if known is not None and self._clock() < known[0]:
             return await self._live_user(known[1], known[2])
         try:
             info, family_id = await self._checked(token)
@@ -167,7 +188,7 @@ class AccessTokens:
         header = unverified_header(token, self.policy)
         key = await self._verifying_key(header.get("kid"))
         info = access_token_info(header, verified_claims(token, key, header), self.policy,
-                                 time.time())
+                                 self._clock())
         family_id = info.claims.get("sid")
         if not isinstance(family_id, str) or not family_id:
             raise InvalidToken("the access token names no login (sid)")
@@ -212,12 +233,16 @@ def retire_after(access_token_ttl_s: float, key_check_s: float) -> timedelta:
     return timedelta(seconds=key_check_s + access_token_ttl_s + LEEWAY_S)
 
 
-async def add_signing_key(store: Store, box: SecretBox) -> str:
-    """A new ES256 signing key, sealed, stored; its kid."""
+async def add_signing_key(store: Store, box: SecretBox, *,
+                          after: SigningKeyRecord | None) -> str | None:
+    """A new ES256 signing key, sealed, stored as the generation after `after` (None: the
+    first); its kid, or None when another replica added that generation first."""
     kid = secrets.token_urlsafe(12)
     key = ECKey.generate_key("P-256", parameters={"kid": kid, "alg": ALGORITHM, "use": "sig"})
-    await store.oauth.add_signing_key(kid, box.seal(json.dumps(key.as_dict(private=True))))
-    return kid
+    generation = after.generation + 1 if after is not None else 1
+    added = await store.oauth.add_signing_key(
+        kid, box.seal(json.dumps(key.as_dict(private=True))), generation)
+    return kid if added else None
 
 
 async def rotate_signing_key(store: Store, box: SecretBox, settings: HubSettings
@@ -225,7 +250,10 @@ async def rotate_signing_key(store: Store, box: SecretBox, settings: HubSettings
     """`mcpkit hub oauth rotate-key`: a new key signs from now on (each replica takes it
     within `oauth_signing_key_check_s`); the keys superseded long enough are retired.
     (new kid, retired kids)"""
-    kid = await add_signing_key(store, box)
+    keys = await store.oauth.signing_keys()
+    kid = await add_signing_key(store, box, after=keys[0] if keys else None)
+    if kid is None:  # a replica rotated (by age) at this very moment: its key is the new one
+        kid = (await store.oauth.signing_keys())[0].kid
     retired = await store.oauth.retire_signing_keys(
         retire_after(settings.oauth_access_token_ttl_s, settings.oauth_signing_key_check_s))
     log.info("new access-token signing key %s; retired: %s", kid, ", ".join(retired) or "none")

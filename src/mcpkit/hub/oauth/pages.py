@@ -34,16 +34,23 @@ def _form(action: str, csrf: str, inner: str) -> str:
 
 
 def sign_in_page(action: str, csrf: str, client_name: str, *, error: str | None = None,
-                 status: int = 200) -> HTMLResponse:
+                 status: int = 200, provider: str | None = None) -> HTMLResponse:
+    """The password form, and below it "Sign in with PROVIDER" when an OpenID Connect
+    provider is set up (its own form: it posts action=oidc, with the CSRF token)."""
     notice = f'<p class="error">{html.escape(error)}</p>' if error else ""
     inner = ('<input type="hidden" name="prompt" value="login">'
              '<label>User <input name="username" autocomplete="username" required></label>'
              '<label>Password <input type="password" name="password" '
              'autocomplete="current-password" required></label>'
              '<button type="submit" name="action" value="sign-in">Sign in</button>')
+    external = ""
+    if provider is not None:
+        external = _form(action, csrf, '<input type="hidden" name="prompt" value="oidc">'
+                         '<button type="submit" name="action" value="oidc">Sign in with '
+                         f"{html.escape(provider)}</button>")
     return _page("Sign in to the mcpkit hub",
                  f"<p>{html.escape(client_name)} asks to use the hub as you.</p>{notice}"
-                 + _form(action, csrf, inner), status)
+                 + _form(action, csrf, inner) + external, status)
 
 
 def consent_page(action: str, csrf: str, client_name: str, user: str, scope: str
@@ -59,3 +66,8 @@ def consent_page(action: str, csrf: str, client_name: str, user: str, scope: str
 
 def error_page(message: str, status: int) -> HTMLResponse:
     return _page("Cannot continue", f'<p class="error">{html.escape(message)}</p>', status)
+
+
+def notice_page(title: str, message: str, status: int = 200) -> HTMLResponse:
+    """A page that only tells something (an upstream login finished, say)."""
+    return _page(title, f"<p>{html.escape(message)}</p>", status)

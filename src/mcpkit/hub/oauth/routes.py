@@ -8,6 +8,8 @@
     POST /oauth/authorize                               straight back with a code (RFC 9207 iss)
     POST /oauth/token                                 code (PKCE S256) / refresh (rotated)
     POST /oauth/revoke                                RFC 7009
+    GET  /oauth/oidc/callback                         back from the OpenID Connect provider
+                                                        (oidc_routes.py)
 
 Bodies are read here, bounded (`MAX_FORM_BYTES`, registration.MAX_REGISTRATION_BYTES), and a
 repeated parameter is refused before Authlib sees the request. The sign-in session is a
@@ -35,7 +37,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from mcpkit.errors import PeerError
 from mcpkit.hub.crypto import CredentialError, tokens_equal
-from mcpkit.hub.oauth import pages
+from mcpkit.hub.oauth import oidc_routes, pages
 from mcpkit.hub.oauth.registration import (
     MAX_REGISTRATION_BYTES,
     RegistrationRefused,
@@ -47,9 +49,11 @@ from mcpkit.hub.oauth.service import (
     AUTHORIZE_PATH,
     JWKS_PATH,
     METADATA_PATH,
+    OIDC_CALLBACK_PATH,
     REGISTER_PATH,
     RESOURCE_METADATA_PATH,
     REVOKE_PATH,
+    SESSION_COOKIE,
     TOKEN_PATH,
     OAuthService,
 )
@@ -66,7 +70,6 @@ log = logging.getLogger(__name__)
 MAX_FORM_BYTES = 16 * 1024
 """The largest form (token, revocation, sign-in) or authorization query the hub reads."""
 MAX_FIELDS = 32
-SESSION_COOKIE = "mcpkit_hub_session"
 CSRF_COOKIE = "mcpkit_hub_csrf"
 MAX_USERNAME_CHARS = 63
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
@@ -198,6 +201,15 @@ def router() -> APIRouter:
     async def authorize(request: Request) -> Response:
         return await _authorize(request, None)
 
+    @routes.get(OIDC_CALLBACK_PATH)
+    async def oidc_callback(request: Request) -> Response:
+        try:
+            context, service = _service(request)
+            query = _query(request)
+        except BadRequest as bad:
+            return pages.error_page(bad.message, bad.status)
+        return await oidc_routes.callback(request, context, service, query)
+
     @routes.post(AUTHORIZE_PATH)
     async def authorize_form(request: Request) -> Response:
         try:
@@ -258,12 +270,16 @@ async def _authorize(request: Request, form: dict[str, str] | None) -> Response:
                 sent, request.cookies[CSRF_COOKIE]):
             return pages.error_page("the form's CSRF token is missing or wrong: start the "
                                     "sign-in again", 403)
+        if form.get("action") == "oidc" and service.oidc is not None:
+            # to the provider; its callback (oidc_routes) signs the browser in and comes back
+            return await oidc_routes.start(service, action)
         if form.get("action") == "sign-in":
             outcome = await _sign_in(context, service, request, form)
             if isinstance(outcome, str):
                 status = 429 if outcome.startswith("too many") else 401
                 return _with_cookies(pages.sign_in_page(action, csrf, client_name,
-                                                        error=outcome, status=status),
+                                                        error=outcome, status=status,
+                                                        provider=_provider(service)),
                                      service, csrf)
             user = new_session = outcome
         elif form.get("action") in ("allow", "deny") and user is not None:
@@ -276,7 +292,8 @@ async def _authorize(request: Request, form: dict[str, str] | None) -> Response:
                                               oauth_request, user, grant))
 
     if user is None:
-        return _with_cookies(pages.sign_in_page(action, csrf, client_name), service, csrf)
+        return _with_cookies(pages.sign_in_page(action, csrf, client_name,
+                                                provider=_provider(service)), service, csrf)
     scope = (oauth_request.scope or "").split()
     if await context.store.oauth.consented(user.id, grant.client.get_client_id(), scope):
         response = _redirect(await server.run(server.create_authorization_response,
@@ -284,6 +301,11 @@ async def _authorize(request: Request, form: dict[str, str] | None) -> Response:
     else:
         response = pages.consent_page(action, csrf, client_name, user.name, " ".join(scope))
     return _with_cookies(response, service, csrf, session=new_session)
+
+
+def _provider(service: OAuthService) -> str | None:
+    """The OpenID Connect provider's name for the sign-in page's button, if one is set up."""
+    return service.oidc.name if service.oidc is not None else None
 
 
 def _authorization_error(reply: Reply, issuer: str, error: OAuth2Error) -> Response:
@@ -354,10 +376,6 @@ def _with_cookies(response: Response, service: OAuthService, csrf: str, *,
     response.set_cookie(CSRF_COOKIE, csrf, httponly=True, samesite="lax", secure=secure,
                         path=AUTHORIZE_PATH)
     if session is not None:
-        ttl = service.settings.oauth_sign_in_ttl_s
-        sealed = service.box.seal({"user": str(session.id),
-                                          "expires": str(time.time() + ttl)})
-        response.set_cookie(SESSION_COOKIE, sealed, max_age=int(ttl), httponly=True,
-                            samesite="lax", secure=secure, path=AUTHORIZE_PATH)
+        service.set_session_cookie(response, session.id)
     return response
 

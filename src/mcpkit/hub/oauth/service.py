@@ -4,15 +4,18 @@ by the built-in `oauth_component` once the store is open."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
+from starlette.responses import Response
 
 from mcpkit.hub.crypto import SecretBox
 from mcpkit.hub.oauth.keys import AccessTokens
+from mcpkit.hub.oauth.oidc import OidcSignIn
 from mcpkit.hub.oauth.server import SCOPES_SUPPORTED, HubAuthorizationServer
 from mcpkit.hub.settings import HubSettings
 
@@ -26,6 +29,10 @@ TOKEN_PATH = "/oauth/token"
 REGISTER_PATH = "/oauth/register"
 REVOKE_PATH = "/oauth/revoke"
 JWKS_PATH = "/oauth/jwks"
+OIDC_CALLBACK_PATH = "/oauth/oidc/callback"
+SESSION_COOKIE = "mcpkit_hub_session"
+"""The browser's sign-in to the hub's pages: sealed with the hub's key (any replica opens
+it), sent to the authorization endpoint only."""
 
 
 @dataclass
@@ -37,6 +44,17 @@ class OAuthService:
     """Seals the sign-in session cookie."""
     password_checks: anyio.CapacityLimiter
     """Bounds the argon2 checks running at once (settings.oauth_max_password_checks)."""
+    oidc: OidcSignIn | None = None
+    """Sign-in with the OpenID Connect provider (settings.oidc_issuer), when one is set."""
+
+    def set_session_cookie(self, response: Response, user_id: int) -> None:
+        """Sign the browser in as the user for `oauth_sign_in_ttl_s` (by password, or back
+        from the OpenID Connect provider)."""
+        ttl = self.settings.oauth_sign_in_ttl_s
+        sealed = self.box.seal({"user": str(user_id), "expires": str(time.time() + ttl)})
+        response.set_cookie(SESSION_COOKIE, sealed, max_age=int(ttl), httponly=True,
+                            samesite="lax", secure=self.settings.issuer.startswith("https://"),
+                            path=AUTHORIZE_PATH)
 
     @property
     def resource_metadata_url(self) -> str:
@@ -73,11 +91,16 @@ class OAuthService:
 
 @asynccontextmanager
 async def oauth_component(context: HubContext) -> AsyncIterator[OAuthService]:
-    tokens = AccessTokens(context.store, context.box, context.settings)
-    service = OAuthService(context.settings, tokens,
-                           HubAuthorizationServer(context.store, tokens, context.settings),
+    settings = context.settings
+    tokens = AccessTokens(context.store, context.box, settings)
+    oidc = None
+    if settings.oidc_issuer is not None:
+        oidc = OidcSignIn(settings, settings.oidc_client_secret(),
+                          callback_url=settings.issuer + OIDC_CALLBACK_PATH)
+    service = OAuthService(settings, tokens,
+                           HubAuthorizationServer(context.store, tokens, settings),
                            context.box,
-                           anyio.CapacityLimiter(context.settings.oauth_max_password_checks))
+                           anyio.CapacityLimiter(settings.oauth_max_password_checks), oidc)
     context.oauth = service
     try:
         yield service

@@ -27,7 +27,7 @@ import anyio
 from mcpkit.client import Client
 from mcpkit.errors import InvalidState
 from mcpkit.hub.settings import HubSettings
-from mcpkit.hub.store import Store, UpstreamRecord
+from mcpkit.hub.store import Credentials, Store, UpstreamRecord
 from mcpkit.hub.upstream_client import UpstreamEvents, upstream_client
 
 log = logging.getLogger(__name__)
@@ -39,6 +39,9 @@ one to follow, not one refresh each (refreshes share slots with every user's).""
 ListChanged = Callable[[UpstreamRecord, str], Awaitable[None]]
 """(upstream, kind) after an upstream said its list of `kind` changed."""
 ResourceUpdated = Callable[[UpstreamRecord, str], Awaitable[None]]
+CredentialSource = Callable[[UpstreamRecord], Awaitable[Credentials]]
+"""(upstream) -> what a connection to it presents (the router's: the stored credentials with
+the owner's OAuth login attached, hub/upstream_auth.connection_credentials)."""
 
 
 @dataclass(slots=True)
@@ -58,8 +61,10 @@ class UpstreamPool:
         on_resource_updated: ResourceUpdated | None = None,
         idle_s: float = 300.0,
         list_changed_spacing_s: float = LIST_CHANGED_SPACING_S,
+        credentials: CredentialSource | None = None,
     ) -> None:
         self._store = store
+        self._credentials = credentials
         self._settings = settings
         self._on_list_changed = on_list_changed
         self._on_resource_updated = on_resource_updated
@@ -91,7 +96,10 @@ class UpstreamPool:
             return client
 
     async def _connect(self, upstream: UpstreamRecord) -> Client:
-        credentials = await self._store.upstreams.credentials(upstream.user_id, upstream.id)
+        if self._credentials is not None:
+            credentials = await self._credentials(upstream)
+        else:
+            credentials = await self._store.upstreams.credentials(upstream.user_id, upstream.id)
 
         async def one_list_changed(kind: str) -> None:
             if self._on_list_changed is not None:

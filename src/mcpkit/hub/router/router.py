@@ -38,6 +38,7 @@ from mcpkit.hub.router.gate import McpGate, TokenCache
 from mcpkit.hub.router.pool import UpstreamPool
 from mcpkit.hub.router.sessions import SealedSessions, session_digest
 from mcpkit.hub.store import AuditEntry, Catalog, Outcome, UpstreamRecord
+from mcpkit.hub.upstream_auth import credentials_for
 from mcpkit.protocol import jsonrpc
 from mcpkit.protocol.errors import McpError
 from mcpkit.protocol.request_state import RequestStateCodec
@@ -84,7 +85,8 @@ class HubRouter:
         self.directory = Directory(self._catalogs, ttl_s=view_ttl_s)
         self.pool = UpstreamPool(self.store, context.settings,
                                  on_list_changed=self._upstream_list_changed,
-                                 on_resource_updated=self._upstream_resource_updated)
+                                 on_resource_updated=self._upstream_resource_updated,
+                                 credentials=credentials_for(context, "call"))
         self.audit = AuditBuffer(self.store)
         self.bus = EventBus(self.redis)
         self.bus.subscribe(self._on_event)
@@ -200,7 +202,8 @@ class HubRouter:
         async with self.context.refresh_slots.for_user(upstream.user_id):
             try:
                 await refresh_catalog(self.store, upstream, self.context.settings,
-                                      fetch=self.context.fetch)
+                                      fetch=self.context.fetch,
+                                      credentials=credentials_for(self.context, "catalog"))
             except UpstreamUnavailable:
                 return False  # recorded on the upstream; it drops out of the lists
             except Exception as error:

@@ -12,6 +12,8 @@
     store.catalog    replace (one transaction), get, all (the user's catalogs for the router)
     store.audit      record, record_many, recent
     store.oauth      the authorization server's clients, codes, consents, refresh families
+    store.upstream_logins  users' OAuth logins to their upstreams (sealed), pending starts
+    store.oidc       OpenID Connect identities -> users, their provider tokens (sealed)
 
 Each call is its own transaction and returns frozen records (`records.py`), never ORM objects.
 Every upstream and catalog function takes the owner's user id: another user's upstream is
@@ -42,6 +44,7 @@ from mcpkit.hub.store.audit import AuditLog
 from mcpkit.hub.store.catalog import Catalogs
 from mcpkit.hub.store.errors import Conflict, Invalid, NotFound, StoreError, StoreUnavailable
 from mcpkit.hub.store.oauth import OAuthState
+from mcpkit.hub.store.oidc import OidcIdentities
 from mcpkit.hub.store.records import (
     UNSET,
     AuditEntry,
@@ -60,6 +63,7 @@ from mcpkit.hub.store.records import (
     UserRecord,
 )
 from mcpkit.hub.store.tokens import Tokens
+from mcpkit.hub.store.upstream_logins import UpstreamLogins
 from mcpkit.hub.store.upstreams import Upstreams
 from mcpkit.hub.store.users import Users
 
@@ -111,6 +115,8 @@ class Store:
         self.catalog = Catalogs(db, clock)
         self.audit = AuditLog(db, clock)
         self.oauth = OAuthState(db, clock)
+        self.upstream_logins = UpstreamLogins(db, box, clock)
+        self.oidc = OidcIdentities(db, box, clock)
         self.engine: AsyncEngine | None = None  # set when the store owns its engine
 
     @classmethod

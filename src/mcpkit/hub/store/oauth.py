@@ -7,7 +7,8 @@ families and the signing key.
     consents    granted(user, client, scope), record
     refresh     save, use (rotation: a used token presented again revokes its family),
                 revoke_family_of
-    signing keys list (newest first: it signs), add, retire (those superseded long enough);
+    signing keys list (newest generation first: it signs), add the next generation (one
+                replica wins a race), age, retire (those superseded long enough);
                 private JWKs sealed with the hub's key
 
 Housekeeping: every code or refresh token saved first deletes up to `PURGE_BATCH` expired
@@ -42,6 +43,7 @@ from mcpkit.hub.db.models import (
     OAuthSigningKey,
 )
 from mcpkit.hub.store._db import Database
+from mcpkit.hub.store.errors import Conflict
 
 log = logging.getLogger(__name__)
 
@@ -275,20 +277,29 @@ class OAuthState:
     # --- the signing keys -----------------------------------------------------------------
 
     async def signing_keys(self) -> list[SigningKeyRecord]:
-        """Every signing key, newest first: the newest signs, all of them verify."""
+        """Every signing key, newest (highest generation) first: it signs, all of them
+        verify."""
         async with self._db.read() as session:
             rows = await session.scalars(select(OAuthSigningKey).order_by(
-                OAuthSigningKey.created_at.desc(), OAuthSigningKey.kid.desc()))
-            return [SigningKeyRecord(row.kid, row.private_jwk_sealed, row.created_at)
-                    for row in rows]
+                OAuthSigningKey.generation.desc()))
+            return [SigningKeyRecord(row.kid, row.private_jwk_sealed, row.created_at,
+                                     row.generation) for row in rows]
 
-    async def add_signing_key(self, kid: str, sealed: str) -> None:
-        """A new signing key (created now: it becomes the newest). Replicas that start
-        together may each add one; each then signs with the newest it read, and all of them
-        verify with every key, so any replica accepts any replica's tokens."""
-        async with self._db.write() as session:
-            session.add(OAuthSigningKey(kid=kid, private_jwk_sealed=sealed,
-                                        created_at=self._clock()))
+    async def add_signing_key(self, kid: str, sealed: str, generation: int) -> bool:
+        """A new signing key as `generation` (the newest's + 1; 1 for the first), created
+        now. False when that generation exists already: another replica rotated at the same
+        moment (the unique generation lets one in), and its key is the new one."""
+        try:
+            async with self._db.write() as session:
+                session.add(OAuthSigningKey(kid=kid, private_jwk_sealed=sealed,
+                                            created_at=self._clock(), generation=generation))
+        except Conflict:
+            return False
+        return True
+
+    def age(self, key: SigningKeyRecord) -> timedelta:
+        """How long ago `key` was made, by this store's clock (the one that stamped it)."""
+        return self._clock() - _aware(key.created_at)
 
     async def retire_signing_keys(self, superseded_for: timedelta) -> list[str]:
         """Delete the keys a newer key superseded at least `superseded_for` ago (the kids).
@@ -310,6 +321,7 @@ class SigningKeyRecord:
     kid: str
     private_jwk_sealed: str
     created_at: datetime
+    generation: int
 
 
 def _aware(moment: datetime) -> datetime:

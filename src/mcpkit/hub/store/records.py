@@ -14,7 +14,10 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar
+
+if TYPE_CHECKING:
+    from mcpkit.auth.provider import HttpAuth
 
 T = TypeVar("T")
 
@@ -22,6 +25,7 @@ Transport = Literal["http", "sse", "ws", "stdio"]
 HealthStatus = Literal["unknown", "healthy", "unhealthy", "needs_auth"]
 Purpose = Literal["call", "catalog"]
 """What credentials are for: the calls, or catalog fetches and health checks."""
+AuthMode = Literal["static", "oauth"]
 Outcome = Literal["ok", "tool_error", "error", "denied", "timeout"]
 
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
@@ -99,6 +103,9 @@ class UpstreamRecord:
     created_at: datetime
     updated_at: datetime
     version: int
+    auth_mode: AuthMode = "static"
+    """"static": the stored headers and bearer; "oauth": the owner's own login
+    (hub/upstream_auth.py)."""
     has_catalog_headers: bool = False
     has_catalog_bearer: bool = False
 
@@ -120,10 +127,15 @@ class Credentials:
 
     headers: Mapping[str, str] = field(default_factory=dict)
     bearer: str | None = None
+    auth: HttpAuth | None = None
+    """The owner's OAuth login to an "oauth" upstream (hub/upstream_auth.py): it, not
+    `bearer`, authorizes the connection. Never stored here: attached per connection."""
 
     def __repr__(self) -> str:  # never the values
         bearer = "<hidden>" if self.bearer is not None else None
-        return f"Credentials(headers={sorted(self.headers)!r} (values hidden), bearer={bearer})"
+        auth = "<login>" if self.auth is not None else None
+        return (f"Credentials(headers={sorted(self.headers)!r} (values hidden), "
+                f"bearer={bearer}, auth={auth})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +175,7 @@ class UpstreamSpec:
     disabled_tools: Sequence[str] = ()
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
     call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
+    auth_mode: AuthMode = "static"
     catalog_headers: Mapping[str, str] | None = field(default=None, repr=False)
     catalog_bearer: str | None = field(default=None, repr=False)
 
@@ -183,6 +196,7 @@ class UpstreamChanges:
     disabled_tools: Sequence[str] | _Unset = UNSET
     connect_timeout_s: float | _Unset = UNSET
     call_timeout_s: float | _Unset = UNSET
+    auth_mode: AuthMode | _Unset = UNSET
     catalog_headers: Mapping[str, str] | _Unset | None = field(default=UNSET, repr=False)
     catalog_bearer: str | _Unset | None = field(default=UNSET, repr=False)
 

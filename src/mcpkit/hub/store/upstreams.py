@@ -27,6 +27,7 @@ from mcpkit.hub.store._paging import DEFAULT_LIMIT, MAX_LIMIT, decode_cursor, en
 from mcpkit.hub.store.errors import Conflict, NotFound
 from mcpkit.hub.store.records import (
     UNSET,
+    AuthMode,
     Credentials,
     HealthStatus,
     Page,
@@ -61,6 +62,7 @@ def upstream_record(row: Upstream) -> UpstreamRecord:
         created_at=row.created_at,
         updated_at=row.updated_at,
         version=row.version,
+        auth_mode=cast(AuthMode, row.auth_mode),
         has_catalog_headers=row.catalog_headers_encrypted is not None,
         has_catalog_bearer=row.catalog_bearer_encrypted is not None,
     )
@@ -329,6 +331,7 @@ class Upstreams:
             ),
             "connect_timeout_s": check.timeout(fields["connect_timeout_s"], "connect_timeout_s"),
             "call_timeout_s": check.timeout(fields["call_timeout_s"], "call_timeout_s"),
+            "auth_mode": check.auth_mode(fields["auth_mode"]),
         }
 
     def _merged(self, row: Upstream, changes: UpstreamChanges) -> dict[str, Any]:
@@ -348,6 +351,7 @@ class Upstreams:
             "disabled_tools": row.disabled_tools,
             "connect_timeout_s": row.connect_timeout_s,
             "call_timeout_s": row.call_timeout_s,
+            "auth_mode": row.auth_mode,
         }
         for key in fields:
             value = getattr(changes, key)

@@ -14,9 +14,9 @@ from datetime import datetime
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-from mcpkit.hub.db.models import HEALTH_STATUSES, TRANSPORTS
+from mcpkit.hub.db.models import AUTH_MODES, HEALTH_STATUSES, TRANSPORTS
 from mcpkit.hub.store.errors import Invalid
-from mcpkit.hub.store.records import HealthStatus, Outcome, Transport
+from mcpkit.hub.store.records import AuthMode, HealthStatus, Outcome, Transport
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
@@ -192,6 +192,12 @@ def flag(value: object, field: str) -> bool:
     if not isinstance(value, bool):
         raise Invalid(field, "must be true or false")
     return value
+
+
+def auth_mode(value: object) -> AuthMode:
+    if value not in AUTH_MODES:
+        raise Invalid("auth_mode", f"must be one of {', '.join(AUTH_MODES)}")
+    return cast(AuthMode, value)
 
 
 def health_status(value: object) -> HealthStatus:

@@ -51,6 +51,7 @@ from mcpkit.hub.store import validation as check
 from mcpkit.hub.store._paging import decode_cursor
 from mcpkit.hub.store.records import Catalog
 from mcpkit.hub.store.validation import STDIO_HINT
+from mcpkit.hub.upstream_auth import credentials_for
 
 log = logging.getLogger(__name__)
 PREFIX = "/api/v1/users/mcp/upstreams"
@@ -213,6 +214,7 @@ async def _checked_spec(
         disabled_tools=body.disabled_tools,
         connect_timeout_s=body.connect_timeout_s,
         call_timeout_s=body.call_timeout_s,
+        auth_mode=body.auth_mode,
         catalog_headers=body.catalog_headers,
         catalog_bearer=body.catalog_bearer_token,
     )
@@ -257,7 +259,8 @@ async def _refresh(context: HubContext, record: UpstreamRecord) -> Catalog:
     async with context.refresh_slots.for_user(record.user_id):
         try:
             catalog = await refresh_catalog(context.store, record, context.settings,
-                                            fetch=context.fetch)
+                                            fetch=context.fetch,
+                                            credentials=credentials_for(context, "catalog"))
         except UpstreamNeedsAuth as error:
             raise ApiError(502, str(error), code=NEEDS_AUTH_CODE) from None
         except UpstreamUnavailable as error:

@@ -1,0 +1,139 @@
+"""The owner's OAuth login to one of their upstreams (hub/upstream_login.py):
+
+    POST   /api/v1/users/mcp/upstreams/{id}/oauth/start   {"authorization_url": …} (owner only)
+    DELETE /api/v1/users/mcp/upstreams/{id}/oauth         log out: revoke at the AS, delete
+    GET    /oauth/upstream/callback                       where the browser comes back
+
+The two API routes take the caller's hub credentials like every upstream route (another
+user's upstream is a 404). The callback takes none - a browser lands there - and is bound by
+its single-use `state` alone to the user and upstream that started the login; it answers a
+small page, or redirects to the `return_to` given at the start (a URL of the hub itself).
+"""
+
+# No `from __future__ import annotations`: FastAPI resolves the parameter types at runtime.
+import logging
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, status
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.responses import RedirectResponse, Response
+
+from mcpkit.hub.api.auth import Context, CurrentUser
+from mcpkit.hub.api.context import HubContext
+from mcpkit.hub.api.errors import AUTHED, WITH_BODY, ApiError, responses
+from mcpkit.hub.api.routes.upstreams import PREFIX, _owned, announce_change
+from mcpkit.hub.catalog import refresh_catalog
+from mcpkit.hub.oauth.pages import PAGE_HEADERS, error_page, notice_page
+from mcpkit.hub.store import NotFound
+from mcpkit.hub.upstream_auth import credentials_for
+from mcpkit.hub.upstream_login import (
+    CALLBACK_PATH,
+    MAX_QUERY_VALUE,
+    BadReturnTo,
+    Finished,
+    LoginFailed,
+    finish_login,
+    logout,
+    start_login,
+)
+
+log = logging.getLogger(__name__)
+MAX_CALLBACK_PARAMS = 16
+"""A callback with more query parameters than this is refused (an AS sends a handful)."""
+
+
+class LoginStart(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    return_to: str | None = Field(
+        default=None, max_length=MAX_QUERY_VALUE,
+        description="where the browser goes once the login is done (a URL of this hub)")
+
+
+class LoginStarted(BaseModel):
+    authorization_url: str = Field(description="open it in a browser to log in upstream")
+
+
+class LoggedOut(BaseModel):
+    removed: bool
+    revoked: int = Field(description="tokens the authorization server revoked")
+    not_revoked: list[str] = Field(description="why a revocation did not happen")
+
+
+def router() -> APIRouter:
+    api = APIRouter(prefix=PREFIX, tags=["upstreams"], responses=responses(*AUTHED, 404, 422))
+
+    @api.post("/{upstream_id}/oauth/start", response_model=LoginStarted,
+              summary="Start your OAuth login to an upstream (auth_mode oauth)",
+              operation_id="start_upstream_login", responses=responses(*WITH_BODY, 502))
+    async def start(upstream_id: str, user: CurrentUser, context: Context,
+                    body: LoginStart | None = None) -> LoginStarted:
+        record = await _owned(context, user.id, upstream_id)
+        if record.auth_mode != "oauth":
+            raise ApiError(422, 'the upstream\'s auth_mode is not "oauth": set it first',
+                           field="auth_mode")
+        try:
+            url = await start_login(context, record,
+                                    return_to=body.return_to if body else None)
+        except BadReturnTo as error:
+            raise ApiError(422, str(error), field="return_to") from None
+        except LoginFailed as error:
+            raise ApiError(502, str(error), code="upstream_login_failed") from None
+        return LoginStarted(authorization_url=url)
+
+    @api.delete("/{upstream_id}/oauth", response_model=LoggedOut,
+                summary="Log out of an upstream: revoke your login there and forget it",
+                operation_id="logout_upstream")
+    async def log_out(upstream_id: str, user: CurrentUser, context: Context) -> LoggedOut:
+        record = await _owned(context, user.id, upstream_id)
+        report = await logout(context, record)
+        await announce_change(context, user.id, record.id)
+        return LoggedOut(removed=bool(report.removed), revoked=report.revoked,
+                         not_revoked=report.not_revoked)
+
+    return api
+
+
+def callback_router() -> APIRouter:
+    pages = APIRouter(include_in_schema=False)
+
+    @pages.get(CALLBACK_PATH)
+    async def callback(request: Request, context: Context,
+                       state: Annotated[str | None, Query(max_length=MAX_QUERY_VALUE)] = None,
+                       ) -> Response:
+        del state  # declared for the docs' sake; the whole query is checked below
+        items = request.query_params.multi_items()
+        if len(items) > MAX_CALLBACK_PARAMS or len({k for k, _ in items}) != len(items):
+            return error_page("The login answer is malformed (repeated or too many "
+                              "parameters).", status.HTTP_400_BAD_REQUEST)
+        try:
+            finished = await finish_login(context, dict(items))
+        except (LoginFailed, NotFound) as error:
+            log.info("an upstream login callback was refused: %s", error)
+            return error_page(str(error) if isinstance(error, LoginFailed)
+                              else "The upstream of this login is gone.",
+                              status.HTTP_400_BAD_REQUEST)
+        await _first_catalog(context, finished)
+        if finished.return_to:
+            return RedirectResponse(finished.return_to, status.HTTP_303_SEE_OTHER,
+                                    headers=PAGE_HEADERS)
+        return notice_page("Connected", f"Your login to the upstream {finished.upstream_name} "
+                                        "is kept by the hub. You may close this window.")
+
+    return pages
+
+
+async def _first_catalog(context: HubContext, finished: Finished) -> None:
+    """Fetch the newly connected upstream's catalog with the new login (its tools appear in
+    /mcp at once) and tell every replica; a failure is only logged (the upstream's health
+    says it, and a refresh retries)."""
+    assert context.refresh_slots is not None
+    try:
+        upstream = await context.store.upstreams.get(finished.user_id, finished.upstream_id)
+        async with context.refresh_slots.for_user(finished.user_id):
+            await refresh_catalog(context.store, upstream, context.settings,
+                                  fetch=context.fetch,
+                                  credentials=credentials_for(context, "catalog"))
+    except Exception as error:  # the login itself is kept: the page says so
+        log.info("the first catalog of upstream %s failed: %s", finished.upstream_id, error)
+    await announce_change(context, finished.user_id, finished.upstream_id)

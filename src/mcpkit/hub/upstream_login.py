@@ -1,0 +1,230 @@
+"""A hub user's OAuth login to one of their upstreams: started by the REST API, finished by
+the browser at the hub's callback, ended by a logout.
+
+    url = await start_login(context, upstream, return_to=None)     # the authorization URL
+    finished = await finish_login(context, query)                  # the callback's query
+    report = await logout(context, upstream)                       # revoke at the AS, delete
+
+`start_login` is mcpkit's OAuth client (issue 23), step by step: the upstream's challenge
+(an unauthenticated probe), discovery (RFC 9728 then RFC 8414; the `resource` is the one the
+upstream's metadata names), PKCE S256, `offline_access` when the authorization server lists
+it, and the client: a Client ID Metadata Document when one is configured and the AS takes it,
+else dynamic client registration for the hub's callback URL. What the callback will need
+(state, PKCE verifier, metadata, client, resource, scopes, the user and the upstream, expiry)
+is kept sealed in the database, found by the sha256 of the state: any replica finishes it.
+
+`finish_login` takes that pending login (single use: a state works once; an expired one is
+refused), checks the redirect (state, RFC 9207 iss, an `error` the AS sent), exchanges the
+code, and stores the grant for exactly the user and upstream that started it - the callback
+carries no hub credentials, so nothing in it can name another user or upstream.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from mcpkit.auth.challenge import BearerChallenge
+from mcpkit.auth.discovery import http_form
+from mcpkit.auth.errors import AuthorizationError
+from mcpkit.auth.metadata import AuthorizationServerMetadata, check_pkce
+from mcpkit.auth.scopes import select_scopes
+from mcpkit.auth.tokens import ClientRegistration, TokenKey
+from mcpkit.client import oauth_grant, oauth_registration
+from mcpkit.client.oauth import probe_challenge
+from mcpkit.client.oauth_discovery import discover
+from mcpkit.client.oauth_http import OAuthHttp
+from mcpkit.client.oauth_logout import LogoutReport, revoke_grant
+from mcpkit.client.token_records import StoredGrant
+from mcpkit.errors import PeerError, UsageError
+from mcpkit.hub.upstream_auth import HubLogins, RefreshLock
+
+if TYPE_CHECKING:
+    from mcpkit.hub.api.context import HubContext
+    from mcpkit.hub.store import UpstreamRecord
+
+log = logging.getLogger(__name__)
+
+CALLBACK_PATH = "/oauth/upstream/callback"
+"""Where the authorization server sends the browser back (the hub's redirect URI)."""
+LOGIN_TTL_S = 600.0
+"""A started login must be finished within this long (the user logs in at the AS)."""
+CLIENT_NAME = "mcpkit hub"
+MAX_QUERY_VALUE = 4096
+"""Bound on each callback parameter (a code, a state): a longer one is refused."""
+
+
+class LoginFailed(PeerError):
+    """A login could not be started or finished; `str()` is safe to show the user (no token,
+    code or state)."""
+
+
+class BadReturnTo(UsageError):
+    """A `return_to` that is not a URL of the hub itself."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    user_id: int
+    upstream_id: str
+    upstream_name: str
+    return_to: str | None
+
+
+class _Pending(msgspec.Struct):
+    """What the callback needs, sealed in the database until then."""
+
+    verifier: str
+    redirect_uri: str
+    resource: str
+    scopes: list[str]
+    metadata: AuthorizationServerMetadata
+    client_id: str
+    client_secret: str | None
+    auth_method: str
+    client_source: str
+    return_to: str | None = None
+
+
+@dataclass(slots=True)
+class LoginOptions:
+    """The knobs of the flow (defaults: the named constants)."""
+
+    http: OAuthHttp = field(default_factory=OAuthHttp)
+    ttl_s: float = LOGIN_TTL_S
+    client_metadata_url: str | None = None
+    """A Client ID Metadata Document listing the hub's callback URL (used where the AS
+    supports CIMD; else DCR)."""
+
+
+def callback_url(context: HubContext) -> str:
+    return context.settings.issuer + CALLBACK_PATH
+
+
+def check_return_to(context: HubContext, return_to: str | None) -> str | None:
+    """`return_to` when it is a URL of the hub itself (same scheme, host and port as its
+    issuer); `BadReturnTo` otherwise (an open redirect would send the user anywhere)."""
+    if return_to is None:
+        return None
+    hub = urllib.parse.urlsplit(context.settings.issuer)
+    try:
+        asked = urllib.parse.urlsplit(return_to)
+        same = (asked.scheme, asked.netloc) == (hub.scheme, hub.netloc)
+    except ValueError:
+        same = False
+    if not same or len(return_to) > MAX_QUERY_VALUE or any(c in return_to for c in "\r\n\\"):
+        raise BadReturnTo("return_to must be a URL of this hub "
+                          f"({hub.scheme}://{hub.netloc}/…)")
+    return return_to
+
+
+async def start_login(context: HubContext, upstream: UpstreamRecord, *,
+                      return_to: str | None = None,
+                      options: LoginOptions | None = None) -> str:
+    """The authorization URL for the owner's login to `upstream` (see the module)."""
+    options = options or LoginOptions()
+    return_to = check_return_to(context, return_to)
+    if upstream.url is None:
+        raise LoginFailed(f"{upstream.name}: an upstream without a URL has no OAuth login")
+    http, server = options.http, http_form(upstream.url)
+    redirect_uri = callback_url(context)
+    try:
+        challenge = await probe_challenge(http, server) or BearerChallenge()
+        found = await discover(http, server, challenge.resource_metadata)
+        metadata = found.metadata
+        check_pkce(metadata)
+        scopes = select_scopes(challenge.scopes, found.resource_scopes,
+                               metadata.scopes_supported)
+        client = await _client(http, metadata, redirect_uri, options.client_metadata_url)
+    except AuthorizationError as error:
+        raise LoginFailed(f"{upstream.name}: cannot start an OAuth login: {error}") from None
+    request = oauth_grant.authorization_request(metadata, client, redirect_uri,
+                                                found.resource, scopes)
+    pending = _Pending(request.verifier, redirect_uri, found.resource, scopes, metadata,
+                       client.client_id, client.client_secret, client.auth_method,
+                       client.source, return_to)
+    expires = context.store.upstream_logins.now() + timedelta(seconds=options.ttl_s)
+    await context.store.upstream_logins.save_pending(
+        state_hash(request.state), upstream.user_id, upstream.id,
+        msgspec.json.encode(pending).decode(), expires)
+    log.info("user %s started an OAuth login to upstream %s at %s", upstream.user_id,
+             upstream.id, metadata.issuer)
+    return request.url
+
+
+async def finish_login(context: HubContext, query: Mapping[str, str], *,
+                       options: LoginOptions | None = None) -> Finished:
+    """Finish the login the callback's `query` answers (see the module); `LoginFailed` with
+    a message for the user otherwise."""
+    options = options or LoginOptions()
+    if any(len(value) > MAX_QUERY_VALUE for value in query.values()):
+        raise LoginFailed("the authorization response has an oversized parameter")
+    state = query.get("state")
+    if not state:
+        raise LoginFailed("the authorization response has no state")
+    taken = await context.store.upstream_logins.take_pending(state_hash(state))
+    if taken is None:
+        raise LoginFailed("this login is unknown or was already used: start it again")
+    if taken.expires_at <= context.store.upstream_logins.now():
+        raise LoginFailed("this login expired before it was finished: start it again")
+    pending = msgspec.json.decode(taken.data, type=_Pending)
+    upstream = await context.store.upstreams.get(taken.user_id, taken.upstream_id)
+    client = ClientRegistration(pending.client_id, pending.client_secret, pending.auth_method,
+                                pending.client_source)
+    request = oauth_grant.Request("", state, pending.verifier)
+    redirected = pending.redirect_uri + "?" + urllib.parse.urlencode(dict(query))
+    try:
+        code = oauth_grant.code_from_redirect(redirected, request, pending.metadata)
+        tokens = await oauth_grant.exchange_code(options.http, pending.metadata, client, code,
+                                                 request, pending.redirect_uri,
+                                                 pending.resource)
+    except AuthorizationError as error:
+        raise LoginFailed(f"{upstream.name}: the login failed: {error}") from None
+    grant = StoredGrant(TokenKey(pending.resource, pending.metadata.issuer, client.client_id),
+                        tokens, tuple(pending.scopes), pending.metadata, client)
+    logins = HubLogins(context.store, RefreshLock(context.redis))
+    async with RefreshLock(context.redis).hold(upstream.user_id, upstream.id):
+        await logins.save(upstream.user_id, upstream.id, grant, new_login=True)
+    log.info("user %s connected upstream %s (OAuth login at %s)", upstream.user_id,
+             upstream.id, pending.metadata.issuer)
+    return Finished(upstream.user_id, upstream.id, upstream.name, pending.return_to)
+
+
+async def logout(context: HubContext, upstream: UpstreamRecord, *,
+                 options: LoginOptions | None = None) -> LogoutReport:
+    """Revoke the owner's login to `upstream` at its authorization server (refresh token,
+    then access token: RFC 7009) and delete it; a revocation that fails is reported, and the
+    login is deleted anyway (a logout always forgets)."""
+    options = options or LoginOptions()
+    report = LogoutReport()
+    logins = HubLogins(context.store, RefreshLock(context.redis))
+    async with RefreshLock(context.redis).hold(upstream.user_id, upstream.id):
+        grant = await logins.load(upstream)
+        if grant is not None:
+            await revoke_grant(options.http, grant, report)
+        if await context.store.upstream_logins.delete(upstream.user_id, upstream.id):
+            report.removed = 1
+    return report
+
+
+def state_hash(state: str) -> str:
+    return hashlib.sha256(state.encode()).hexdigest()
+
+
+async def _client(http: OAuthHttp, metadata: AuthorizationServerMetadata, redirect_uri: str,
+                  metadata_url: str | None) -> ClientRegistration:
+    """CIMD when configured and the AS takes it, else a DCR registration for the hub's
+    callback (one per login: the AS may forget them; nothing to keep across logins)."""
+    identity = oauth_registration.Identity(
+        None, None, None, metadata_url, (redirect_uri,), metadata_url is None, CLIENT_NAME)
+    chosen = oauth_registration.metadata_document(identity, metadata)
+    if chosen is not None:
+        return chosen
+    return await oauth_registration.register(http, identity, metadata)
