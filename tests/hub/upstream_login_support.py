@@ -194,3 +194,15 @@ async def raw_call(hub: Hub, token: str, session: str | None, tool: str) -> str:
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http, \
             http.post(f"{hub.url}/mcp", json=message, headers=headers) as reply:
         return f"{reply.status} {await reply.text()}"
+
+
+async def expire_pending(hub: Hub) -> None:
+    """Every pending login of the hub's database ends now (as if started long ago)."""
+    from sqlalchemy import update
+
+    from mcpkit.hub.db.models import UpstreamLoginState, utcnow
+
+    async with await Store.open(hub.database_url, hub.box, migrate=False) as store:
+        assert store.engine is not None
+        async with store.engine.begin() as connection:
+            await connection.execute(update(UpstreamLoginState).values(expires_at=utcnow()))
