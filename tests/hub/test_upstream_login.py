@@ -21,6 +21,7 @@ from tests.hub.hub_helpers import UPSTREAMS, Hub, call, fresh_user
 from tests.hub.upstream_login_support import (
     CALLBACK,
     age_login,
+    alter_login,
     authorize,
     connect,
     expire_pending,
@@ -125,6 +126,19 @@ async def test_a_revoked_refresh_family_drops_the_login_and_shows_needs_login(
     # and a new login puts it right
     await connect(api, upstream["id"], "dave-account")
     assert await whoami(hub, api.token, "family__whoami") == "dave-account"
+
+
+async def test_an_access_token_the_upstream_refuses_is_refreshed_and_the_call_goes_on(
+        hub: Hub, stack: Stack, upstream_url: str) -> None:
+    user_id, api = await fresh_user(hub)
+    upstream = await register_oauth(api, "renew", upstream_url)
+    await connect(api, upstream["id"], "hana-account")
+    # not expired as far as the hub knows, but the upstream answers it 401
+    await alter_login(hub, user_id, upstream["id"], access_token="not-a-token-any-more")
+    mark = stack.mark()
+    assert api.token is not None
+    assert await whoami(hub, api.token, "renew__whoami") == "hana-account"
+    assert len(stack.events_since(mark, "grant.success", grant_type="refresh_token")) == 1
 
 
 async def test_logout_revokes_at_the_provider_and_forgets(

@@ -44,7 +44,7 @@ from mcpkit.client.oauth_http import OAuthHttp
 from mcpkit.client.oauth_logout import LogoutReport, revoke_grant
 from mcpkit.client.token_records import StoredGrant
 from mcpkit.errors import PeerError, UsageError
-from mcpkit.hub.upstream_auth import HubLogins, RefreshLock
+from mcpkit.hub.upstream_auth import RefreshLock, StoredLogin
 
 if TYPE_CHECKING:
     from mcpkit.hub.api.context import HubContext
@@ -189,9 +189,10 @@ async def finish_login(context: HubContext, query: Mapping[str, str], *,
         raise LoginFailed(f"{upstream.name}: the login failed: {error}") from None
     grant = StoredGrant(TokenKey(pending.resource, pending.metadata.issuer, client.client_id),
                         tokens, tuple(pending.scopes), pending.metadata, client)
-    logins = HubLogins(context.store, RefreshLock(context.redis))
-    async with RefreshLock(context.redis).hold(upstream.user_id, upstream.id):
-        await logins.save(upstream.user_id, upstream.id, grant, new_login=True)
+    lock = RefreshLock(context.redis)
+    async with lock.hold(upstream.user_id, upstream.id):  # not under a refresh of the old one
+        await StoredLogin(context.store, lock, upstream.user_id, upstream.id).save(
+            grant, new_login=True)
     log.info("user %s connected upstream %s (OAuth login at %s)", upstream.user_id,
              upstream.id, pending.metadata.issuer)
     return Finished(upstream.user_id, upstream.id, upstream.name, pending.return_to)
@@ -204,9 +205,9 @@ async def logout(context: HubContext, upstream: UpstreamRecord, *,
     login is deleted anyway (a logout always forgets)."""
     options = options or LoginOptions()
     report = LogoutReport()
-    logins = HubLogins(context.store, RefreshLock(context.redis))
-    async with RefreshLock(context.redis).hold(upstream.user_id, upstream.id):
-        grant = await logins.load(upstream)
+    lock = RefreshLock(context.redis)
+    async with lock.hold(upstream.user_id, upstream.id):
+        grant = await StoredLogin(context.store, lock, upstream.user_id, upstream.id).load()
         if grant is not None:
             await revoke_grant(options.http, grant, report)
         if await context.store.upstream_logins.delete(upstream.user_id, upstream.id):
