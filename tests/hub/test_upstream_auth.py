@@ -158,3 +158,20 @@ async def test_client_auth_by_auth_mode(sqlite_store: Store) -> None:
     assert f"/api/v1/users/mcp/upstreams/{oauth.id}/oauth/start" in str(raised.value)
     await stored_login(sqlite_store, oauth, "http://127.0.0.1:9/token")
     assert isinstance(await client_auth(context, oauth), LoginAuth)
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:9/token", "http://localhost:9/token",
+                                 "https://169.254.169.254/latest", "http://[::1]:9/x",
+                                 "https://10.1.2.3/token"])
+async def test_the_hubs_oauth_requests_refuse_private_hosts_unless_allowed(url: str) -> None:
+    """The upstream (and the authorization server its metadata names) are someone else's
+    URLs: the hub's OAuth requests keep to its SSRF rule."""
+    from mcpkit.auth.errors import AuthorizationError
+    from mcpkit.client.oauth_http import OAuthHttp
+
+    with pytest.raises(AuthorizationError, match="refused|BlockedAddress"):
+        await OAuthHttp(allow_private=False).get(url)
+    if url.startswith("http://"):  # loopback, allowed: it tries (and nothing listens)
+        with pytest.raises(AuthorizationError) as allowed:
+            await OAuthHttp(allow_private=True, timeout_s=2).get(url)
+        assert "refused to connect" not in str(allowed.value)

@@ -90,7 +90,8 @@ async def client_auth(context: HubContext, upstream: UpstreamRecord, *,
     grant = await login.load()
     if grant is None:
         raise UpstreamNeedsLogin(upstream)
-    return LoginAuth(login, upstream, grant)
+    return LoginAuth(login, upstream, grant,
+                     http=OAuthHttp(allow_private=context.settings.allow_private_upstreams))
 
 
 async def connection_credentials(context: HubContext, upstream: UpstreamRecord, *,
