@@ -169,7 +169,7 @@ async def test_the_hubs_oauth_requests_refuse_private_hosts_unless_allowed(url: 
     from mcpkit.auth.errors import AuthorizationError
     from mcpkit.client.oauth_http import OAuthHttp
 
-    with pytest.raises(AuthorizationError, match="refused|BlockedAddress"):
+    with pytest.raises(AuthorizationError, match=r"refused|BlockedAddress"):
         await OAuthHttp(allow_private=False).get(url)
     if url.startswith("http://"):  # loopback, allowed: it tries (and nothing listens)
         with pytest.raises(AuthorizationError) as allowed:
