@@ -43,7 +43,8 @@ def test_the_revisions_ship_inside_the_package() -> None:
     assert (directory / "versions" / "0001_initial.py").is_file()
     assert (directory / "versions" / "0002_oauth.py").is_file()
     assert (directory / "versions" / "0003_oauth_expiry_indexes.py").is_file()
-    assert migrations.head_revision() == "0003"
+    assert (directory / "versions" / "0006_oauth_dpop.py").is_file()
+    assert migrations.head_revision() == "0006"
 
 
 async def test_a_fresh_database_migrates_to_exactly_the_models(database_url: str) -> None:

@@ -34,7 +34,7 @@ Environment (each also a `mcpkit hub serve` option where it makes sense):
                                                             http://HOST:PORT)
     MCPKIT_HUB_OAUTH_ACCESS_TOKEN_TTL_S, _OAUTH_REFRESH_TOKEN_TTL_S, _OAUTH_CODE_TTL_S,
     MCPKIT_HUB_OAUTH_SIGN_IN_TTL_S, _OAUTH_MAX_CLIENTS, _OAUTH_MAX_PASSWORD_CHECKS,
-    MCPKIT_HUB_OAUTH_REVOCATION_CHECK_S, _OAUTH_SIGNING_KEY_CHECK_S
+    MCPKIT_HUB_OAUTH_REVOCATION_CHECK_S, _OAUTH_SIGNING_KEY_CHECK_S, _OAUTH_DPOP_REPLAY_ENTRIES
                                       the authorization server (hub/oauth)
 
 The secret key is not a setting: it is read by `mcpkit.hub.crypto.load_secret_box`
@@ -67,6 +67,8 @@ DEFAULT_PORT = 8765
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off", ""})
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+DEFAULT_DPOP_REPLAY_ENTRIES = 100_000
+"""DPoP proofs remembered per replay window (hub/oauth/dpop.py)."""
 
 T = TypeVar("T")
 
@@ -180,6 +182,10 @@ class HubSettings:
     oauth_max_password_checks: int = 4
     """Sign-in password checks running at once; more wait. Each argon2id check takes 64 MiB
     for about 50 ms, so this bounds what a crowd of sign-ins can cost (here 256 MiB)."""
+    oauth_dpop_replay_entries: int = DEFAULT_DPOP_REPLAY_ENTRIES
+    """DPoP proofs (token endpoint and /mcp) remembered per replay window (about 70 s) for
+    the replay check, in Redis with --redis-url (shared by replicas), else in memory; past
+    it a proof is refused ("retry shortly"), never let through unchecked."""
     max_catalog_items: int = 2000
     """Items of one list (tools, prompts, resources, templates) the hub takes from one
     upstream; past it the catalog fetch fails and says so (catalog_limits.py)."""
@@ -199,7 +205,7 @@ class HubSettings:
                      "auth_failures_per_minute", "max_replay_bytes",
                      "max_bodies_in_flight_bytes", "max_upstreams_per_user",
                      "max_refreshes_per_user", "oauth_max_clients",
-                     "oauth_max_password_checks"):
+                     "oauth_max_password_checks", "oauth_dpop_replay_entries"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SettingsError(f"{name}: must be a whole number above 0, not {value!r}")
@@ -362,6 +368,7 @@ def _parse(name: str, text: str, variable: str) -> Any:
         "oauth_signing_key_check_s": float,
         "oauth_max_clients": int,
         "oauth_max_password_checks": int,
+        "oauth_dpop_replay_entries": int,
         "max_catalog_items": int,
         "max_catalog_bytes": int,
         "max_catalog_item_bytes": int,

@@ -33,9 +33,11 @@ from authlib.oauth2.rfc6749.errors import OAuth2Error
 from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
+from mcpkit.auth.resource import InvalidDPoPProof
 from mcpkit.errors import PeerError
 from mcpkit.hub.crypto import CredentialError, tokens_equal
 from mcpkit.hub.oauth import pages
+from mcpkit.hub.oauth.dpop import ReplayCheckUnavailable
 from mcpkit.hub.oauth.registration import (
     MAX_REGISTRATION_BYTES,
     RegistrationRefused,
@@ -216,9 +218,19 @@ async def _endpoint(request: Request, name: str) -> Response:
     except BadRequest as bad:
         return _oauth_error(bad.status, "invalid_request", bad.message)
     server = service.server
+    url = service.settings.issuer + request.url.path
+    jkt = None
+    if name == "token":
+        try:  # RFC 9449 §5: a proof binds what this request issues to its key
+            jkt = await service.dpop.token_request_key(request.headers.getlist("dpop"), url)
+        except InvalidDPoPProof as refused:
+            return _oauth_error(400, "invalid_dpop_proof", refused.description)
+        except ReplayCheckUnavailable as unavailable:
+            response = _oauth_error(503, "temporarily_unavailable", str(unavailable))
+            response.headers["Retry-After"] = "1"
+            return response
     try:
-        oauth_request = plain_request("POST", service.settings.issuer + request.url.path, form,
-                                      request.headers)
+        oauth_request = plain_request("POST", url, form, request.headers, dpop_jkt=jkt)
         if name == "token":
             reply: Reply = await server.run(server.create_token_response, oauth_request)
         else:

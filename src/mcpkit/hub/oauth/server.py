@@ -14,7 +14,13 @@ Policy the hub adds on top of Authlib:
 - `resource` (RFC 8707), when given, must be the hub's /mcp URL - the only resource it issues
   tokens for - at the authorization and the token endpoint;
 - a redirect URI must equal a registered one exactly, except that a loopback one (http on
-  127.0.0.1 or [::1]) may use any port (RFC 8252 §7.3: native apps bind an ephemeral port).
+  127.0.0.1 or [::1]) may use any port (RFC 8252 §7.3: native apps bind an ephemeral port);
+- DPoP (RFC 9449 §5): a token request with a valid proof (checked before Authlib runs, by
+  dpop.py; its key's thumbprint rides on the request as `dpop_jkt`) gets `token_type: DPoP`
+  and an access token with `cnf.jkt`. The refresh token of a login that began with a proof is
+  bound to that key: refreshing it needs a proof by the same key (store.oauth.use_refresh
+  refuses it otherwise, without spending it). A login that began without a proof stays a
+  bearer login for its refresh tokens; a refresh of it with a proof gets a bound access token.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from typing import Any, TypeVar
 import anyio.from_thread
 import anyio.to_thread
 from authlib.oauth2 import AuthorizationServer, OAuth2Request
-from authlib.oauth2.rfc6749 import ClientMixin, InvalidRequestError, grants
+from authlib.oauth2.rfc6749 import ClientMixin, InvalidGrantError, InvalidRequestError, grants
 from authlib.oauth2.rfc6749.errors import OAuth2Error
 from authlib.oauth2.rfc6749.requests import BasicOAuth2Payload
 from authlib.oauth2.rfc6750 import BearerTokenGenerator
@@ -45,7 +51,7 @@ from mcpkit.hub.crypto import hash_token
 from mcpkit.hub.oauth.keys import AccessTokens
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store import NotFound, Store, UserRecord
-from mcpkit.hub.store.oauth import ClientRecord, CodeRecord, RefreshRecord
+from mcpkit.hub.store.oauth import ClientRecord, CodeRecord, RefreshKeyMismatch, RefreshRecord
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +126,10 @@ class Login:
 
     user: UserRecord
     family_id: str
+    jkt: str | None = None
+    """The DPoP key this request proved: the access token is bound to it (`cnf.jkt`)."""
+    refresh_jkt: str | None = None
+    """The DPoP key the login's refresh tokens are bound to (None: a bearer login)."""
 
     @property
     def id(self) -> int:
@@ -209,11 +219,13 @@ class RevocableToken:
 
 
 def plain_request(method: str, url: str, data: Mapping[str, str],
-                  headers: Mapping[str, str], *, query: Mapping[str, str] | None = None
-                  ) -> OAuth2Request:
+                  headers: Mapping[str, str], *, query: Mapping[str, str] | None = None,
+                  dpop_jkt: str | None = None) -> OAuth2Request:
     """An Authlib request over already-read values: `data` is the payload (the query of an
-    authorization request, the form of a token request)."""
+    authorization request, the form of a token request); `dpop_jkt` the thumbprint of the
+    key a token request's DPoP proof was checked against (dpop.py)."""
     request = _PlainRequest(method, url, headers=dict(headers))
+    request.dpop_jkt = dpop_jkt
     request.payload = BasicOAuth2Payload(dict(data))
     request.query_values = dict(query if query is not None else data)
     request.form_values = dict(data)
@@ -223,6 +235,7 @@ def plain_request(method: str, url: str, data: Mapping[str, str],
 class _PlainRequest(OAuth2Request):  # type: ignore[misc]
     query_values: dict[str, str]
     form_values: dict[str, str]
+    dpop_jkt: str | None
 
     @property
     def args(self) -> dict[str, str]:
@@ -242,7 +255,7 @@ class HubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         self.tokens = tokens
         self.settings = settings
         self.signing_key: ECKey | None = None
-        self.register_token_generator("default", BearerTokenGenerator(
+        self.register_token_generator("default", TokenGenerator(
             self._access_token, _refresh_token, self._expires_in))
         self.register_grant(CodeGrant, [S256Only(required=True)])
         self.register_grant(RotatingRefreshGrant)
@@ -272,7 +285,8 @@ class HubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
             return
         login: Login = request.user  # rotation: the same family goes on
         grant = RefreshRecord(login.family_id, request.client.get_client_id(), login.id,
-                              token.get("scope", ""), self.settings.mcp_url)
+                              token.get("scope", ""), self.settings.mcp_url,
+                              dpop_jkt=login.refresh_jkt)
         expires = datetime.now(UTC) + timedelta(seconds=self.settings.oauth_refresh_token_ttl_s)
         self.wait(self.store.oauth.save_refresh, hash_token(refresh), grant, expires)
 
@@ -293,10 +307,24 @@ class HubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         assert self.signing_key is not None
         return self.tokens.issue_with(self.signing_key, user_id=user.id,
                                       client_id=client.get_client_id(), scope=scope,
-                                      family_id=user.family_id)
+                                      family_id=user.family_id, jkt=user.jkt)
 
     def _expires_in(self, client: HubClient, grant_type: str) -> int:
         return int(self.settings.oauth_access_token_ttl_s)
+
+
+class TokenGenerator(BearerTokenGenerator):  # type: ignore[misc]
+    """Authlib's token response, typed `DPoP` when the access token is bound to a key
+    (RFC 9449 §5: the client then presents it with the DPoP scheme)."""
+
+    def generate(self, grant_type: str, client: HubClient, user: Login | None = None,
+                 scope: str | None = None, expires_in: int | None = None,
+                 include_refresh_token: bool = True) -> dict[str, Any]:
+        token: dict[str, Any] = super().generate(grant_type, client, user, scope, expires_in,
+                                                 include_refresh_token)
+        if user is not None and user.jkt is not None:
+            token["token_type"] = "DPoP"
+        return token
 
 
 def _refresh_token(*_args: Any, **_kwargs: Any) -> str:
@@ -359,7 +387,8 @@ class CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
 
     def authenticate_user(self, authorization_code: HubCode) -> Login | None:
         record = authorization_code.record
-        return _enabled_user(self.server, record.user_id, record.family_id)
+        jkt = self.request.dpop_jkt  # a login that begins with a proof is bound to its key
+        return _enabled_user(self.server, record.user_id, record.family_id, jkt, jkt)
 
 
 class RotatingRefreshGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
@@ -370,13 +399,18 @@ class RotatingRefreshGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
     def authenticate_refresh_token(self, refresh_token: str) -> HubRefreshToken | None:
         _check_resource(self.server, self.request.form)
         client_id = self.request.client.get_client_id()
-        record = self.server.wait(self.server.store.oauth.use_refresh,
-                                  hash_token(refresh_token), client_id)
+        try:
+            record = self.server.wait(self.server.store.oauth.use_refresh,
+                                      hash_token(refresh_token), client_id,
+                                      self.request.dpop_jkt)
+        except RefreshKeyMismatch as mismatch:
+            raise InvalidGrantError(str(mismatch)) from None
         return None if record is None else HubRefreshToken(record)
 
     def authenticate_user(self, refresh_token: HubRefreshToken) -> Login | None:
         record = refresh_token.record
-        return _enabled_user(self.server, record.user_id, record.family_id)
+        return _enabled_user(self.server, record.user_id, record.family_id,
+                             self.request.dpop_jkt, record.dpop_jkt)
 
     def revoke_old_credential(self, refresh_token: HubRefreshToken) -> None:
         return None  # marked used when it was presented; presenting it again revokes all
@@ -417,11 +451,11 @@ class Issuer(IssuerParameter):  # type: ignore[misc]
         return self.issuer
 
 
-def _enabled_user(server: HubAuthorizationServer, user_id: int, family_id: str
-                  ) -> Login | None:
+def _enabled_user(server: HubAuthorizationServer, user_id: int, family_id: str,
+                  jkt: str | None, refresh_jkt: str | None) -> Login | None:
     try:
         user: UserRecord = server.wait(server.store.users.get, user_id)
     except NotFound:  # deleted since
         return None
-    return None if user.disabled else Login(user, family_id)
+    return None if user.disabled else Login(user, family_id, jkt, refresh_jkt)
 

@@ -1,6 +1,7 @@
 """`OAuthService`: the hub's authorization server as one object on the hub's context - the
-access-token key and checks (keys.py) and Authlib's server over the store (server.py) - made
-by the built-in `oauth_component` once the store is open."""
+access-token key and checks (keys.py), Authlib's server over the store (server.py) and the
+DPoP checks with their replay cache (dpop.py: in Redis when the hub has it) - made by the
+built-in `oauth_component` once the store (and Redis) is open."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from mcpkit.hub.crypto import SecretBox
+from mcpkit.hub.oauth.dpop import DPOP_ALGORITHMS, HubDPoP
 from mcpkit.hub.oauth.keys import AccessTokens
 from mcpkit.hub.oauth.server import SCOPES_SUPPORTED, HubAuthorizationServer
 from mcpkit.hub.settings import HubSettings
@@ -37,6 +39,8 @@ class OAuthService:
     """Seals the sign-in session cookie."""
     password_checks: anyio.CapacityLimiter
     """Bounds the argon2 checks running at once (settings.oauth_max_password_checks)."""
+    dpop: HubDPoP
+    """DPoP proofs at the token endpoint and /mcp, and their replay cache."""
 
     @property
     def resource_metadata_url(self) -> str:
@@ -60,6 +64,7 @@ class OAuthService:
             "token_endpoint_auth_methods_supported": ["none"],
             "revocation_endpoint_auth_methods_supported": ["none"],
             "authorization_response_iss_parameter_supported": True,
+            "dpop_signing_alg_values_supported": list(DPOP_ALGORITHMS),
         }
 
     def resource_metadata(self) -> dict[str, object]:
@@ -68,7 +73,7 @@ class OAuthService:
 
         return protected_resource_metadata(
             self.settings.mcp_url, [self.settings.issuer], list(SCOPES_SUPPORTED),
-            resource_name="mcpkit hub")
+            resource_name="mcpkit hub", dpop_signing_alg_values_supported=DPOP_ALGORITHMS)
 
 
 @asynccontextmanager
@@ -77,7 +82,8 @@ async def oauth_component(context: HubContext) -> AsyncIterator[OAuthService]:
     service = OAuthService(context.settings, tokens,
                            HubAuthorizationServer(context.store, tokens, context.settings),
                            context.box,
-                           anyio.CapacityLimiter(context.settings.oauth_max_password_checks))
+                           anyio.CapacityLimiter(context.settings.oauth_max_password_checks),
+                           HubDPoP.for_hub(context.settings, context.redis))
     context.oauth = service
     try:
         yield service

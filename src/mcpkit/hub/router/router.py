@@ -109,9 +109,7 @@ class HubRouter:
         self.gate = McpGate(self.mcp, TokenCache(self.store), limiter=context.limiter.acquire,
                             revoked=self._revoked if self.redis is not None else None,
                             auth_failures=context.auth_failures,
-                            access_tokens=context.oauth.tokens if context.oauth else None,
-                            resource_metadata=context.oauth.resource_metadata_url
-                            if context.oauth else None)
+                            **_oauth_gate_options(context))
 
     # --- serving ------------------------------------------------------------------------------
 
@@ -323,3 +321,17 @@ class McpEndpoint:
                                    content_type="text/plain")
             return
         await router(scope, receive, send)
+
+
+def _oauth_gate_options(context: HubContext) -> dict[str, Any]:
+    """What the /mcp gate needs of the hub's authorization server: its access-token checks,
+    the resource metadata URL for challenges, and the DPoP checks (with the replay cache
+    replicas share through Redis)."""
+    from mcpkit.hub.oauth.dpop import DPOP_ALGORITHMS, ReplayCheckUnavailable
+
+    oauth = context.oauth
+    if oauth is None:
+        return {}
+    return {"access_tokens": oauth.tokens, "resource_metadata": oauth.resource_metadata_url,
+            "dpop": oauth.dpop.guard, "resource_url": context.settings.mcp_url,
+            "dpop_algorithms": DPOP_ALGORITHMS, "unavailable": (ReplayCheckUnavailable,)}

@@ -5,8 +5,8 @@ families and the signing key.
     clients     create, get, count
     codes       save, take (single use: a second take revokes what the first one started)
     consents    granted(user, client, scope), record
-    refresh     save, use (rotation: a used token presented again revokes its family),
-                revoke_family_of
+    refresh     save, use (rotation: a used token presented again revokes its family; a
+                DPoP-bound one only with a proof by its key), revoke_family_of
     signing keys list (newest first: it signs), add, retire (those superseded long enough);
                 private JWKs sealed with the hub's key
 
@@ -31,9 +31,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from mcpkit.errors import PeerError
 from mcpkit.hub.db.models import (
     OAuthClient,
     OAuthCode,
@@ -71,6 +72,11 @@ class CodeRecord:
     family_id: str
 
 
+class RefreshKeyMismatch(PeerError):
+    """A live refresh token bound to a DPoP key was presented without a proof by that key
+    (RFC 9449 §5): refused, and not spent (its holder may still use it)."""
+
+
 @dataclass(frozen=True, slots=True)
 class RefreshRecord:
     family_id: str
@@ -78,6 +84,8 @@ class RefreshRecord:
     user_id: int
     scope: str
     resource: str
+    dpop_jkt: str | None = None
+    """The thumbprint of the DPoP key the token is bound to (None: a bearer token)."""
 
 
 def _client(row: OAuthClient) -> ClientRecord:
@@ -178,14 +186,19 @@ class OAuthState:
             session.add(OAuthRefreshToken(
                 token_hash=token_hash, family_id=grant.family_id, client_id=grant.client_id,
                 user_id=grant.user_id, scope=grant.scope, resource=grant.resource,
-                created_at=self._clock(), expires_at=expires_at, used_at=None,
-                revoked_at=None))
+                dpop_jkt=grant.dpop_jkt, created_at=self._clock(), expires_at=expires_at,
+                used_at=None, revoked_at=None))
 
-    async def use_refresh(self, token_hash: str, client_id: str) -> RefreshRecord | None:
+    async def use_refresh(self, token_hash: str, client_id: str, jkt: str | None = None
+                          ) -> RefreshRecord | None:
         """The grant of a live refresh token, marked used (rotation: the caller issues the
         next one in the same family). A used token presented again is reuse: the whole
-        family is revoked (OAuth 2.1 §4.3.1), so neither the thief nor the client can go on."""
+        family is revoked (OAuth 2.1 §4.3.1), so neither the thief nor the client can go on.
+        A token bound to a DPoP key is used only when `jkt` (the key the request proved) is
+        that key; otherwise RefreshKeyMismatch, and the token stays unused."""
         now = self._clock()
+        bound = OAuthRefreshToken.dpop_jkt
+        key_matches = bound.is_(None) if jkt is None else or_(bound.is_(None), bound == jkt)
         async with self._db.write() as session:
             row = await session.scalar(
                 update(OAuthRefreshToken)
@@ -193,17 +206,29 @@ class OAuthState:
                        OAuthRefreshToken.client_id == client_id,
                        OAuthRefreshToken.used_at.is_(None),
                        OAuthRefreshToken.revoked_at.is_(None),
-                       OAuthRefreshToken.expires_at > now)
+                       OAuthRefreshToken.expires_at > now, key_matches)
                 .values(used_at=now).returning(OAuthRefreshToken))
             if row is not None:
                 return RefreshRecord(row.family_id, row.client_id, row.user_id, row.scope,
-                                     row.resource)
+                                     row.resource, row.dpop_jkt)
             reused = await session.scalar(select(OAuthRefreshToken.family_id).where(
                 OAuthRefreshToken.token_hash == token_hash,
                 OAuthRefreshToken.used_at.is_not(None)))
             if reused is not None:
                 log.warning("a rotated refresh token was presented again: its family is revoked")
                 await self._revoke_family(session, reused, now)
+                return None
+            other_key = await session.scalar(select(func.count()).select_from(OAuthRefreshToken)
+                                             .where(OAuthRefreshToken.token_hash == token_hash,
+                                                    OAuthRefreshToken.client_id == client_id,
+                                                    OAuthRefreshToken.revoked_at.is_(None),
+                                                    OAuthRefreshToken.expires_at > now,
+                                                    bound.is_not(None)))
+            if other_key:
+                raise RefreshKeyMismatch(
+                    "the refresh token is bound to a DPoP key: refresh with a DPoP proof "
+                    "signed by that key" if jkt is None else
+                    "the refresh token is bound to another DPoP key than the proof's")
             return None
 
     async def revoke_family_of(self, token_hash: str, client_id: str) -> bool:
