@@ -36,6 +36,8 @@ Environment (each also a `mcpkit hub serve` option where it makes sense):
     MCPKIT_HUB_OAUTH_SIGN_IN_TTL_S, _OAUTH_MAX_CLIENTS, _OAUTH_MAX_PASSWORD_CHECKS,
     MCPKIT_HUB_OAUTH_REVOCATION_CHECK_S, _OAUTH_SIGNING_KEY_CHECK_S, _OAUTH_DPOP_REPLAY_ENTRIES
                                       the authorization server (hub/oauth)
+    MCPKIT_HUB_OAUTH_CLIENT_DOCUMENT_TIMEOUT_S, _MAX_BYTES, _TTL_S, _ALLOW_PRIVATE, _CA_FILE
+                                      fetching client metadata documents (CIMD)
 
 The secret key is not a setting: it is read by `mcpkit.hub.crypto.load_secret_box`
 ($MCPKIT_HUB_SECRET_KEY, else the key file in the data directory), so it never sits in an
@@ -186,6 +188,19 @@ class HubSettings:
     """DPoP proofs (token endpoint and /mcp) remembered per replay window (about 70 s) for
     the replay check, in Redis with --redis-url (shared by replicas), else in memory; past
     it a proof is refused ("retry shortly"), never let through unchecked."""
+    oauth_client_document_timeout_s: float = 5.0
+    """How long fetching a client's metadata document (a client id that is an https URL) may
+    take, connection and body together (hub/oauth/client_documents.py)."""
+    oauth_client_document_max_bytes: int = 5 * 1024
+    """The largest client metadata document the hub reads (the draft suggests 5 KB)."""
+    oauth_client_document_ttl_s: float = 300.0
+    """How long a fetched client metadata document is used before it is fetched again."""
+    oauth_client_document_allow_private: bool = False
+    """Fetch client metadata documents from loopback/private addresses too (a LAN's own
+    clients, tests). Off: public addresses only, re-checked at each connect (SSRF)."""
+    oauth_client_document_ca_file: str | None = None
+    """A PEM bundle of CAs trusted, besides the system's, for client metadata documents (a
+    private PKI; tests)."""
     max_catalog_items: int = 2000
     """Items of one list (tools, prompts, resources, templates) the hub takes from one
     upstream; past it the catalog fetch fails and says so (catalog_limits.py)."""
@@ -205,7 +220,8 @@ class HubSettings:
                      "auth_failures_per_minute", "max_replay_bytes",
                      "max_bodies_in_flight_bytes", "max_upstreams_per_user",
                      "max_refreshes_per_user", "oauth_max_clients",
-                     "oauth_max_password_checks", "oauth_dpop_replay_entries"):
+                     "oauth_max_password_checks", "oauth_dpop_replay_entries",
+                     "oauth_client_document_max_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SettingsError(f"{name}: must be a whole number above 0, not {value!r}")
@@ -221,7 +237,8 @@ class HubSettings:
         for name in ("dns_timeout_s", "health_interval_s", "shutdown_grace_s",
                      "header_timeout_s", "body_timeout_s", "oauth_access_token_ttl_s",
                      "oauth_refresh_token_ttl_s", "oauth_code_ttl_s", "oauth_sign_in_ttl_s",
-                     "oauth_revocation_check_s", "oauth_signing_key_check_s"):
+                     "oauth_revocation_check_s", "oauth_signing_key_check_s",
+                     "oauth_client_document_timeout_s", "oauth_client_document_ttl_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or \
                     not math.isfinite(value) or value <= 0:
@@ -319,7 +336,8 @@ def without_userinfo(url: str) -> str:
     return url
 
 
-_FLAGS = frozenset({"allow_private_upstreams", "allow_stdio"})
+_FLAGS = frozenset({"allow_private_upstreams", "allow_stdio",
+                    "oauth_client_document_allow_private"})
 _ENV_NAMES = {
     "data_dir": "DATA",
     "page_size": "PAGE_SIZE",
@@ -369,6 +387,10 @@ def _parse(name: str, text: str, variable: str) -> Any:
         "oauth_max_clients": int,
         "oauth_max_password_checks": int,
         "oauth_dpop_replay_entries": int,
+        "oauth_client_document_timeout_s": float,
+        "oauth_client_document_max_bytes": int,
+        "oauth_client_document_ttl_s": float,
+        "oauth_client_document_allow_private": _flag,
         "max_catalog_items": int,
         "max_catalog_bytes": int,
         "max_catalog_item_bytes": int,

@@ -37,6 +37,7 @@ from mcpkit.auth.resource import InvalidDPoPProof
 from mcpkit.errors import PeerError
 from mcpkit.hub.crypto import CredentialError, tokens_equal
 from mcpkit.hub.oauth import pages
+from mcpkit.hub.oauth.client_documents import is_document_client_id
 from mcpkit.hub.oauth.dpop import ReplayCheckUnavailable
 from mcpkit.hub.oauth.registration import (
     MAX_REGISTRATION_BYTES,
@@ -258,7 +259,12 @@ async def _authorize(request: Request, form: dict[str, str] | None) -> Response:
     except OAuth2Error as error:
         return _authorization_error(server.handle_error_response(oauth_request, error),
                                     service.settings.issuer, error)
-    client_name = grant.client.record.client_name or grant.client.get_client_id()
+    client = grant.client
+    client_name = client.record.client_name or client.public_id
+    if is_document_client_id(client.public_id):  # the name is the document's own claim
+        client_name = f"{client_name} ({client.public_id})"
+    redirect_host = urllib.parse.urlsplit(oauth_request.payload.redirect_uri or "").hostname
+    redirect_host = redirect_host or "?"
     action = AUTHORIZE_PATH + (f"?{request.url.query}" if request.url.query else "")
     csrf = request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(24)
     user = await _signed_in_user(context, request)
@@ -294,7 +300,8 @@ async def _authorize(request: Request, form: dict[str, str] | None) -> Response:
         response = _redirect(await server.run(server.create_authorization_response,
                                               oauth_request, user, grant))
     else:
-        response = pages.consent_page(action, csrf, client_name, user.name, " ".join(scope))
+        response = pages.consent_page(action, csrf, client_name, user.name, " ".join(scope),
+                                      redirect_host=redirect_host)
     return _with_cookies(response, service, csrf, session=new_session)
 
 

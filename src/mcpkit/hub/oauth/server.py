@@ -9,6 +9,9 @@ Authlib is synchronous; the hub's store is async. Each Authlib call runs in a wo
 
 Policy the hub adds on top of Authlib:
 - public clients only (`token_endpoint_auth_method` "none"): DCR issues no secrets;
+- a client id that is an https URL is a client metadata document's (client_documents.py):
+  fetched, checked, stored under its `cimd:` key and used like a DCR client; a refusal is
+  `invalid_client` saying why;
 - a `code_challenge` with method S256 is required on every authorization request (Authlib
   would let a request without one through);
 - `resource` (RFC 8707), when given, must be the hub's /mcp URL - the only resource it issues
@@ -25,7 +28,6 @@ Policy the hub adds on top of Authlib:
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import secrets
 import urllib.parse
@@ -37,7 +39,13 @@ from typing import Any, TypeVar
 import anyio.from_thread
 import anyio.to_thread
 from authlib.oauth2 import AuthorizationServer, OAuth2Request
-from authlib.oauth2.rfc6749 import ClientMixin, InvalidGrantError, InvalidRequestError, grants
+from authlib.oauth2.rfc6749 import (
+    ClientMixin,
+    InvalidClientError,
+    InvalidGrantError,
+    InvalidRequestError,
+    grants,
+)
 from authlib.oauth2.rfc6749.errors import OAuth2Error
 from authlib.oauth2.rfc6749.requests import BasicOAuth2Payload
 from authlib.oauth2.rfc6750 import BearerTokenGenerator
@@ -48,7 +56,13 @@ from joserfc.jwk import ECKey
 
 from mcpkit.errors import PeerError
 from mcpkit.hub.crypto import hash_token
+from mcpkit.hub.oauth.client_documents import (
+    ClientDocumentRefused,
+    ClientDocuments,
+    is_document_client_id,
+)
 from mcpkit.hub.oauth.keys import AccessTokens
+from mcpkit.hub.oauth.registration import is_loopback_redirect
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store import NotFound, Store, UserRecord
 from mcpkit.hub.store.oauth import ClientRecord, CodeRecord, RefreshKeyMismatch, RefreshRecord
@@ -79,16 +93,6 @@ class InvalidTargetError(OAuth2Error, PeerError):  # type: ignore[misc]
     OAuth2Error, so Authlib answers it, and a PeerError in mcpkit's tree)."""
 
     error = "invalid_target"
-
-
-def is_loopback_redirect(uri: str) -> bool:
-    parts = urllib.parse.urlsplit(uri)
-    if parts.scheme != "http" or parts.hostname is None:
-        return False
-    try:
-        return ipaddress.ip_address(parts.hostname).is_loopback
-    except ValueError:
-        return False
 
 
 def _without_port(uri: str) -> str:
@@ -137,10 +141,13 @@ class Login:
 
 
 class HubClient(ClientMixin):  # type: ignore[misc]
-    """A registered (DCR) public client, as Authlib asks about it."""
+    """A registered (DCR) or metadata-document public client, as Authlib asks about it.
+    `get_client_id()` is its stored id; `public_id` the id it goes by (a document client's
+    URL), which token claims and pages show."""
 
-    def __init__(self, record: ClientRecord) -> None:
+    def __init__(self, record: ClientRecord, public_id: str | None = None) -> None:
         self.record = record
+        self.public_id = public_id or record.client_id
 
     def get_client_id(self) -> str:
         return self.record.client_id
@@ -207,12 +214,14 @@ class HubRefreshToken:
 
 
 class RevocableToken:
-    def __init__(self, token_hash: str, client_id: str, access_token: str | None = None
-                 ) -> None:
+    def __init__(self, token_hash: str, client_id: str, access_token: str | None = None,
+                 public_id: str | None = None) -> None:
         self.token_hash = token_hash
         self.client_id = client_id
         self.access_token = access_token
         """Set when the token is shaped like one of the hub's JWT access tokens."""
+        self.public_id = public_id or client_id
+        """The client id access tokens name (`client_id` claim)."""
 
     def check_client(self, client: HubClient) -> bool:
         return client.get_client_id() == self.client_id
@@ -255,6 +264,7 @@ class HubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         self.tokens = tokens
         self.settings = settings
         self.signing_key: ECKey | None = None
+        self.documents = ClientDocuments(store, settings)
         self.register_token_generator("default", TokenGenerator(
             self._access_token, _refresh_token, self._expires_in))
         self.register_grant(CodeGrant, [S256Only(required=True)])
@@ -274,6 +284,12 @@ class HubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         return anyio.from_thread.run(call, *args)
 
     def query_client(self, client_id: str) -> HubClient | None:
+        if isinstance(client_id, str) and is_document_client_id(client_id):
+            try:
+                document_client = self.wait(self.documents.client, client_id)
+            except ClientDocumentRefused as refused:
+                raise InvalidClientError(description=str(refused)) from None
+            return HubClient(document_client, public_id=client_id)
         if not isinstance(client_id, str) or len(client_id) > 64:
             return None
         record = self.wait(self.store.oauth.get_client, client_id)
@@ -306,7 +322,7 @@ class HubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
                       scope: str) -> str:
         assert self.signing_key is not None
         return self.tokens.issue_with(self.signing_key, user_id=user.id,
-                                      client_id=client.get_client_id(), scope=scope,
+                                      client_id=client.public_id, scope=scope,
                                       family_id=user.family_id, jkt=user.jkt)
 
     def _expires_in(self, client: HubClient, grant_type: str) -> int:
@@ -430,12 +446,12 @@ class Revocation(RevocationEndpoint):  # type: ignore[misc]
         value = request.form["token"]
         jwt_shaped = value.count(".") == 2
         return RevocableToken(hash_token(value), client.get_client_id(),
-                              value if jwt_shaped else None)
+                              value if jwt_shaped else None, client.public_id)
 
     def revoke_token(self, token: RevocableToken, request: OAuth2Request) -> None:
         if token.access_token is not None:
             login = self.server.wait(self.server.tokens.login_of, token.access_token)
-            if login is not None and login[0] == token.client_id:
+            if login is not None and login[0] == token.public_id:
                 self.server.wait(self.server.store.oauth.revoke_family, login[1],
                                  token.client_id)
             return

@@ -65,6 +65,7 @@ class OAuthService:
             "revocation_endpoint_auth_methods_supported": ["none"],
             "authorization_response_iss_parameter_supported": True,
             "dpop_signing_alg_values_supported": list(DPOP_ALGORITHMS),
+            "client_id_metadata_document_supported": True,
         }
 
     def resource_metadata(self) -> dict[str, object]:

@@ -2,7 +2,7 @@
 step of a login (hub/oauth/): DCR clients, authorization codes, consents, refresh-token
 families and the signing key.
 
-    clients     create, get, count
+    clients     create, get, count, put (a client metadata document's, on each fetch)
     codes       save, take (single use: a second take revokes what the first one started)
     consents    granted(user, client, scope), record
     refresh     save, use (rotation: a used token presented again revokes its family; a
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from mcpkit.errors import PeerError
@@ -88,6 +89,14 @@ class RefreshRecord:
     """The thumbprint of the DPoP key the token is bound to (None: a bearer token)."""
 
 
+def _client_columns(client: ClientRecord) -> dict[str, object]:
+    return {"client_id": client.client_id, "client_name": client.client_name,
+            "redirect_uris": list(client.redirect_uris),
+            "application_type": client.application_type,
+            "grant_types": list(client.grant_types),
+            "token_endpoint_auth_method": client.token_endpoint_auth_method}
+
+
 def _client(row: OAuthClient) -> ClientRecord:
     return ClientRecord(row.client_id, row.client_name, tuple(row.redirect_uris),
                         row.application_type, tuple(row.grant_types),
@@ -112,6 +121,25 @@ class OAuthState:
                 grant_types=list(client.grant_types),
                 token_endpoint_auth_method=client.token_endpoint_auth_method,
                 created_at=self._clock()))
+
+    async def put_client(self, client: ClientRecord) -> None:
+        """Store `client`, or replace the stored one of that id (a metadata document's client,
+        fetched again). Two replicas storing the same new client at once: one insert wins,
+        the other's is retried as an update."""
+        for attempt in range(2):
+            try:
+                async with self._db.write() as session:
+                    row = await session.get(OAuthClient, client.client_id)
+                    if row is None:
+                        session.add(OAuthClient(created_at=self._clock(),
+                                                **_client_columns(client)))
+                    else:
+                        for name, value in _client_columns(client).items():
+                            setattr(row, name, value)
+                return
+            except IntegrityError:
+                if attempt:
+                    raise
 
     async def get_client(self, client_id: str) -> ClientRecord | None:
         async with self._db.read() as session:
