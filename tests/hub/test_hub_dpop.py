@@ -39,6 +39,7 @@ from mcpkit.auth.dpop import DPoPKey
 from mcpkit.auth.tokens import MemoryRegistrationStore, MemoryTokenStore
 from mcpkit.client import Timeouts
 from mcpkit.client.oauth import OAuth
+from mcpkit.hub.api import create_app
 from mcpkit.hub.crypto import SecretBox, generate_key
 from mcpkit.hub.oauth.dpop import (
     COUNT_PREFIX,
@@ -46,6 +47,7 @@ from mcpkit.hub.oauth.dpop import (
     RedisReplayCache,
     ReplayCheckUnavailable,
 )
+from mcpkit.hub.router import McpEndpoint
 from mcpkit.hub.settings import HubSettings
 from mcpkit.server.authorization import ReplayCacheFull
 from mcpkit.testing.services import PostgresServer, RedisServer
@@ -337,3 +339,53 @@ def test_replicas_on_postgres_and_redis_serve_any_step_and_share_the_replay_cach
             assert status == 200  # the refused replay did not spend the refresh token
 
         anyio.run(steps)
+
+
+def test_a_replica_whose_redis_is_gone_refuses_dpop_with_503(tmp_path: Path) -> None:
+    """Fail closed: a replica that cannot reach the shared replay cache answers a DPoP proof
+    with 503 and Retry-After - at the token endpoint and at /mcp - never with a pass, while
+    bearer tokens go on working there. (The first replica, without Redis, issues the
+    tokens; both share the database and the key.)"""
+    database_url = f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
+    box = SecretBox([generate_key()])
+    token = seed_admin(database_url, box)
+    ports = [free_port(), free_port()]
+    public = f"http://127.0.0.1:{ports[0]}"
+    common = {"database_url": database_url, "public_url": public,
+              "allow_private_upstreams": True, "auth_failure_burst": 1_000_000}
+    healthy = HubSettings(port=ports[0], **common)  # type: ignore[arg-type]
+    cut_off = HubSettings(port=ports[1], **common)  # type: ignore[arg-type]
+    dead_redis = Redis.from_url(f"redis://127.0.0.1:{free_port()}/0",
+                                socket_connect_timeout=0.2, socket_timeout=0.2)
+    endpoint = McpEndpoint()
+    broken = create_app(cut_off, box=box, redis=dead_redis, components=[endpoint.component],
+                        mounts={"/mcp": endpoint})
+    with upstream("goneup") as served, \
+            serve_in_thread(hub_app(healthy, box), lifespan="on", name="hub",
+                            port=ports[0]) as first, \
+            serve_in_thread(broken, lifespan="on", name="hub", port=ports[1]) as second:
+        hub = OAuthHub(Hub(first, token, database_url, healthy, box), served.url)
+
+        async def steps() -> None:
+            key = DPoPKey.generate()
+            client_id, tokens = await dpop_login(hub, key)
+            access = tokens["access_token"]
+            reply = await call("POST", second + "/mcp", json=INITIALIZE, headers={
+                "Authorization": "DPoP " + access, "DPoP": resource_proof(key, public, access),
+                "Accept": "application/json, text/event-stream",
+                "MCP-Protocol-Version": "2025-11-25"})
+            assert reply.status == 503 and reply.headers["Retry-After"] == "1", reply.text
+            async with aiohttp.ClientSession() as http, http.post(
+                    second + "/oauth/token", headers={"DPoP": token_proof(key, public)},
+                    data={"grant_type": "refresh_token", "client_id": client_id,
+                          "refresh_token": tokens["refresh_token"]}) as answer:
+                body = await answer.json(content_type=None)
+                assert answer.status == 503 and answer.headers["Retry-After"] == "1"
+                assert body["error"] == "temporarily_unavailable"
+            _, bearer = await bearer_login(hub)
+            status, _, text = await mcp(second + "/mcp", "Bearer " + bearer["access_token"],
+                                        None)
+            assert status == 200, text
+
+        anyio.run(steps)
+    anyio.run(dead_redis.aclose)

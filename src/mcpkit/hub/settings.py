@@ -262,6 +262,10 @@ class HubSettings:
                 not self.public_url.startswith(("https://", "http://"))
                 or any(c in self.public_url for c in "?#") or " " in self.public_url):
             raise SettingsError("public_url: must be an http(s) URL without query or fragment")
+        if self.oauth_client_document_ca_file is not None and \
+                not Path(self.oauth_client_document_ca_file).is_file():
+            raise SettingsError("oauth_client_document_ca_file: "
+                                f"{self.oauth_client_document_ca_file!r} is not a file")
         if self.log_level not in ("critical", "error", "warning", "info", "debug"):
             raise SettingsError(f"log_level: {self.log_level!r} is not a log level")
 

@@ -35,6 +35,7 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -76,6 +77,19 @@ class ProofCheck(Protocol):
     async def check(self, request: TokenRequest, info: AuthInfo) -> object: ...
 
 
+@dataclass(frozen=True, slots=True)
+class DPoPChecks:
+    """How the gate checks DPoP-bound tokens (the hub's OAuthService.dpop)."""
+
+    guard: ProofCheck
+    resource_url: str
+    """The public /mcp URL: a proof's `htu` must name it (replicas share one)."""
+    algorithms: tuple[str, ...]
+    """Named in the DPoP challenge (`algs`)."""
+    unavailable: tuple[type[Exception], ...] = ()
+    """Errors meaning the check could not be made (the shared replay cache is down): 503."""
+
+
 class TokenCache:
     def __init__(self, store: Store, ttl_s: float = DEFAULT_TOKEN_TTL_S) -> None:
         self._store = store
@@ -109,22 +123,15 @@ class McpGate:
         auth_failures: AuthFailures | None = None,
         access_tokens: AccessTokenCheck | None = None,
         resource_metadata: str | None = None,
-        dpop: ProofCheck | None = None,
-        resource_url: str = "",
-        dpop_algorithms: tuple[str, ...] = (),
-        unavailable: tuple[type[Exception], ...] = (),
+        dpop: DPoPChecks | None = None,
     ) -> None:
-        """`dpop` checks DPoP proofs against `resource_url` (the public /mcp URL, a proof's
-        htu); `unavailable` are the errors that mean the check could not be made (503)."""
+        """`dpop`: None refuses DPoP-bound tokens (there is no authorization server)."""
         self.app = app
         self.access_tokens = access_tokens
         self.resource_metadata = resource_metadata
         self.challenge = 'Bearer realm="mcpkit-hub"' + (
             f', resource_metadata="{resource_metadata}"' if resource_metadata else "")
         self.dpop = dpop
-        self.resource_url = resource_url
-        self.dpop_algorithms = dpop_algorithms
-        self.unavailable = unavailable
         self.tokens = tokens
         self.auth_failures = auth_failures if auth_failures is not None else AuthFailures()
         self.limiter = limiter
@@ -142,31 +149,17 @@ class McpGate:
                           "from this address; retry later",
                           {"retry-after": str(max(1, math.ceil(wait)))})
             return
-        try:
-            presented = presented_token(scope.get("method", "POST"), self.resource_url,
-                                        _values(scope, b"authorization"), _values(scope, b"dpop"))
-        except InvalidToken as malformed:
-            self.auth_failures.failed(peer)
-            await _refuse(send, 401, malformed.description,
-                          {"www-authenticate": self.challenge + ', error="invalid_token"'})
+        found = await self._authenticated(scope, peer, send)
+        if found is None:
             return
-        caller = await self._caller(presented.token) if presented is not None else None
-        if caller is None:
-            self.auth_failures.failed(peer)
-            await _refuse(send, 401, "a token is required: Authorization: Bearer <API token "
-                          "or OAuth access token>" if presented is None
-                          else "the token is not valid",
-                          {"www-authenticate": self.challenge
-                           + ("" if presented is None else ', error="invalid_token"')})
-            return
-        user, jkt = caller
+        presented, user, jkt = found
         if self.limiter is not None:
             wait = await self.limiter(user_key(user.id))
             if wait is not None:
                 await _refuse(send, 429, "rate limit exceeded; retry later",
                               {"retry-after": str(max(1, math.ceil(wait)))})
                 return
-        assert presented is not None
+        # after the rate limit: a user's proofs reach the replay cache at most at that rate
         if (jkt is not None or presented.scheme == "DPoP") and \
                 not await self._proof_holds(presented, user, jkt, peer, send):
             return
@@ -176,6 +169,30 @@ class McpGate:
             return
         await self.app({**scope, PRINCIPAL_KEY: str(user.id)}, receive, send)
 
+
+    async def _authenticated(self, scope: Scope, peer: str, send: Send
+                             ) -> tuple[TokenRequest, UserRecord, str | None] | None:
+        """What the request presented, the user its token names and the DPoP key the token
+        is bound to; None when it was refused (401)."""
+        url = self.dpop.resource_url if self.dpop is not None else ""
+        try:
+            presented = presented_token(scope.get("method", "POST"), url,
+                                        _values(scope, b"authorization"), _values(scope, b"dpop"))
+        except InvalidToken as malformed:
+            self.auth_failures.failed(peer)
+            await _refuse(send, 401, malformed.description,
+                          {"www-authenticate": self.challenge + ', error="invalid_token"'})
+            return None
+        caller = await self._caller(presented.token) if presented is not None else None
+        if presented is None or caller is None:
+            self.auth_failures.failed(peer)
+            await _refuse(send, 401, "a token is required: Authorization: Bearer <API token "
+                          "or OAuth access token>" if presented is None
+                          else "the token is not valid",
+                          {"www-authenticate": self.challenge
+                           + ("" if presented is None else ', error="invalid_token"')})
+            return None
+        return presented, *caller
 
     async def _caller(self, token: str) -> tuple[UserRecord, str | None] | None:
         """The user a token names and the DPoP key it is bound to (API tokens: none)."""
@@ -188,18 +205,21 @@ class McpGate:
                            peer: str, send: Send) -> bool:
         """Whether a bound token came as DPoP with a good proof; else refused (401 with a
         DPoP challenge naming the check, or 503 when the replay check cannot be made)."""
+        checks = self.dpop
+        unavailable_errors = checks.unavailable if checks is not None else ()
         try:
-            if self.dpop is None:
+            if checks is None:
                 raise InvalidToken("this endpoint takes no DPoP-bound tokens")
-            await self.dpop.check(presented, AuthInfo(subject=str(user.id), jkt=jkt))
+            await checks.guard.check(presented, AuthInfo(subject=str(user.id), jkt=jkt))
         except InvalidToken as refused:
             self.auth_failures.failed(peer)
             challenge = challenge_header(
                 "DPoP", resource_metadata=self.resource_metadata, error=refused.error,
-                description=refused.description, algs=self.dpop_algorithms or None)
+                description=refused.description,
+                algs=checks.algorithms if checks is not None and checks.algorithms else None)
             await _refuse(send, 401, refused.description, {"www-authenticate": challenge})
             return False
-        except self.unavailable as unavailable:
+        except unavailable_errors as unavailable:
             await _refuse(send, 503, str(unavailable), {"retry-after": "1"})
             return False
         return True

@@ -34,7 +34,7 @@ from mcpkit.hub.router import handlers
 from mcpkit.hub.router.audit import AuditBuffer
 from mcpkit.hub.router.directory import Directory, Route, View
 from mcpkit.hub.router.events import Event, EventBus
-from mcpkit.hub.router.gate import McpGate, TokenCache
+from mcpkit.hub.router.gate import DPoPChecks, McpGate, TokenCache
 from mcpkit.hub.router.pool import UpstreamPool
 from mcpkit.hub.router.sessions import SealedSessions, session_digest
 from mcpkit.hub.store import AuditEntry, Catalog, Outcome, UpstreamRecord
@@ -332,6 +332,7 @@ def _oauth_gate_options(context: HubContext) -> dict[str, Any]:
     oauth = context.oauth
     if oauth is None:
         return {}
+    dpop = DPoPChecks(oauth.dpop.guard, context.settings.mcp_url, DPOP_ALGORITHMS,
+                      (ReplayCheckUnavailable,))
     return {"access_tokens": oauth.tokens, "resource_metadata": oauth.resource_metadata_url,
-            "dpop": oauth.dpop.guard, "resource_url": context.settings.mcp_url,
-            "dpop_algorithms": DPOP_ALGORITHMS, "unavailable": (ReplayCheckUnavailable,)}
+            "dpop": dpop}
