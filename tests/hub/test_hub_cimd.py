@@ -24,6 +24,8 @@ from typing import Any
 import aiohttp
 import pytest
 import trustme
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests.hub.hub_helpers import Hub, call, seed_admin
 from tests.hub.oauth_login import HubLogin
 from tests.hub.router.support import hub_app, upstream
@@ -43,7 +45,12 @@ from mcpkit.client import Timeouts
 from mcpkit.client.oauth import OAuth
 from mcpkit.client.oauth_client_metadata import client_metadata_document
 from mcpkit.hub.crypto import SecretBox, generate_key
-from mcpkit.hub.oauth.client_documents import ClientDocumentRefused, ClientDocuments
+from mcpkit.hub.oauth.client_documents import (
+    ClientDocumentRefused,
+    ClientDocuments,
+    client_from_document,
+    document_key,
+)
 from mcpkit.hub.settings import HubSettings
 
 pytestmark = pytest.mark.anyio
@@ -276,3 +283,34 @@ async def test_a_document_clients_token_names_its_url(cimd_hub: OAuthHub,
         await client.list_tools()
     (held,) = list(store._entries.values())
     assert claims_of(held.access_token)["client_id"] == client_id
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner,
+                                                                max_size=4),
+    max_leaves=20)
+DOCUMENT_URL = "https://client.example/app.json"
+
+
+FIELDS = st.sampled_from([
+    "client_id", "client_name", "redirect_uris", "token_endpoint_auth_method", "grant_types",
+    "response_types", "application_type", "client_secret", "jwks_uri"])
+
+
+@given(st.dictionaries(FIELDS, JSON_VALUES, max_size=3).map(  # a good document, changed
+    lambda changes: {**client_metadata_document(DOCUMENT_URL), **changes})
+    | st.dictionaries(FIELDS, JSON_VALUES, max_size=8) | JSON_VALUES)
+@settings(max_examples=300, deadline=None)
+def test_any_document_is_a_client_or_a_precise_refusal(document: Any) -> None:
+    """Whatever a document holds, the checks answer a client named by the URL or a
+    ClientDocumentRefused - never another error (which the hub would answer with a 500)."""
+    try:
+        record = client_from_document(json.dumps(document).encode(), DOCUMENT_URL)
+    except ClientDocumentRefused as refused:
+        assert DOCUMENT_URL in str(refused)
+        return
+    assert isinstance(document, dict) and document["client_id"] == DOCUMENT_URL
+    assert "client_secret" not in document and document["client_name"]
+    assert record.client_id == document_key(DOCUMENT_URL) and record.redirect_uris
+    assert record.token_endpoint_auth_method == "none"
