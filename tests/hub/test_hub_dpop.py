@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import secrets
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from tests.hub.router.support import hub_app, upstream
 from tests.hub.test_hub_oauth import (
     REDIRECT,
     OAuthHub,
+    authorization_url,
     claims_of,
     code_for,
     register_client,
@@ -389,3 +391,38 @@ def test_a_replica_whose_redis_is_gone_refuses_dpop_with_503(tmp_path: Path) -> 
 
         anyio.run(steps)
     anyio.run(dead_redis.aclose)
+
+
+async def test_an_authorization_request_may_bind_its_code_to_a_key(dpop_hub: OAuthHub) -> None:
+    """RFC 9449 §10: `dpop_jkt` at the authorization endpoint; the code is then redeemed only
+    with a proof by that key, and a malformed thumbprint is refused back to the client."""
+    _, name, password = await user_with_password(dpop_hub)
+    client_id = await register_client(dpop_hub.url)
+    key = DPoPKey.generate()
+    login = HubLogin(name, password)
+
+    async def code(**extra: str) -> tuple[str, str]:
+        verifier = secrets.token_urlsafe(48)
+        back = await login(authorization_url(dpop_hub.url, client_id, verifier, **extra))
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(back).query)
+        return query.get("code", [""])[0], query.get("error", [""])[0] or verifier
+
+    def exchange(code: str, verifier: str) -> dict[str, str]:
+        return {"grant_type": "authorization_code", "code": code, "redirect_uri": REDIRECT,
+                "client_id": client_id, "code_verifier": verifier}
+
+    bound, verifier = await code(dpop_jkt=key.jkt)
+    status, body = await token_request(dpop_hub.url, token_proof(DPoPKey.generate(),
+                                                                 dpop_hub.url),
+                                       **exchange(bound, verifier))
+    assert status == 400 and body["error"] == "invalid_grant"
+    assert "bound to a DPoP key (dpop_jkt)" in body["error_description"]
+    bound, verifier = await code(dpop_jkt=key.jkt)
+    status, body = await token_request(dpop_hub.url, None, **exchange(bound, verifier))
+    assert status == 400 and "dpop_jkt" in body["error_description"]  # no proof at all
+    bound, verifier = await code(dpop_jkt=key.jkt)
+    status, tokens = await token_request(dpop_hub.url, token_proof(key, dpop_hub.url),
+                                         **exchange(bound, verifier))
+    assert status == 200 and tokens["token_type"] == "DPoP", tokens
+    none, error = await code(dpop_jkt="not a thumbprint")
+    assert not none and error == "invalid_request"

@@ -271,6 +271,8 @@ class OAuthCode(Base):
     code_challenge: Mapped[str] = mapped_column(String(128))
     code_challenge_method: Mapped[str] = mapped_column(String(8))
     family_id: Mapped[str] = mapped_column(String(HASH_LENGTH))  # the refresh family it starts
+    # RFC 9449 §10: the DPoP key the token request must prove (the request's dpop_jkt)
+    dpop_jkt: Mapped[str | None] = mapped_column(String(JKT_LENGTH))
     expires_at: Mapped[datetime] = mapped_column(index=True)  # the purge
     used_at: Mapped[datetime | None]
 

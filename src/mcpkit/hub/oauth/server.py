@@ -24,11 +24,14 @@ Policy the hub adds on top of Authlib:
   bound to that key: refreshing it needs a proof by the same key (store.oauth.use_refresh
   refuses it otherwise, without spending it). A login that began without a proof stays a
   bearer login for its refresh tokens; a refresh of it with a proof gets a bound access token.
+  An authorization request may name the key in advance (`dpop_jkt`, §10): its code is then
+  redeemed only with a proof by that key.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import urllib.parse
 from collections.abc import Callable, Mapping
@@ -84,6 +87,8 @@ for _grant_logger in (grants.authorization_code.__name__, grants.refresh_token._
 T = TypeVar("T")
 SCOPES_SUPPORTED = ("mcp",)
 """The hub's one scope: using its /mcp endpoint as the signed-in user."""
+# RFC 7638 SHA-256 thumbprint, base64url without padding: 43 characters
+_THUMBPRINT = re.compile(r"[A-Za-z0-9_-]{43}")
 REFRESH_TOKEN_BYTES = 32
 AUTHORIZATION_CODE_LENGTH = 48
 
@@ -368,7 +373,11 @@ class CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
         redirect_uri: str = super().validate_authorization_request()
         values = self.request.payload.data
         error: InvalidRequestError | InvalidTargetError | None = None
-        if not values.get("code_challenge"):
+        jkt = values.get("dpop_jkt")
+        if jkt is not None and not _THUMBPRINT.fullmatch(jkt):
+            error = InvalidRequestError("dpop_jkt must be a JWK SHA-256 thumbprint (RFC 7638, "
+                                        "base64url)")
+        elif not values.get("code_challenge"):
             error = InvalidRequestError("PKCE is required: send code_challenge (S256)")
         elif values.get("code_challenge_method") != "S256":
             error = InvalidRequestError("code_challenge_method must be S256")
@@ -388,7 +397,8 @@ class CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
             client_id=request.client.get_client_id(), user_id=int(request.user.id),
             redirect_uri=request.payload.redirect_uri, scope=request.scope or "",
             resource=self.server.settings.mcp_url, code_challenge=values["code_challenge"],
-            code_challenge_method="S256", family_id=secrets.token_hex(16))
+            code_challenge_method="S256", family_id=secrets.token_hex(16),
+            dpop_jkt=values.get("dpop_jkt"))
         expires = datetime.now(UTC) + timedelta(seconds=self.server.settings.oauth_code_ttl_s)
         self.server.wait(self.server.store.oauth.save_code, hash_token(code), record, expires)
 
@@ -396,6 +406,9 @@ class CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
         _check_resource(self.server, self.request.form)
         record = self.server.wait(self.server.store.oauth.take_code, hash_token(code),
                                   client.get_client_id())
+        if record is not None and record.dpop_jkt not in (None, self.request.dpop_jkt):
+            raise InvalidGrantError("the code is bound to a DPoP key (dpop_jkt): the token "
+                                    "request needs a DPoP proof signed by it")
         return None if record is None else HubCode(record)
 
     def delete_authorization_code(self, authorization_code: HubCode) -> None:

@@ -71,6 +71,8 @@ class CodeRecord:
     code_challenge: str
     code_challenge_method: str
     family_id: str
+    dpop_jkt: str | None = None
+    """RFC 9449 §10: the DPoP key the token request must prove (None: any or none)."""
 
 
 class RefreshKeyMismatch(PeerError):
@@ -161,6 +163,7 @@ class OAuthState:
                 redirect_uri=code.redirect_uri, scope=code.scope, resource=code.resource,
                 code_challenge=code.code_challenge,
                 code_challenge_method=code.code_challenge_method, family_id=code.family_id,
+                dpop_jkt=code.dpop_jkt,
                 expires_at=expires_at, used_at=None))
 
     async def take_code(self, code_hash: str, client_id: str) -> CodeRecord | None:
@@ -177,7 +180,7 @@ class OAuthState:
             if row is not None:
                 return CodeRecord(row.client_id, row.user_id, row.redirect_uri, row.scope,
                                   row.resource, row.code_challenge, row.code_challenge_method,
-                                  row.family_id)
+                                  row.family_id, row.dpop_jkt)
             used = await session.scalar(select(OAuthCode.family_id).where(
                 OAuthCode.code_hash == code_hash, OAuthCode.used_at.is_not(None)))
             if used is not None:

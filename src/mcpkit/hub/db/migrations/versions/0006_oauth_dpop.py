@@ -1,5 +1,6 @@
-"""DPoP-bound refresh tokens (RFC 9449 §5): the thumbprint of the key a refresh token is bound
-to, NULL for a bearer one (every token issued before this revision).
+"""DPoP (RFC 9449): the thumbprint of the key a refresh token is bound to (§5), and of the key
+an authorization request named for its code (§10, `dpop_jkt`); NULL for unbound ones (every
+row written before this revision).
 
 Revision ID: 0006
 Revises: 0003
@@ -19,11 +20,16 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
+TABLES = ("oauth_refresh_tokens", "oauth_codes")
+
+
 def upgrade() -> None:
-    with op.batch_alter_table("oauth_refresh_tokens") as tokens:
-        tokens.add_column(sa.Column("dpop_jkt", sa.String(128), nullable=True))
+    for table in TABLES:
+        with op.batch_alter_table(table) as batch:
+            batch.add_column(sa.Column("dpop_jkt", sa.String(128), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("oauth_refresh_tokens") as tokens:
-        tokens.drop_column("dpop_jkt")
+    for table in TABLES:
+        with op.batch_alter_table(table) as batch:
+            batch.drop_column("dpop_jkt")
