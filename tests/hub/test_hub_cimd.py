@@ -26,7 +26,7 @@ import pytest
 import trustme
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.hub.hub_helpers import Hub, call, seed_admin
+from tests.hub.hub_helpers import Hub, call, open_store, seed_admin
 from tests.hub.oauth_login import HubLogin
 from tests.hub.router.support import hub_app, upstream
 from tests.hub.test_hub_oauth import (
@@ -169,6 +169,8 @@ async def test_mcpkits_client_logs_in_with_its_document(cimd_hub: OAuthHub,
     assert login.pages == ["login", "consent"]
     assert not registrations._entries  # no DCR: the document was the registration
     assert documents.fetches[path] == 1  # authorize and token: one fetch, then the cache
+    stored = await stored_client(cimd_hub, client_id)  # stored once the user consented
+    assert stored is not None and stored.client_name == "mcpkit"
 
 
 async def test_the_consent_page_names_the_document_and_the_redirect_host(
@@ -188,6 +190,15 @@ async def test_the_consent_page_names_the_document_and_the_redirect_host(
             seen.append(await page.text())
     consent = seen[-1]
     assert "Docs App" in consent and client_id in consent and "127.0.0.1" in consent
+    assert await stored_client(cimd_hub, client_id) is None  # no consent yet: no row
+
+
+async def stored_client(oauth_hub: OAuthHub, client_id: str) -> Any:
+    store = await open_store(oauth_hub.hub)
+    try:
+        return await store.oauth.get_client(document_key(client_id))
+    finally:
+        await store.close()
 
 
 def sign_in_fields(page: str, name: str, password: str) -> dict[str, str]:

@@ -5,6 +5,7 @@ a registered public client.
 
     documents = ClientDocuments(store, settings)
     record = await documents.client(url)    # ClientRecord, or ClientDocumentRefused (why)
+    await documents.remember(record)        # stored: when a signed-in user consents
 
 The fetch (the hub reaching out to a URL any caller names, so an SSRF surface):
 - https only, no redirects followed, `oauth_client_document_timeout_s` (5 s) for all of it,
@@ -25,11 +26,13 @@ JSON object; its `client_id` is the URL exactly; it names a `client_name`, holds
 loopback http, `token_endpoint_auth_method` none (the hub has public clients only),
 `grant_types`, `response_types`.
 
-A document client is stored like a DCR one (codes, consents and refresh tokens refer to it)
+A document client is stored like a DCR one (consents, codes and refresh tokens refer to it)
 under `document_key(url)` - `cimd:` and the SHA-256 of the URL - because the client-id column
 holds 64 characters and a URL may hold more; it is named by its URL everywhere else (token
-claims, pages). Each fresh fetch updates that row, so a changed document takes effect within
-the cache's lifetime.
+claims, pages). It is stored (or its row updated) only when a signed-in user consents to it,
+so visitors naming URLs cause fetches - bounded as above - but no rows; stored clients count
+toward `oauth_max_clients` as DCR ones do. Its checks always use the fetched document (a
+changed document takes effect within the cache's lifetime), never the stored row.
 """
 
 from __future__ import annotations
@@ -96,7 +99,8 @@ class ClientDocuments:
         self._tls: ssl.SSLContext | None = None
 
     async def client(self, url: str) -> ClientRecord:
-        """The client the document at `url` describes (stored), or ClientDocumentRefused."""
+        """The client the document at `url` describes (fetched, or cached), or
+        ClientDocumentRefused."""
         now = time.monotonic()
         cached = self._cache.get(url)
         if cached is not None and now - cached[0] < self._settings.oauth_client_document_ttl_s:
@@ -105,14 +109,15 @@ class ClientDocuments:
         async with self._fetches:
             body = await self._fetch(url)
         record = client_from_document(body, url)
-        await self._store_client(record)
         if len(self._cache) >= MAX_CACHED_DOCUMENTS:
             self._cache.clear()
         self._cache[url] = (time.monotonic(), record)
         log.info("client metadata document fetched: %s", url)
         return record
 
-    async def _store_client(self, record: ClientRecord) -> None:
+    async def remember(self, record: ClientRecord) -> None:
+        """Store a document's client (or update its row): ClientDocumentRefused when it is new
+        and the hub holds its maximum of clients."""
         oauth = self._store.oauth
         if await oauth.get_client(record.client_id) is None and \
                 await oauth.count_clients() >= self._settings.oauth_max_clients:

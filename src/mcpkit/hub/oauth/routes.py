@@ -37,7 +37,7 @@ from mcpkit.auth.resource import InvalidDPoPProof
 from mcpkit.errors import PeerError
 from mcpkit.hub.crypto import CredentialError, tokens_equal
 from mcpkit.hub.oauth import pages
-from mcpkit.hub.oauth.client_documents import is_document_client_id
+from mcpkit.hub.oauth.client_documents import ClientDocumentRefused, is_document_client_id
 from mcpkit.hub.oauth.dpop import ReplayCheckUnavailable
 from mcpkit.hub.oauth.registration import (
     MAX_REGISTRATION_BYTES,
@@ -288,6 +288,11 @@ async def _authorize(request: Request, form: dict[str, str] | None) -> Response:
             if form["action"] == "deny":
                 return _redirect(await server.run(server.create_authorization_response,
                                                   oauth_request, None, grant))
+            if is_document_client_id(client.public_id):
+                try:  # stored once a signed-in user consents, not for every visitor
+                    await server.documents.remember(client.record)
+                except ClientDocumentRefused as refused:
+                    return pages.error_page(str(refused), 429)
             await context.store.oauth.record_consent(user.id, grant.client.get_client_id(),
                                                      (oauth_request.scope or "").split())
             return _redirect(await server.run(server.create_authorization_response,
