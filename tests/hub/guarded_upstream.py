@@ -59,6 +59,11 @@ def echo_server() -> Server:
         """Say it back."""
         return text
 
+    @server.prompt()
+    def greet() -> str:
+        """A greeting."""
+        return "hello"
+
     return server
 
 

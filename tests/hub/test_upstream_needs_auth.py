@@ -14,7 +14,8 @@ catalog and health checks may use credentials of their own - against real upstre
 - with catalog credentials, the upstream itself (tests/hub/guarded_upstream.py records the
   token of every request) sees the catalog fetch and the health check carry the catalog token
   and `tools/call` the call token; revoking the call token makes the next call an `isError`
-  result naming the login, and the upstream `needs_auth`;
+  result naming the login (a prompt: a JSON-RPC error whose data names it), and the upstream
+  `needs_auth`;
 - an "oauth" upstream whose owner has no login is `needs_auth` before anything is sent, even
   with catalog credentials;
 - the CLI warns with the login endpoint and shows it (`upstream get`), and the catalog
@@ -53,6 +54,7 @@ from tests.hub.test_store import raw
 from tests.procs import free_port
 
 from mcpkit.auth.errors import AuthorizationError, AuthorizationFailed, AuthorizationNotConfigured
+from mcpkit.client import ServerError
 from mcpkit.client.auth_refusal import authorization_refusal
 from mcpkit.hub.api.context import HubContext
 from mcpkit.hub.crypto import SecretBox
@@ -218,6 +220,11 @@ async def test_catalog_credentials_serve_the_catalog_and_call_credentials_the_ca
         shown = (await api.get(f"{UPSTREAMS}/{created['id']}")).body
         assert shown["health_status"] == "needs_auth"
         assert "refused the stored credentials" in shown["last_error"]
+        async with hub_client(hub, api) as client:  # a prompt: a JSON-RPC error naming it
+            with pytest.raises(ServerError) as failed:
+                await client.get_prompt("split__greet")
+        assert "needs authorization" in failed.value.message
+        assert failed.value.data == {"upstream": "split", "login": login_path(created["id"])}
 
         # cleared: the catalog falls back to the call credentials
         guard.tokens.add(CALL_TOKEN)
