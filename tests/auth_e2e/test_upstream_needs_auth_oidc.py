@@ -73,8 +73,9 @@ async def test_registered_without_credentials_the_oauth_upstream_needs_auth(
     record = await store.upstreams.get(upstream.user_id, upstream.id)
     assert record.health_status == "needs_auth"
     assert record.last_error is not None
-    assert record.last_error.startswith("docs: it asks for an OAuth login (HTTP 401); log in "
-                                        f"with POST {login_path(upstream.id)}")
+    assert record.last_error.startswith(
+        'docs: it asks for an OAuth login (HTTP 401); set its auth_mode to "oauth" (PATCH) and '
+        f"log in with POST {login_path(upstream.id)}")
 
 
 async def test_a_login_that_expires_at_the_provider_is_needs_auth_on_the_next_pass(

@@ -5,8 +5,9 @@ catalog and health checks may use credentials of their own - against real upstre
 - registered without credentials, a protected upstream - the OAuth test server
   (tests/client/oauth_server.py: `WWW-Authenticate: Bearer resource_metadata=…`) and `mcpkit
   serve --token` (a bare `Bearer`) - is `needs_auth` after its first refresh, whose 502
-  `upstream_needs_auth`, `last_error` and `login` name `POST …/{id}/oauth/start`; given the
-  token, it is healthy;
+  `upstream_needs_auth`, `last_error` and `login` name `POST …/{id}/oauth/start`; switched to
+  `auth_mode` "oauth", that endpoint answers the authorization URL; given the token, the other
+  is healthy;
 - an upstream whose port is closed is `unhealthy`, with no login hint;
 - a token the authorization server expires between two health passes makes the upstream
   `needs_auth` on the next pass (and the metrics count it), while a dead one next to it is
@@ -119,9 +120,20 @@ async def test_a_protected_upstream_registered_without_credentials_needs_auth(
     assert shown["login"]["method"] == "POST" and shown["login"]["path"] == start
     expected = "it asks for an OAuth login (HTTP 401)" if kind == "oauth" else (
         "it asks for authorization (HTTP 401)")
-    assert shown["last_error"].startswith(f"docs: {expected}; log in with POST {start}")
+    assert shown["last_error"].startswith(
+        f'docs: {expected}; set its auth_mode to "oauth" (PATCH) and log in with POST {start}')
+    assert shown["login"]["message"].startswith('set its auth_mode to "oauth"')
     listed = (await api.get(UPSTREAMS)).body["items"]
     assert [(u["name"], u["health_status"]) for u in listed] == [("docs", "needs_auth")]
+
+    if kind == "oauth":  # switched to the owner's login, the hint's endpoint starts it
+        patched = await api.patch(f"{UPSTREAMS}/{created['id']}", {"auth_mode": "oauth"})
+        assert patched.status == 200, patched.text
+        assert patched.body["login"]["message"] == (
+            f"log in with POST {start} (it answers with the authorization URL to open)")
+        started = await api.post(start)
+        assert started.status == 200, started.text
+        assert started.body["authorization_url"].startswith(f"{oauth_upstream.base}/authorize?")
 
     if kind == "bare-bearer":  # the token it wants: healthy, the hint gone
         patched = await api.patch(f"{UPSTREAMS}/{created['id']}", {"bearer_token": SERVE_TOKEN})
@@ -141,7 +153,8 @@ async def test_the_cli_says_how_to_log_in(hub: Hub, oauth_upstream: AuthServer) 
         env, "hub", "upstream", "add", "docs", oauth_upstream.resource))
     assert added.returncode == 0, added.stderr
     assert "docs added" in added.stdout
-    assert "it asks for an OAuth login (HTTP 401); log in with POST" in added.stderr
+    assert ('it asks for an OAuth login (HTTP 401); set its auth_mode to "oauth" (PATCH) and '
+            "log in with POST") in added.stderr
     upstream_id = (await api.get(UPSTREAMS)).body["items"][0]["id"]
     shown = await anyio.to_thread.run_sync(lambda: _mcpkit(env, "hub", "upstream", "get",
                                                            "docs"))

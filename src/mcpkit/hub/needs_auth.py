@@ -17,8 +17,9 @@ An upstream needs authorization when connecting to it or calling it failed becau
   the authorization server refuses its refresh).
 
 Everything else - refused connections, timeouts, a broken protocol, 5xx - stays "unhealthy".
-The reason names the action: the login endpoint (`POST …/{id}/oauth/start`, which answers
-with the authorization URL), or new credentials (PATCH `bearer_token`/`headers`).
+The reason names the action (`login_action`): the login endpoint (`POST …/{id}/oauth/start`,
+which answers with the authorization URL; a "static" upstream is switched to `auth_mode`
+"oauth" first), or credentials it accepts (PATCH `bearer_token`/`headers`).
 """
 
 from __future__ import annotations
@@ -44,11 +45,15 @@ class UpstreamNeedsAuth(UpstreamUnavailable):
         return login_path(self.upstream_id)
 
 
-def login_action(upstream_id: str) -> str:
-    """What the owner does about `needs_auth`, in a sentence."""
-    return (f"log in with POST {login_path(upstream_id)} (it answers with the authorization "
-            "URL to open), or give the upstream credentials that it accepts (PATCH "
-            "bearer_token or headers)")
+def login_action(upstream: UpstreamRecord) -> str:
+    """What the owner does about `needs_auth`, in a sentence: log in (an "oauth" upstream;
+    a "static" one is switched to "oauth" first), or give it credentials it accepts."""
+    login = (f"log in with POST {login_path(upstream.id)} (it answers with the authorization "
+             "URL to open)")
+    if upstream.auth_mode == "oauth":
+        return login
+    return (f'set its auth_mode to "oauth" (PATCH) and {login}, or give it credentials that '
+            "it accepts (PATCH bearer_token or headers)")
 
 
 def refusal(
@@ -70,8 +75,7 @@ def refusal(
         kind = "an OAuth login" if found.oauth_challenge else "authorization"
         what = (f"it refused the stored credentials (HTTP {found.status}; it asks for {kind})"
                 if sent_credentials else f"it asks for {kind} (HTTP {found.status})")
-    return UpstreamNeedsAuth(f"{upstream.name}: {what}; {login_action(upstream.id)}",
-                             upstream.id)
+    return UpstreamNeedsAuth(f"{upstream.name}: {what}; {login_action(upstream)}", upstream.id)
 
 
 __all__ = ["UpstreamNeedsAuth", "login_action", "login_path", "refusal"]

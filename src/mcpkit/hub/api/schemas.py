@@ -194,8 +194,9 @@ class UpstreamLogin(BaseModel):
 
     method: Literal["POST"] = "POST"
     path: str = Field(description="the hub's endpoint that starts the login (OAuth): it "
-                      "answers with the authorization URL to open")
-    message: str = Field(description="the same, in a sentence")
+                      "answers with the authorization URL to open (an upstream whose "
+                      'auth_mode is "static" is switched to "oauth" first)')
+    message: str = Field(description="what to do, in a sentence")
 
 
 class UpstreamOut(BaseModel):

@@ -56,7 +56,7 @@ def upstream_body(record: UpstreamRecord, credentials: Credentials,
     catalog = catalog or Credentials()
     login = None
     if record.health_status == "needs_auth":
-        login = UpstreamLogin(path=login_path(record.id), message=login_action(record.id))
+        login = UpstreamLogin(path=login_path(record.id), message=login_action(record))
     return UpstreamOut(
         id=record.id,
         name=record.name,
