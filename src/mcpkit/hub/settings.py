@@ -212,7 +212,11 @@ class HubSettings:
     oidc_timeout_s: float = 10.0
     """The bound on each exchange with the provider (metadata, keys, token request)."""
     oidc_max_document_bytes: int = 64 * 1024
-    """The largest metadata document, JWKS or token response read from the provider."""
+    """The largest metadata document, JWKS or token response read from the provider (token
+    exchanges included)."""
+    token_exchange_cache_bytes: int = 4 * 1024 * 1024
+    """The upstream tokens from token exchange one hub process keeps in memory (bytes; least
+    recently used out first): `auth_mode` "token_exchange" upstreams."""
     max_catalog_items: int = 2000
     """Items of one list (tools, prompts, resources, templates) the hub takes from one
     upstream; past it the catalog fetch fails and says so (catalog_limits.py)."""
@@ -232,7 +236,8 @@ class HubSettings:
                      "auth_failures_per_minute", "max_replay_bytes",
                      "max_bodies_in_flight_bytes", "max_upstreams_per_user",
                      "max_refreshes_per_user", "oauth_max_clients",
-                     "oauth_max_password_checks", "oidc_max_document_bytes"):
+                     "oauth_max_password_checks", "oidc_max_document_bytes",
+                     "token_exchange_cache_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SettingsError(f"{name}: must be a whole number above 0, not {value!r}")
@@ -433,6 +438,7 @@ def _parse(name: str, text: str, variable: str) -> Any:
         "oidc_allow_signup": _flag,
         "oidc_timeout_s": float,
         "oidc_max_document_bytes": int,
+        "token_exchange_cache_bytes": int,
         "max_catalog_items": int,
         "max_catalog_bytes": int,
         "max_catalog_item_bytes": int,

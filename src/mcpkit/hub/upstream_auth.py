@@ -5,7 +5,9 @@ connections to it (pool, catalog, health).
     credentials = await connection_credentials(context, upstream, purpose="catalog")
 
 An upstream with `auth_mode` "static" (the default) needs none: its stored headers and bearer
-are sent. One with `auth_mode` "oauth" is called with its owner's own login, one per (user,
+are sent. One with "token_exchange" gets its owner's provider identity exchanged for an
+upstream token (RFC 8693, hub/upstream_token_exchange.py; nothing stored).
+One with `auth_mode` "oauth" is called with its owner's own login, one per (user,
 upstream), kept sealed in the database (store/upstream_logins.py, made by
 hub/upstream_login.py). With no login, or a dead one, `UpstreamNeedsLogin` names the endpoint
 that starts one. The caller's hub token is never sent upstream: the login is the owner's, and
@@ -84,6 +86,8 @@ async def client_auth(context: HubContext, upstream: UpstreamRecord, *,
     """The auth object for a connection to `upstream` (None: its static credentials do);
     `UpstreamNeedsLogin` when it needs its owner's login and has none. `purpose` is the same
     login for now (separate catalog credentials are the health helper's)."""
+    if upstream.auth_mode == "token_exchange":
+        return exchanged_auth(context, upstream)
     if upstream.auth_mode != "oauth":
         return None
     logins = HubLogins(context.store, RefreshLock(context.redis))
@@ -91,6 +95,16 @@ async def client_auth(context: HubContext, upstream: UpstreamRecord, *,
     if grant is None:
         raise UpstreamNeedsLogin(upstream)
     return LoginAuth(logins, upstream, grant)
+
+
+def exchanged_auth(context: HubContext, upstream: UpstreamRecord) -> HttpAuth:
+    """A token-exchange upstream's auth: the owner's provider identity exchanged for an
+    upstream token at each connection (hub/upstream_token_exchange.py)."""
+    exchange = context.oauth.token_exchange if context.oauth is not None else None
+    if exchange is None:
+        raise UpstreamUnavailable(f"{upstream.name}: token exchange needs the hub to sign "
+                                  "users in with an OpenID Connect provider (--oidc-issuer)")
+    return exchange.auth_for(context.store, upstream)
 
 
 async def connection_credentials(context: HubContext, upstream: UpstreamRecord, *,

@@ -28,7 +28,7 @@ T = TypeVar("T")
 
 Transport = Literal["http", "sse", "ws", "stdio"]
 HealthStatus = Literal["unknown", "healthy", "unhealthy"]
-AuthMode = Literal["static", "oauth"]
+AuthMode = Literal["static", "oauth", "token_exchange"]
 
 MAX_ID = 2**31 - 1
 """Integer ids (users, tokens) and versions fit a 32-bit signed column."""
@@ -132,7 +132,9 @@ class UpstreamCreate(BaseModel):
     auth_mode: AuthMode = Field(
         default="static",
         description='"static": send the stored headers and bearer; "oauth": each call '
-        "carries your own OAuth login to the upstream (POST …/{id}/oauth/start)",
+        "carries your own OAuth login to the upstream (POST …/{id}/oauth/start); "
+        '"token_exchange": your identity at the hub\'s OpenID Connect provider is exchanged '
+        "there for a token for the upstream (RFC 8693; the hub needs --oidc-issuer)",
     )
 
 

@@ -59,9 +59,11 @@ from mcpkit.errors import InvalidArgument
 
 TRANSPORTS = ("http", "sse", "ws", "stdio")
 HEALTH_STATUSES = ("unknown", "healthy", "unhealthy")
-AUTH_MODES = ("static", "oauth")
-"""How the hub authenticates to an upstream: its stored headers and bearer ("static"), or
-its owner's own OAuth login ("oauth", hub/upstream_auth.py)."""
+AUTH_MODES = ("static", "oauth", "token_exchange")
+"""How the hub authenticates to an upstream: its stored headers and bearer ("static"), its
+owner's own OAuth login ("oauth", hub/upstream_auth.py), or its owner's identity at the hub's
+OpenID Connect provider exchanged for an upstream token ("token_exchange", RFC 8693,
+hub/upstream_token_exchange.py)."""
 AUDIT_OUTCOMES = ("ok", "tool_error", "error", "denied", "timeout")
 
 NAME_LENGTH = 63  # `^[a-z0-9][a-z0-9_-]{0,62}$`

@@ -21,6 +21,7 @@ from mcpkit.hub.settings import HubSettings
 
 if TYPE_CHECKING:
     from mcpkit.hub.api.context import HubContext
+    from mcpkit.hub.upstream_token_exchange import UpstreamTokenExchange
 
 METADATA_PATH = "/.well-known/oauth-authorization-server"
 RESOURCE_METADATA_PATH = "/.well-known/oauth-protected-resource/mcp"  # RFC 9728 §3.1
@@ -46,6 +47,8 @@ class OAuthService:
     """Bounds the argon2 checks running at once (settings.oauth_max_password_checks)."""
     oidc: OidcSignIn | None = None
     """Sign-in with the OpenID Connect provider (settings.oidc_issuer), when one is set."""
+    token_exchange: UpstreamTokenExchange | None = None
+    """RFC 8693 exchanges at that provider for token-exchange upstreams (with `oidc`)."""
 
     def set_session_cookie(self, response: Response, user_id: int) -> None:
         """Sign the browser in as the user for `oauth_sign_in_ttl_s` (by password, or back
@@ -93,14 +96,18 @@ class OAuthService:
 async def oauth_component(context: HubContext) -> AsyncIterator[OAuthService]:
     settings = context.settings
     tokens = AccessTokens(context.store, context.box, settings)
-    oidc = None
+    oidc = exchange = None
     if settings.oidc_issuer is not None:
+        from mcpkit.hub.upstream_token_exchange import UpstreamTokenExchange
+
         oidc = OidcSignIn(settings, settings.oidc_client_secret(),
                           callback_url=settings.issuer + OIDC_CALLBACK_PATH)
+        exchange = UpstreamTokenExchange(oidc, settings.oidc_client_secret(), settings)
     service = OAuthService(settings, tokens,
                            HubAuthorizationServer(context.store, tokens, settings),
                            context.box,
-                           anyio.CapacityLimiter(settings.oauth_max_password_checks), oidc)
+                           anyio.CapacityLimiter(settings.oauth_max_password_checks), oidc,
+                           exchange)
     context.oauth = service
     try:
         yield service

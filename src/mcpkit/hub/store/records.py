@@ -23,7 +23,7 @@ T = TypeVar("T")
 
 Transport = Literal["http", "sse", "ws", "stdio"]
 HealthStatus = Literal["unknown", "healthy", "unhealthy"]
-AuthMode = Literal["static", "oauth"]
+AuthMode = Literal["static", "oauth", "token_exchange"]
 Outcome = Literal["ok", "tool_error", "error", "denied", "timeout"]
 
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
