@@ -102,7 +102,8 @@ class UpstreamRecord:
     version: int
     auth_mode: AuthMode = "static"
     """"static": the stored headers and bearer; "oauth": the owner's own login
-    (hub/upstream_auth.py)."""
+    (hub/upstream_auth.py); "token_exchange": the owner's provider identity exchanged
+    (hub/upstream_token_exchange.py)."""
 
     def tool_allowed(self, tool: str) -> bool:
         """Whether `enabled_tools` / `disabled_tools` let the hub expose `tool`."""
