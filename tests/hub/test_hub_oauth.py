@@ -126,7 +126,7 @@ async def test_metadata_names_the_hub_as_the_authorization_server(oauth_hub: OAu
     assert metadata["code_challenge_methods_supported"] == ["S256"]
     assert "none" in metadata["token_endpoint_auth_methods_supported"]
     assert metadata["authorization_response_iss_parameter_supported"] is True
-    assert "client_id_metadata_document_supported" not in metadata
+    assert metadata["client_id_metadata_document_supported"] is True
     for name in ("authorization", "token", "registration", "revocation"):
         assert metadata[f"{name}_endpoint"].startswith(issuer + "/oauth/")
 

@@ -11,13 +11,20 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
+import aiohttp
 import anyio
 import pytest
+from tests.auth_e2e.logins import FormLogin
 from tests.auth_e2e.stack import Stack, running_stack
-from tests.hub.hub_helpers import UPSTREAMS, Hub, fresh_user
+from tests.hub.hostile_auth_server import hostile_server
+from tests.hub.hub_helpers import UPSTREAMS, Hub, call, fresh_user
 from tests.hub.upstream_login_support import (
+    CALLBACK,
     age_login,
+    alter_login,
+    authorize,
     connect,
+    expire_pending,
     mcp_session,
     outcome,
     raw_call,
@@ -25,6 +32,8 @@ from tests.hub.upstream_login_support import (
     register_oauth,
     router_hubs,
     seed_admin_async,
+    start,
+    state_of,
     whoami,
     whoami_upstream,
 )
@@ -119,6 +128,19 @@ async def test_a_revoked_refresh_family_drops_the_login_and_shows_needs_login(
     assert await whoami(hub, api.token, "family__whoami") == "dave-account"
 
 
+async def test_an_access_token_the_upstream_refuses_is_refreshed_and_the_call_goes_on(
+        hub: Hub, stack: Stack, upstream_url: str) -> None:
+    user_id, api = await fresh_user(hub)
+    upstream = await register_oauth(api, "renew", upstream_url)
+    await connect(api, upstream["id"], "hana-account")
+    # not expired as far as the hub knows, but the upstream answers it 401
+    await alter_login(hub, user_id, upstream["id"], access_token="not-a-token-any-more")
+    mark = stack.mark()
+    assert api.token is not None
+    assert await whoami(hub, api.token, "renew__whoami") == "hana-account"
+    assert len(stack.events_since(mark, "grant.success", grant_type="refresh_token")) == 1
+
+
 async def test_logout_revokes_at_the_provider_and_forgets(
         hub: Hub, stack: Stack, upstream_url: str) -> None:
     _, api = await fresh_user(hub)
@@ -181,3 +203,103 @@ async def test_no_combination_lets_one_user_call_with_anothers_upstream_login(
             assert reply.status == 404, (method, path, reply.text)
     assert (await ada.get(f"{UPSTREAMS}/{ada_only['id']}")).body["oauth_connected"] is True
     assert await whoami(hub, ada.token, "aonly__whoami") == "ada-iso"
+
+
+# --- adversarial --------------------------------------------------------------------------
+
+
+async def callback_page(hub: Hub, query: str) -> tuple[int, str]:
+    reply = await call("GET", f"{hub.settings.issuer}{CALLBACK}?{query}")
+    return reply.status, reply.text
+
+
+async def test_forged_reused_expired_and_refused_callbacks_store_nothing(
+        hub: Hub, stack: Stack, upstream_url: str) -> None:
+    user_id, api = await fresh_user(hub)
+    upstream = await register_oauth(api, "guarded", upstream_url)
+    path = f"{UPSTREAMS}/{upstream['id']}"
+    # forged: a state the hub never issued
+    status, page = await callback_page(hub, "state=forged&code=whatever")
+    assert status == 400 and "unknown or was already used" in page
+    # reused: the same redirect twice; the second finds nothing
+    landed = await authorize(api, upstream["id"], "frank-account")
+    assert (await call("GET", landed)).status == 200
+    again = await call("GET", landed)
+    assert again.status == 400 and "unknown or was already used" in again.text
+    # expired: finished after the pending login's lifetime
+    landed = await authorize(api, upstream["id"], "frank-account")
+    await expire_pending(hub)
+    late = await call("GET", landed)
+    assert late.status == 400 and "expired" in late.text
+    # the authorization server refused (an error param): the state is spent with it
+    started = await start(api, upstream["id"])
+    state = state_of(started.body["authorization_url"])
+    status, page = await callback_page(
+        hub, f"state={state}&error=access_denied&iss={stack.issuer}")
+    assert status == 400 and "access_denied" in page
+    status, page = await callback_page(hub, f"state={state}&code=c&iss={stack.issuer}")
+    assert status == 400 and "unknown or was already used" in page
+    # malformed: a repeated parameter, an oversized one, none at all
+    for query in (f"state={state}&state=other", "state=" + "s" * 5000, ""):
+        status, _ = await callback_page(hub, query)
+        assert status == 400, query[:80]
+    # through all of it, the first (good) login is the only one, and it is the user's
+    assert (await api.get(path)).body["oauth_connected"] is True
+    del user_id
+
+
+async def test_a_login_is_started_only_by_the_owner_of_an_oauth_upstream(
+        hub: Hub, upstream_url: str) -> None:
+    (_, ada), (_, bob) = await fresh_user(hub), await fresh_user(hub)
+    oauth = await register_oauth(ada, "mine", upstream_url)
+    static = await ada.create_upstream(name="plain", url=upstream_url, transport="http")
+    assert (await start(bob, oauth["id"])).status == 404
+    refused = await start(ada, static["id"])
+    assert refused.status == 422 and refused.error["field"] == "auth_mode"
+    foreign = await start(ada, oauth["id"], return_to="https://evil.example/after")
+    assert foreign.status == 422 and foreign.error["field"] == "return_to"
+    # an upstream login Bob finishes with Ada's state is still Ada's: the state names it
+    landed = await authorize(ada, oauth["id"], "bob-account-in-ada-browser")
+    assert (await call("GET", landed)).status == 200
+    assert (await ada.get(f"{UPSTREAMS}/{oauth['id']}")).body["oauth_connected"] is True
+
+
+async def test_a_return_to_of_the_hub_is_where_the_browser_goes(
+        hub: Hub, upstream_url: str) -> None:
+    _, api = await fresh_user(hub)
+    upstream = await register_oauth(api, "back", upstream_url)
+    back = f"{hub.settings.issuer}/docs"
+    started = await start(api, upstream["id"], return_to=back)
+    login = FormLogin(user="gina-account", redirect_uri=hub.settings.issuer + CALLBACK)
+    landed = await login(started.body["authorization_url"])
+    async with aiohttp.ClientSession() as http, \
+            http.get(landed, allow_redirects=False) as reply:
+        assert reply.status == 303 and reply.headers["Location"] == back
+
+
+@pytest.mark.parametrize("mode", ["huge-metadata", "malformed-metadata", "bad-registration"])
+async def test_oversized_or_malformed_authorization_servers_refuse_the_start(
+        hub: Hub, mode: str) -> None:
+    _, api = await fresh_user(hub)
+    async with hostile_server() as hostile:
+        hostile.mode = mode
+        upstream = await register_oauth(api, "hostile", hostile.url)
+        refused = await start(api, upstream["id"])
+        assert refused.status == 502, refused.text
+        assert refused.error["code"] == "upstream_login_failed"
+        assert "cannot start an OAuth login" in refused.error["message"]
+
+
+@pytest.mark.parametrize("mode", ["huge-token", "malformed-token", "ok"])
+async def test_oversized_or_malformed_token_answers_fail_the_callback(
+        hub: Hub, mode: str) -> None:
+    _, api = await fresh_user(hub)
+    async with hostile_server() as hostile:
+        upstream = await register_oauth(api, "hostile", hostile.url)
+        started = await start(api, upstream["id"])
+        assert started.status == 200, started.text
+        hostile.mode = mode
+        status, page = await callback_page(
+            hub, f"state={state_of(started.body['authorization_url'])}&code=abc")
+        assert status == 400 and "the login failed" in page, page
+        assert (await api.get(f"{UPSTREAMS}/{upstream['id']}")).body["oauth_connected"] is False

@@ -117,13 +117,18 @@ def state_of(authorization_url: str) -> str:
 async def age_login(hub: Hub, user_id: int, upstream_id: str) -> dict[str, Any]:
     """Make the stored login's access token look expired (to the hub: the upstream would
     still take it) and return what was stored, decoded."""
+    return await alter_login(hub, user_id, upstream_id, expires_at=time.time() - 1)
+
+
+async def alter_login(hub: Hub, user_id: int, upstream_id: str,
+                      **changes: Any) -> dict[str, Any]:
+    """Change the stored login's tokens (`changes` of its TokenSet); what was stored."""
     async with await Store.open(hub.database_url, hub.box, migrate=False) as store:
         record = await store.upstream_logins.get(user_id, upstream_id)
         assert record is not None
         grant = decode_grant(record.encode(), "test")
-        tokens = dataclasses.replace(grant.tokens, expires_at=time.time() - 1)
-        aged = dataclasses.replace(grant, tokens=tokens)
-        await store.upstream_logins.put(user_id, upstream_id, encode_grant(aged).decode())
+        altered = dataclasses.replace(grant, tokens=dataclasses.replace(grant.tokens, **changes))
+        await store.upstream_logins.put(user_id, upstream_id, encode_grant(altered).decode())
         return {"refresh_token": grant.tokens.refresh_token, "client": grant.client,
                 "metadata": grant.metadata, "resource": grant.resource}
 
@@ -194,3 +199,15 @@ async def raw_call(hub: Hub, token: str, session: str | None, tool: str) -> str:
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http, \
             http.post(f"{hub.url}/mcp", json=message, headers=headers) as reply:
         return f"{reply.status} {await reply.text()}"
+
+
+async def expire_pending(hub: Hub) -> None:
+    """Every pending login of the hub's database ends now (as if started long ago)."""
+    from sqlalchemy import update
+
+    from mcpkit.hub.db.models import UpstreamLoginState, utcnow
+
+    async with await Store.open(hub.database_url, hub.box, migrate=False) as store:
+        assert store.engine is not None
+        async with store.engine.begin() as connection:
+            await connection.execute(update(UpstreamLoginState).values(expires_at=utcnow()))

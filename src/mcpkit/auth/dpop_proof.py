@@ -7,6 +7,7 @@ token on this request, made by the key the token is bound to, for this method an
     check_presentation  the scheme against the token: a DPoP-bound token as `Bearer` is refused
                         (§7.2, no downgrade); `DPoP` needs a bound token and a proof (§7.1)
     check_proof         the proof itself (§4.3 steps 1-11 but the replay and nonce state)
+    check_token_request_proof   the same for a token request (§5): no access token to match
     check_nonce         the proof's nonce against the ones the server accepts (§9)
 
 A token presented wrongly is an InvalidToken (error="invalid_token"); a bad proof an
@@ -48,6 +49,7 @@ __all__ = [
     "check_nonce",
     "check_presentation",
     "check_proof",
+    "check_token_request_proof",
 ]
 
 DEFAULT_DPOP_ALGORITHMS = ("ES256", "ES384", "ES512", "PS256", "PS384", "PS512",
@@ -117,6 +119,27 @@ def check_proof(proof: str, request: TokenRequest, *, policy: DPoPPolicy, now: f
     asymmetric `alg`, a public `jwk` whose signature holds, `htm` = the method, `htu` = the
     request URL (both normalized, no query or fragment), `iat` within the window, a `jti`,
     `ath` = the token's hash, and the key's thumbprint = the token's `cnf.jkt`."""
+    claims, verified = _signed_claims(proof, request.method, request.url, policy, now)
+    if claims.get("ath") != _token_hash(request.token):
+        raise InvalidDPoPProof("the DPoP proof is for another access token (ath)")
+    if verified.jkt != expected_jkt:
+        raise InvalidDPoPProof("the DPoP proof is signed by a key the access token is not "
+                               "bound to (cnf.jkt)")
+    return verified
+
+
+def check_token_request_proof(proof: str, method: str, url: str, *, policy: DPoPPolicy,
+                              now: float) -> VerifiedProof:
+    """RFC 9449 §4.3 for a token request (§5): the checks of `check_proof` but those that
+    need an access token (`ath`, `cnf.jkt`); the proof's key is what the issued tokens are
+    then bound to (`VerifiedProof.jkt`)."""
+    return _signed_claims(proof, method, url, policy, now)[1]
+
+
+def _signed_claims(proof: str, method: str, url: str, policy: DPoPPolicy, now: float
+                   ) -> tuple[dict[str, Any], VerifiedProof]:
+    """The proof's claims once its header, signature, `htm`, `htu`, `iat`, `jti` and `nonce`
+    hold, and what the stateful checks need of it."""
     header = _proof_header(proof, policy)
     try:
         key, thumbprint = _public_key(json.dumps(header["jwk"], sort_keys=True))
@@ -126,23 +149,18 @@ def check_proof(proof: str, request: TokenRequest, *, policy: DPoPPolicy, now: f
                                "jwk") from None
     if not isinstance(claims, dict):
         raise InvalidDPoPProof("the DPoP proof's payload is not a JSON object")
-    if claims.get("htm") != request.method:
+    if claims.get("htm") != method:
         raise InvalidDPoPProof("the DPoP proof is for another HTTP method (htm)")
-    _check_htu(claims.get("htu"), request.url)
+    _check_htu(claims.get("htu"), url)
     iat = _check_iat(claims.get("iat"), policy, now)
     jti = claims.get("jti")
     if not isinstance(jti, str) or not jti or len(jti) > policy.max_jti_chars:
         raise InvalidDPoPProof(f"the DPoP proof needs a jti of 1 to {policy.max_jti_chars} "
                                "characters")
-    if claims.get("ath") != _token_hash(request.token):
-        raise InvalidDPoPProof("the DPoP proof is for another access token (ath)")
-    if thumbprint != expected_jkt:
-        raise InvalidDPoPProof("the DPoP proof is signed by a key the access token is not "
-                               "bound to (cnf.jkt)")
     nonce = claims.get("nonce")
     if nonce is not None and not isinstance(nonce, str):
         raise InvalidDPoPProof("the DPoP proof's nonce is not a string")
-    return VerifiedProof(jti=jti, iat=iat, nonce=nonce, jkt=thumbprint)
+    return claims, VerifiedProof(jti=jti, iat=iat, nonce=nonce, jkt=thumbprint)
 
 
 DPOP_KEY_CACHE_ENTRIES = 256

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import msgspec
@@ -17,6 +18,7 @@ from mcpkit.auth.discovery import check_endpoint_url
 from mcpkit.auth.errors import AuthorizationError
 from mcpkit.auth.metadata import MAX_DOCUMENT_BYTES
 from mcpkit.auth.tokens import oauth_error_code
+from mcpkit.netguard import GuardedResolver, host_problem
 from mcpkit.transports.client._aiohttp import read_body
 from mcpkit.transports.client.base import MessageTooLarge
 
@@ -45,6 +47,10 @@ class Reply:
 class OAuthHttp:
     timeout_s: float = HTTP_TIMEOUT_S
     max_bytes: int = MAX_DOCUMENT_BYTES
+    allow_private: bool | None = None
+    """None: any host (a user's own client). False: the SSRF guard of a server acting on
+    URLs someone else controls (the hub's upstream logins): loopback, private, link-local
+    and metadata hosts are refused, as IP literals and as resolved names (mcpkit.netguard)."""
 
     async def get(self, url: str) -> Reply:
         return await self._send("GET", url, None, {"Accept": "application/json"})
@@ -61,11 +67,18 @@ class OAuthHttp:
     async def _send(self, method: str, url: str, data: bytes | None,
                     headers: Mapping[str, str]) -> Reply:
         check_endpoint_url(url)
+        connector = None
+        if self.allow_private is False:
+            host = urlsplit(url).hostname or ""
+            problem = host_problem(host)
+            if problem is not None:
+                raise AuthorizationError(f"refused to connect to {host}: {problem}")
+            connector = aiohttp.TCPConnector(resolver=GuardedResolver())
         timeout = aiohttp.ClientTimeout(total=self.timeout_s)
         try:
-            async with aiohttp.ClientSession(timeout=timeout) as http, http.request(
-                    method, url, data=data, headers=dict(headers), allow_redirects=False,
-            ) as resp:
+            async with aiohttp.ClientSession(timeout=timeout, connector=connector) as http, \
+                    http.request(method, url, data=data, headers=dict(headers),
+                                 allow_redirects=False) as resp:
                 # the whole body (one read() may return only its first chunk), bounded
                 body = await read_body(resp, self.max_bytes)
                 return Reply(resp.status, body, dict(resp.headers))

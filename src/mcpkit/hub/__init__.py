@@ -10,6 +10,9 @@ checkout `pip install -e '.[hub]'`); importing this package alone loads nothing 
     store/         the registry: users, tokens, upstreams (owner-scoped), catalogs, audit log;
                    typed records in and out, StoreError subclasses for every failure
     upstream_client.py  the one client the hub presents to its upstreams (every connection)
+    upstream_auth.py    an "oauth" upstream's owner login as that client's auth (refreshed
+                        under a Redis lock across replicas); UpstreamNeedsLogin
+    upstream_login.py   starting, finishing (the callback) and ending those logins
     catalog.py     fetch an upstream's catalog with that client (SSRF-guarded), store it with
                    the upstream's health
     catalog_limits.py  how much of a catalog the hub takes (count, bytes, nesting)

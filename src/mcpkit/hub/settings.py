@@ -34,7 +34,7 @@ Environment (each also a `mcpkit hub serve` option where it makes sense):
                                                             http://HOST:PORT)
     MCPKIT_HUB_OAUTH_ACCESS_TOKEN_TTL_S, _OAUTH_REFRESH_TOKEN_TTL_S, _OAUTH_CODE_TTL_S,
     MCPKIT_HUB_OAUTH_SIGN_IN_TTL_S, _OAUTH_MAX_CLIENTS, _OAUTH_MAX_PASSWORD_CHECKS,
-    MCPKIT_HUB_OAUTH_REVOCATION_CHECK_S, _OAUTH_SIGNING_KEY_CHECK_S
+    MCPKIT_HUB_OAUTH_REVOCATION_CHECK_S, _OAUTH_SIGNING_KEY_CHECK_S, _OAUTH_DPOP_REPLAY_ENTRIES
                                       the authorization server (hub/oauth)
     MCPKIT_HUB_OIDC_ISSUER            --oidc-issuer         sign-in with an OpenID Connect
     MCPKIT_HUB_OIDC_CLIENT_ID         --oidc-client-id      provider (hub/oauth/oidc.py); the
@@ -43,6 +43,9 @@ Environment (each also a `mcpkit hub serve` option where it makes sense):
     MCPKIT_HUB_OIDC_ALLOW_SIGNUP=1    --oidc-allow-signup   (a first login makes a hub user)
     MCPKIT_HUB_OIDC_SCOPES            --oidc-scopes         ("openid profile email")
     MCPKIT_HUB_OIDC_PROVIDER_NAME, _OIDC_TIMEOUT_S, _OIDC_MAX_DOCUMENT_BYTES
+    MCPKIT_HUB_TOKEN_EXCHANGE_CACHE_BYTES   upstream tokens from token exchange kept in memory
+    MCPKIT_HUB_OAUTH_CLIENT_DOCUMENT_TIMEOUT_S, _MAX_BYTES, _TTL_S, _ALLOW_PRIVATE, _CA_FILE
+                                      fetching client metadata documents (CIMD)
 
 The secret key is not a setting: it is read by `mcpkit.hub.crypto.load_secret_box`
 ($MCPKIT_HUB_SECRET_KEY, else the key file in the data directory), so it never sits in an
@@ -76,6 +79,8 @@ FALSE_WORDS = frozenset({"0", "false", "no", "off", ""})
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 DEFAULT_OIDC_SCOPES = "openid profile email"
 MAX_OIDC_ISSUER_CHARS = 2048
+DEFAULT_DPOP_REPLAY_ENTRIES = 100_000
+"""DPoP proofs remembered per replay window (hub/oauth/dpop.py)."""
 
 T = TypeVar("T")
 
@@ -214,6 +219,23 @@ class HubSettings:
     oidc_max_document_bytes: int = 64 * 1024
     """The largest metadata document, JWKS or token response read from the provider (token
     exchanges included)."""
+    oauth_dpop_replay_entries: int = DEFAULT_DPOP_REPLAY_ENTRIES
+    """DPoP proofs (token endpoint and /mcp) remembered per replay window (about 70 s) for
+    the replay check, in Redis with --redis-url (shared by replicas), else in memory; past
+    it a proof is refused ("retry shortly"), never let through unchecked."""
+    oauth_client_document_timeout_s: float = 5.0
+    """How long fetching a client's metadata document (a client id that is an https URL) may
+    take, connection and body together (hub/oauth/client_documents.py)."""
+    oauth_client_document_max_bytes: int = 5 * 1024
+    """The largest client metadata document the hub reads (the draft suggests 5 KB)."""
+    oauth_client_document_ttl_s: float = 300.0
+    """How long a fetched client metadata document is used before it is fetched again."""
+    oauth_client_document_allow_private: bool = False
+    """Fetch client metadata documents from loopback/private addresses too (a LAN's own
+    clients, tests). Off: public addresses only, re-checked at each connect (SSRF)."""
+    oauth_client_document_ca_file: str | None = None
+    """A PEM bundle of CAs trusted, besides the system's, for client metadata documents (a
+    private PKI; tests)."""
     token_exchange_cache_bytes: int = 4 * 1024 * 1024
     """The upstream tokens from token exchange one hub process keeps in memory (bytes; least
     recently used out first): `auth_mode` "token_exchange" upstreams."""
@@ -237,6 +259,7 @@ class HubSettings:
                      "max_bodies_in_flight_bytes", "max_upstreams_per_user",
                      "max_refreshes_per_user", "oauth_max_clients",
                      "oauth_max_password_checks", "oidc_max_document_bytes",
+                     "oauth_dpop_replay_entries", "oauth_client_document_max_bytes",
                      "token_exchange_cache_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -254,7 +277,8 @@ class HubSettings:
                      "header_timeout_s", "body_timeout_s", "oauth_access_token_ttl_s",
                      "oauth_refresh_token_ttl_s", "oauth_code_ttl_s", "oauth_sign_in_ttl_s",
                      "oauth_revocation_check_s", "oauth_signing_key_check_s",
-                     "oauth_key_max_age_s", "oidc_timeout_s"):
+                     "oauth_key_max_age_s", "oidc_timeout_s",
+                     "oauth_client_document_timeout_s", "oauth_client_document_ttl_s"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or \
                     not math.isfinite(value) or value <= 0:
@@ -283,6 +307,10 @@ class HubSettings:
                 or any(c in self.public_url for c in "?#") or " " in self.public_url):
             raise SettingsError("public_url: must be an http(s) URL without query or fragment")
         self._check_oidc()
+        if self.oauth_client_document_ca_file is not None and \
+                not Path(self.oauth_client_document_ca_file).is_file():
+            raise SettingsError("oauth_client_document_ca_file: "
+                                f"{self.oauth_client_document_ca_file!r} is not a file")
         if self.log_level not in ("critical", "error", "warning", "info", "debug"):
             raise SettingsError(f"log_level: {self.log_level!r} is not a log level")
 
@@ -385,7 +413,8 @@ def without_userinfo(url: str) -> str:
     return url
 
 
-_FLAGS = frozenset({"allow_private_upstreams", "allow_stdio", "oidc_allow_signup"})
+_FLAGS = frozenset({"allow_private_upstreams", "allow_stdio", "oidc_allow_signup",
+                    "oauth_client_document_allow_private"})
 _ENV_NAMES = {
     "data_dir": "DATA",
     "page_size": "PAGE_SIZE",
@@ -438,6 +467,11 @@ def _parse(name: str, text: str, variable: str) -> Any:
         "oidc_allow_signup": _flag,
         "oidc_timeout_s": float,
         "oidc_max_document_bytes": int,
+        "oauth_dpop_replay_entries": int,
+        "oauth_client_document_timeout_s": float,
+        "oauth_client_document_max_bytes": int,
+        "oauth_client_document_ttl_s": float,
+        "oauth_client_document_allow_private": _flag,
         "token_exchange_cache_bytes": int,
         "max_catalog_items": int,
         "max_catalog_bytes": int,

@@ -4,15 +4,17 @@
                                               # SharedStateUnavailable (password never shown)
     app = create_app(settings, components=[redis_connection()])   # create_app does this itself
 
-What lives there: the per-user rate-limit buckets (ratelimit.py) and the per-upstream
-health-check locks (health.py); the /mcp router adds its own keys. Without a URL the hub runs
+What lives there: the per-user rate-limit buckets (ratelimit.py), the per-upstream
+health-check locks (health.py) and the DPoP proofs seen (hub/oauth/dpop.py: the replay cache
+every replica checks); the /mcp router adds its own keys. Without a URL the hub runs
 as one process and keeps that state in memory.
 
 Every key the hub writes starts with `mcpkit:hub:` and expires, so one Redis can serve several
 hubs' replicas (a separate logical database per hub is cleaner still: `redis://host/1`).
 
 Commands are bounded by short socket timeouts: a Redis that stops answering costs a request
-at most about a second (the users of it then fail open), never a hang.
+at most about a second, never a hang. The users of it then fail open - except the DPoP replay
+check, which fails closed (503): skipping it would accept a replayed proof.
 """
 
 from __future__ import annotations

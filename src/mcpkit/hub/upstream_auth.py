@@ -90,11 +90,12 @@ async def client_auth(context: HubContext, upstream: UpstreamRecord, *,
         return exchanged_auth(context, upstream)
     if upstream.auth_mode != "oauth":
         return None
-    logins = HubLogins(context.store, RefreshLock(context.redis))
-    grant = await logins.load(upstream)
+    login = StoredLogin(context.store, RefreshLock(context.redis), upstream.user_id, upstream.id)
+    grant = await login.load()
     if grant is None:
         raise UpstreamNeedsLogin(upstream)
-    return LoginAuth(logins, upstream, grant)
+    return LoginAuth(login, upstream, grant,
+                     http=OAuthHttp(allow_private=context.settings.allow_private_upstreams))
 
 
 def exchanged_auth(context: HubContext, upstream: UpstreamRecord) -> HttpAuth:
@@ -169,47 +170,42 @@ class LockTimeout(AuthorizationError):
     """Another replica held a login's refresh lock past the wait."""
 
 
-class HubLogins:
-    """The logins in the hub's store as `refresh_shared` sees a token store: every key is
-    bound to one (user, upstream) by `_owner`, and every read and write goes through it."""
+class StoredLogin:
+    """One user's login to one of their upstreams in the hub's store, as `refresh_shared`
+    sees a token store. Bound to its (user, upstream) when made: every read and write is keyed
+    by both, whatever key it is asked about, so it cannot reach another user's login."""
 
-    def __init__(self, store: Store, lock: RefreshLock) -> None:
+    def __init__(self, store: Store, lock: RefreshLock, user_id: int, upstream_id: str) -> None:
         self.store = store
         self.lock = lock
-        self._owner: dict[TokenKey, tuple[int, str]] = {}
+        self.user_id = user_id
+        self.upstream_id = upstream_id
 
-    async def load(self, upstream: UpstreamRecord) -> StoredGrant | None:
-        record = await self.store.upstream_logins.get(upstream.user_id, upstream.id)
+    async def load(self) -> StoredGrant | None:
+        """The login (None: none, or a record that no longer decodes: logged)."""
+        record = await self.store.upstream_logins.get(self.user_id, self.upstream_id)
         if record is None:
             return None
         try:
-            grant = decode_grant(record.encode(), f"the login to upstream {upstream.id}")
+            return decode_grant(record.encode(), f"the login to upstream {self.upstream_id}")
         except TokenStoreError as error:
             log.error("%s", error)
             return None
-        self._owner[grant.key] = (upstream.user_id, upstream.id)
-        return grant
 
-    async def save(self, user_id: int, upstream_id: str, grant: StoredGrant, *,
-                   new_login: bool = False) -> None:
-        self._owner[grant.key] = (user_id, upstream_id)
-        await self.store.upstream_logins.put(user_id, upstream_id, encode_grant(grant).decode(),
-                                             new_login=new_login)
+    async def save(self, grant: StoredGrant, *, new_login: bool = False) -> None:
+        await self.store.upstream_logins.put(self.user_id, self.upstream_id,
+                                             encode_grant(grant).decode(), new_login=new_login)
 
     def refresh_lock(self, key: TokenKey) -> contextlib.AbstractAsyncContextManager[None]:
-        return self.lock.hold(*self._owner[key])
+        return self.lock.hold(self.user_id, self.upstream_id)
 
     async def get(self, key: TokenKey) -> TokenSet | None:
-        user_id, upstream_id = self._owner[key]
-        record = await self.store.upstream_logins.get(user_id, upstream_id)
-        if record is None:
-            return None
-        grant = decode_grant(record.encode(), f"the login to upstream {upstream_id}")
-        return grant.tokens if grant.key == key else None  # a new login: not this one's
+        grant = await self.load()
+        return grant.tokens if grant is not None and grant.key == key else None  # else: a
+        # new login (another client, issuer or resource), not the one being refreshed
 
     async def delete(self, key: TokenKey) -> None:
-        user_id, upstream_id = self._owner[key]
-        await self.store.upstream_logins.delete(user_id, upstream_id)
+        await self.store.upstream_logins.delete(self.user_id, self.upstream_id)
 
 
 class LoginAuth:
@@ -218,10 +214,10 @@ class LoginAuth:
 
     max_attempts = 1
 
-    def __init__(self, logins: HubLogins, upstream: UpstreamRecord, grant: StoredGrant, *,
+    def __init__(self, login: StoredLogin, upstream: UpstreamRecord, grant: StoredGrant, *,
                  http: OAuthHttp | None = None,
                  refresh_margin_s: float = REFRESH_MARGIN_S) -> None:
-        self.logins = logins
+        self.login = login
         self.upstream = upstream
         self.grant = grant
         self.http = http if http is not None else OAuthHttp()
@@ -261,11 +257,10 @@ class LoginAuth:
                                              grant.resource)
 
         async def keep(tokens: TokenSet) -> None:  # before anything uses the new token
-            await self.logins.save(upstream.user_id, upstream.id,
-                                   dataclasses.replace(grant, tokens=tokens))
+            await self.login.save(dataclasses.replace(grant, tokens=tokens))
 
         try:
-            fresh = await refresh_shared(self.logins, grant.key, seen, refresh, keep,
+            fresh = await refresh_shared(self.login, grant.key, seen, refresh, keep,
                                          self.refresh_margin_s)
         except oauth_grant.InvalidGrant:
             log.info("the login to upstream %s (user %s) is dead (invalid_grant): removed",
@@ -280,5 +275,5 @@ class LoginAuth:
         self.grant = dataclasses.replace(grant, tokens=fresh)
 
 
-__all__ = ["LoginAuth", "Purpose", "RefreshLock", "UpstreamNeedsLogin", "client_auth",
-           "connection_credentials", "credentials_for", "start_path"]
+__all__ = ["LoginAuth", "Purpose", "RefreshLock", "StoredLogin", "UpstreamNeedsLogin",
+           "client_auth", "connection_credentials", "credentials_for", "start_path"]

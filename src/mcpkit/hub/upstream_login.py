@@ -44,7 +44,7 @@ from mcpkit.client.oauth_http import OAuthHttp
 from mcpkit.client.oauth_logout import LogoutReport, revoke_grant
 from mcpkit.client.token_records import StoredGrant
 from mcpkit.errors import PeerError, UsageError
-from mcpkit.hub.upstream_auth import HubLogins, RefreshLock
+from mcpkit.hub.upstream_auth import RefreshLock, StoredLogin
 
 if TYPE_CHECKING:
     from mcpkit.hub.api.context import HubContext
@@ -103,6 +103,18 @@ class LoginOptions:
     """A Client ID Metadata Document listing the hub's callback URL (used where the AS
     supports CIMD; else DCR)."""
 
+    @classmethod
+    def of(cls, context: HubContext) -> LoginOptions:
+        """The defaults, with the hub's SSRF rule for every URL the flow fetches (the
+        upstream's, and the authorization server's its metadata names)."""
+        return cls(http=oauth_http(context))
+
+
+def oauth_http(context: HubContext) -> OAuthHttp:
+    """The OAuth HTTP client of the hub's upstream logins: private hosts refused unless the
+    operator allows private upstreams."""
+    return OAuthHttp(allow_private=context.settings.allow_private_upstreams)
+
 
 def callback_url(context: HubContext) -> str:
     return context.settings.issuer + CALLBACK_PATH
@@ -129,7 +141,7 @@ async def start_login(context: HubContext, upstream: UpstreamRecord, *,
                       return_to: str | None = None,
                       options: LoginOptions | None = None) -> str:
     """The authorization URL for the owner's login to `upstream` (see the module)."""
-    options = options or LoginOptions()
+    options = options or LoginOptions.of(context)
     return_to = check_return_to(context, return_to)
     if upstream.url is None:
         raise LoginFailed(f"{upstream.name}: an upstream without a URL has no OAuth login")
@@ -163,7 +175,7 @@ async def finish_login(context: HubContext, query: Mapping[str, str], *,
                        options: LoginOptions | None = None) -> Finished:
     """Finish the login the callback's `query` answers (see the module); `LoginFailed` with
     a message for the user otherwise."""
-    options = options or LoginOptions()
+    options = options or LoginOptions.of(context)
     if any(len(value) > MAX_QUERY_VALUE for value in query.values()):
         raise LoginFailed("the authorization response has an oversized parameter")
     state = query.get("state")
@@ -189,9 +201,10 @@ async def finish_login(context: HubContext, query: Mapping[str, str], *,
         raise LoginFailed(f"{upstream.name}: the login failed: {error}") from None
     grant = StoredGrant(TokenKey(pending.resource, pending.metadata.issuer, client.client_id),
                         tokens, tuple(pending.scopes), pending.metadata, client)
-    logins = HubLogins(context.store, RefreshLock(context.redis))
-    async with RefreshLock(context.redis).hold(upstream.user_id, upstream.id):
-        await logins.save(upstream.user_id, upstream.id, grant, new_login=True)
+    lock = RefreshLock(context.redis)
+    async with lock.hold(upstream.user_id, upstream.id):  # not under a refresh of the old one
+        await StoredLogin(context.store, lock, upstream.user_id, upstream.id).save(
+            grant, new_login=True)
     log.info("user %s connected upstream %s (OAuth login at %s)", upstream.user_id,
              upstream.id, pending.metadata.issuer)
     return Finished(upstream.user_id, upstream.id, upstream.name, pending.return_to)
@@ -202,11 +215,11 @@ async def logout(context: HubContext, upstream: UpstreamRecord, *,
     """Revoke the owner's login to `upstream` at its authorization server (refresh token,
     then access token: RFC 7009) and delete it; a revocation that fails is reported, and the
     login is deleted anyway (a logout always forgets)."""
-    options = options or LoginOptions()
+    options = options or LoginOptions.of(context)
     report = LogoutReport()
-    logins = HubLogins(context.store, RefreshLock(context.redis))
-    async with RefreshLock(context.redis).hold(upstream.user_id, upstream.id):
-        grant = await logins.load(upstream)
+    lock = RefreshLock(context.redis)
+    async with lock.hold(upstream.user_id, upstream.id):
+        grant = await StoredLogin(context.store, lock, upstream.user_id, upstream.id).load()
         if grant is not None:
             await revoke_grant(options.http, grant, report)
         if await context.store.upstream_logins.delete(upstream.user_id, upstream.id):

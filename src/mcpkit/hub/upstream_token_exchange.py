@@ -164,6 +164,11 @@ class UpstreamTokenExchange:
         self._credentials = ClientCredentials(oidc.client_id, client_secret)
         self.http = http if http is not None else OAuthHttp(
             timeout_s=settings.oidc_timeout_s, max_bytes=settings.oidc_max_document_bytes)
+        # the upstream's metadata: a URL a user gave, so under the hub's SSRF rule (the
+        # provider is the operator's: any address)
+        self.upstream_http = OAuthHttp(timeout_s=settings.oidc_timeout_s,
+                                       max_bytes=settings.oidc_max_document_bytes,
+                                       allow_private=settings.allow_private_upstreams)
         self.cache = ExchangedTokens(settings.token_exchange_cache_bytes
                                      if cache_bytes is None else cache_bytes)
         self._flights: dict[CacheKey, anyio.Lock] = {}
@@ -263,7 +268,7 @@ class UpstreamTokenExchange:
         if url is None:
             raise UpstreamUnavailable(f"{upstream.name}: token exchange needs an HTTP upstream")
         try:
-            prm = await find_resource(self.http, url, None)
+            prm = await find_resource(self.upstream_http, url, None)
         except AuthorizationError as error:
             raise UpstreamUnavailable(f"{upstream.name}: token exchange: {error}") from None
         if prm is None:

@@ -13,7 +13,8 @@ Tables (every foreign key to a user or an upstream cascades on delete):
     oauth_clients         OAuth clients registered by DCR (RFC 7591): public, redirect URIs
     oauth_codes           authorization codes, stored as sha256, single use (hub/oauth/)
     oauth_consents        which scopes a user granted a client (a second login skips consent)
-    oauth_refresh_tokens  refresh tokens as sha256, one family per login, rotated on use
+    oauth_refresh_tokens  refresh tokens as sha256, one family per login, rotated on use,
+                          bound to a DPoP key when the login began with a proof
     oauth_signing_keys    the hub's access-token signing keys (private JWK, sealed)
     upstream_logins       a user's OAuth login to one of their upstreams (the grant, sealed)
     upstream_login_states the pending starts of such logins, by the sha256 of their `state`
@@ -249,6 +250,7 @@ class AuditEvent(Base):
 
 OAUTH_CLIENT_ID_LENGTH = 64
 HASH_LENGTH = 64  # sha256 hex
+JKT_LENGTH = 128  # an RFC 7638 SHA-256 thumbprint is 43 characters
 
 
 class OAuthClient(Base):
@@ -281,6 +283,8 @@ class OAuthCode(Base):
     code_challenge: Mapped[str] = mapped_column(String(128))
     code_challenge_method: Mapped[str] = mapped_column(String(8))
     family_id: Mapped[str] = mapped_column(String(HASH_LENGTH))  # the refresh family it starts
+    # RFC 9449 §10: the DPoP key the token request must prove (the request's dpop_jkt)
+    dpop_jkt: Mapped[str | None] = mapped_column(String(JKT_LENGTH))
     expires_at: Mapped[datetime] = mapped_column(index=True)  # the purge
     used_at: Mapped[datetime | None]
 
@@ -304,6 +308,8 @@ class OAuthRefreshToken(Base):
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
     scope: Mapped[str] = mapped_column(Text)
     resource: Mapped[str] = mapped_column(Text)
+    # RFC 9449 §5: the thumbprint of the DPoP key the token is bound to (None: bearer)
+    dpop_jkt: Mapped[str | None] = mapped_column(String(JKT_LENGTH))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     expires_at: Mapped[datetime] = mapped_column(index=True)  # the purge
     used_at: Mapped[datetime | None]  # rotated: presenting it again is reuse

@@ -5,12 +5,16 @@
     server.py        Authlib's grant mechanics over the store (code + PKCE S256, refresh
                      rotation, revocation, RFC 9207 iss)
     keys.py          RFC 9068 access tokens for /mcp: signing key, issuing, local checks
+    dpop.py          DPoP (RFC 9449): proofs at the token endpoint, the replay cache (Redis
+                     when replicas share one, fail closed), the /mcp gate's DPoPGuard
     registration.py  DCR metadata checks (RFC 7591)
+    client_documents.py  client ID metadata documents: an https client_id fetched (SSRF-
+                     guarded, bounded, cached), checked and used as a public client
     pages.py         the sign-in and consent pages (HTML, escaped, CSRF token)
 
 Users sign in with a hub account whose password an operator sets
 (`mcpkit hub user set-password NAME`, hashed by mcpkit.hub.passwords). All state lives in the
-database (store.oauth), so any replica serves any step.
+database (store.oauth) and the DPoP replay cache in Redis, so any replica serves any step.
 """
 
 from __future__ import annotations

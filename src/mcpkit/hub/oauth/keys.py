@@ -15,7 +15,8 @@ re-read + the access-token lifetime + the leeway: no token it signed can still b
 deleted - at the next rotation or re-read - and tokens signed with it are refused.
 
     AccessTokens(store, box, settings)   issue_with(key, user_id=, client_id=, scope=,
-                                                    family_id=) -> jwt
+                                                    family_id=, jkt=) -> jwt
+                                         await bound_user(token) -> (UserRecord, jkt) | None
                                          await user(token) -> UserRecord | None  (the gate)
                                          jwks() -> the public key set (/oauth/jwks)
 
@@ -26,6 +27,9 @@ token belongs to - its refresh family, the `sid` claim - must not be revoked: re
 every `settings.oauth_revocation_check_s` (10 s) per login, so a revocation (RFC 7009) or a
 detected refresh-token reuse ends the login's live access tokens within that time at every
 replica, not when they expire.
+
+A token issued on a DPoP proof carries `cnf.jkt` (RFC 9449 §6): `bound_user` hands the
+thumbprint to the gate, which then requires the DPoP scheme and a proof by that key.
 """
 
 from __future__ import annotations
@@ -91,7 +95,8 @@ class AccessTokens:
         self._users: dict[int, tuple[float, UserRecord]] = {}
         self._revocation_check_s = settings.oauth_revocation_check_s
         self._logins: dict[str, tuple[float, bool]] = {}  # sid -> (read at, revoked)
-        self._verified: dict[str, tuple[float, int, str]] = {}  # sha256 -> (exp, user, sid)
+        # sha256 -> (exp, user, sid, cnf.jkt)
+        self._verified: dict[str, tuple[float, int, str, str | None]] = {}
         self.policy = AccessTokenPolicy(issuer=self.issuer, audience=self.resource,
                                         algorithms=(ALGORITHM,), leeway_s=LEEWAY_S)
 
@@ -139,8 +144,9 @@ class AccessTokens:
         return self._keys[kid]
 
     def issue_with(self, key: ECKey, *, user_id: int, client_id: str, scope: str,
-                   family_id: str, now: float | None = None) -> str:
-        """A signed access token (synchronous: Authlib's token generator calls it)."""
+                   family_id: str, jkt: str | None = None, now: float | None = None) -> str:
+        """A signed access token (synchronous: Authlib's token generator calls it), bound to
+        the DPoP key whose thumbprint is `jkt` when one is given."""
         issued = int(now if now is not None else self._clock())
         claims: dict[str, Any] = {
             "iss": self.issuer, "sub": str(user_id), "aud": self.resource,
@@ -149,6 +155,8 @@ class AccessTokens:
         }
         if scope:
             claims["scope"] = scope
+        if jkt is not None:
+            claims["cnf"] = {"jkt": jkt}
         header = {"alg": ALGORITHM, "typ": "at+jwt", "kid": key.kid}
         return jwt.encode(header, claims, key)
 
@@ -158,10 +166,17 @@ class AccessTokens:
 
     async def user(self, token: str) -> UserRecord | None:
         """The enabled user a valid access token of the hub names, else None."""
+        bound = await self.bound_user(token)
+        return None if bound is None else bound[0]
+
+    async def bound_user(self, token: str) -> tuple[UserRecord, str | None] | None:
+        """The enabled user a valid access token of the hub names and the thumbprint of the
+        DPoP key it is bound to (None for a bearer token), else None."""
         digest = hash_token(token)
         known = self._verified.get(digest)
         if known is not None and self._clock() < known[0]:
-            return await self._live_user(known[1], known[2])
+            user = await self._live_user(known[1], known[2])
+            return None if user is None else (user, known[3])
         try:
             info, family_id = await self._checked(token)
             user_id = int(info.subject)
@@ -170,8 +185,9 @@ class AccessTokens:
         if info.expires_at is not None:
             if len(self._verified) >= MAX_CACHED_TOKENS:
                 self._verified.clear()
-            self._verified[digest] = (info.expires_at, user_id, family_id)
-        return await self._live_user(user_id, family_id)
+            self._verified[digest] = (info.expires_at, user_id, family_id, info.jkt)
+        user = await self._live_user(user_id, family_id)
+        return None if user is None else (user, info.jkt)
 
     async def login_of(self, token: str) -> tuple[str, str] | None:
         """(client id, login id) of a valid access token of the hub, else None: what a

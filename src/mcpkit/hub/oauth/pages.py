@@ -53,14 +53,17 @@ def sign_in_page(action: str, csrf: str, client_name: str, *, error: str | None 
                  + _form(action, csrf, inner) + external, status)
 
 
-def consent_page(action: str, csrf: str, client_name: str, user: str, scope: str
-                 ) -> HTMLResponse:
+def consent_page(action: str, csrf: str, client_name: str, user: str, scope: str, *,
+                 redirect_host: str) -> HTMLResponse:
+    """Names the redirect URI's host: the MCP authorization spec requires it to be shown
+    (a metadata document cannot stop another app from claiming a loopback redirect)."""
     inner = ('<input type="hidden" name="prompt" value="consent">'
              '<button type="submit" name="action" value="allow">Allow</button>'
              '<button type="submit" name="action" value="deny">Deny</button>')
     return _page("Allow access?",
                  f"<p><b>{html.escape(client_name)}</b> asks to use the hub's MCP endpoint "
                  f"as <b>{html.escape(user)}</b> (scope: {html.escape(scope)}).</p>"
+                 f"<p>After this you are sent back to <b>{html.escape(redirect_host)}</b>.</p>"
                  + _form(action, csrf, inner))
 
 

@@ -8,11 +8,11 @@ redirect URIs are https, or http on a loopback address (RFC 8252 §7.3).
 
 from __future__ import annotations
 
+import ipaddress
 import urllib.parse
 from typing import Any
 
 from mcpkit.errors import InvalidArgument
-from mcpkit.hub.oauth.server import is_loopback_redirect
 from mcpkit.hub.store.oauth import ClientRecord
 
 MAX_REGISTRATION_BYTES = 16 * 1024
@@ -31,6 +31,16 @@ class RegistrationRefused(InvalidArgument):
         super().__init__(description)
         self.error = error
         self.description = description
+
+
+def is_loopback_redirect(uri: str) -> bool:
+    parts = urllib.parse.urlsplit(uri)
+    if parts.scheme != "http" or parts.hostname is None:
+        return False
+    try:
+        return ipaddress.ip_address(parts.hostname).is_loopback
+    except ValueError:
+        return False
 
 
 def _metadata_error(description: str) -> RegistrationRefused:

@@ -35,9 +35,12 @@ from authlib.oauth2.rfc6749.errors import OAuth2Error
 from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
+from mcpkit.auth.resource import InvalidDPoPProof
 from mcpkit.errors import PeerError
 from mcpkit.hub.crypto import CredentialError, tokens_equal
 from mcpkit.hub.oauth import oidc_routes, pages
+from mcpkit.hub.oauth.client_documents import ClientDocumentRefused, is_document_client_id
+from mcpkit.hub.oauth.dpop import ReplayCheckUnavailable
 from mcpkit.hub.oauth.registration import (
     MAX_REGISTRATION_BYTES,
     RegistrationRefused,
@@ -228,9 +231,19 @@ async def _endpoint(request: Request, name: str) -> Response:
     except BadRequest as bad:
         return _oauth_error(bad.status, "invalid_request", bad.message)
     server = service.server
+    url = service.settings.issuer + request.url.path
+    jkt = None
+    if name == "token":
+        try:  # RFC 9449 §5: a proof binds what this request issues to its key
+            jkt = await service.dpop.token_request_key(request.headers.getlist("dpop"), url)
+        except InvalidDPoPProof as refused:
+            return _oauth_error(400, "invalid_dpop_proof", refused.description)
+        except ReplayCheckUnavailable as unavailable:
+            response = _oauth_error(503, "temporarily_unavailable", str(unavailable))
+            response.headers["Retry-After"] = "1"
+            return response
     try:
-        oauth_request = plain_request("POST", service.settings.issuer + request.url.path, form,
-                                      request.headers)
+        oauth_request = plain_request("POST", url, form, request.headers, dpop_jkt=jkt)
         if name == "token":
             reply: Reply = await server.run(server.create_token_response, oauth_request)
         else:
@@ -258,7 +271,12 @@ async def _authorize(request: Request, form: dict[str, str] | None) -> Response:
     except OAuth2Error as error:
         return _authorization_error(server.handle_error_response(oauth_request, error),
                                     service.settings.issuer, error)
-    client_name = grant.client.record.client_name or grant.client.get_client_id()
+    client = grant.client
+    client_name = client.record.client_name or client.public_id
+    if is_document_client_id(client.public_id):  # the name is the document's own claim
+        client_name = f"{client_name} ({client.public_id})"
+    redirect_host = urllib.parse.urlsplit(oauth_request.payload.redirect_uri or "").hostname
+    redirect_host = redirect_host or "?"
     action = AUTHORIZE_PATH + (f"?{request.url.query}" if request.url.query else "")
     csrf = request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(24)
     user = await _signed_in_user(context, request)
@@ -286,6 +304,11 @@ async def _authorize(request: Request, form: dict[str, str] | None) -> Response:
             if form["action"] == "deny":
                 return _redirect(await server.run(server.create_authorization_response,
                                                   oauth_request, None, grant))
+            if is_document_client_id(client.public_id):
+                try:  # stored once a signed-in user consents, not for every visitor
+                    await server.documents.remember(client.record)
+                except ClientDocumentRefused as refused:
+                    return pages.error_page(str(refused), 429)
             await context.store.oauth.record_consent(user.id, grant.client.get_client_id(),
                                                      (oauth_request.scope or "").split())
             return _redirect(await server.run(server.create_authorization_response,
@@ -299,7 +322,8 @@ async def _authorize(request: Request, form: dict[str, str] | None) -> Response:
         response = _redirect(await server.run(server.create_authorization_response,
                                               oauth_request, user, grant))
     else:
-        response = pages.consent_page(action, csrf, client_name, user.name, " ".join(scope))
+        response = pages.consent_page(action, csrf, client_name, user.name, " ".join(scope),
+                                      redirect_host=redirect_host)
     return _with_cookies(response, service, csrf, session=new_session)
 
 

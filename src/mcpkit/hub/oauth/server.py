@@ -9,18 +9,29 @@ Authlib is synchronous; the hub's store is async. Each Authlib call runs in a wo
 
 Policy the hub adds on top of Authlib:
 - public clients only (`token_endpoint_auth_method` "none"): DCR issues no secrets;
+- a client id that is an https URL is a client metadata document's (client_documents.py):
+  fetched, checked, stored under its `cimd:` key and used like a DCR client; a refusal is
+  `invalid_client` saying why;
 - a `code_challenge` with method S256 is required on every authorization request (Authlib
   would let a request without one through);
 - `resource` (RFC 8707), when given, must be the hub's /mcp URL - the only resource it issues
   tokens for - at the authorization and the token endpoint;
 - a redirect URI must equal a registered one exactly, except that a loopback one (http on
-  127.0.0.1 or [::1]) may use any port (RFC 8252 §7.3: native apps bind an ephemeral port).
+  127.0.0.1 or [::1]) may use any port (RFC 8252 §7.3: native apps bind an ephemeral port);
+- DPoP (RFC 9449 §5): a token request with a valid proof (checked before Authlib runs, by
+  dpop.py; its key's thumbprint rides on the request as `dpop_jkt`) gets `token_type: DPoP`
+  and an access token with `cnf.jkt`. The refresh token of a login that began with a proof is
+  bound to that key: refreshing it needs a proof by the same key (store.oauth.use_refresh
+  refuses it otherwise, without spending it). A login that began without a proof stays a
+  bearer login for its refresh tokens; a refresh of it with a proof gets a bound access token.
+  An authorization request may name the key in advance (`dpop_jkt`, §10): its code is then
+  redeemed only with a proof by that key.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import logging
+import re
 import secrets
 import urllib.parse
 from collections.abc import Callable, Mapping
@@ -31,7 +42,13 @@ from typing import Any, TypeVar
 import anyio.from_thread
 import anyio.to_thread
 from authlib.oauth2 import AuthorizationServer, OAuth2Request
-from authlib.oauth2.rfc6749 import ClientMixin, InvalidRequestError, grants
+from authlib.oauth2.rfc6749 import (
+    ClientMixin,
+    InvalidClientError,
+    InvalidGrantError,
+    InvalidRequestError,
+    grants,
+)
 from authlib.oauth2.rfc6749.errors import OAuth2Error
 from authlib.oauth2.rfc6749.requests import BasicOAuth2Payload
 from authlib.oauth2.rfc6750 import BearerTokenGenerator
@@ -42,10 +59,16 @@ from joserfc.jwk import ECKey
 
 from mcpkit.errors import PeerError
 from mcpkit.hub.crypto import hash_token
+from mcpkit.hub.oauth.client_documents import (
+    ClientDocumentRefused,
+    ClientDocuments,
+    is_document_client_id,
+)
 from mcpkit.hub.oauth.keys import AccessTokens
+from mcpkit.hub.oauth.registration import is_loopback_redirect
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store import NotFound, Store, UserRecord
-from mcpkit.hub.store.oauth import ClientRecord, CodeRecord, RefreshRecord
+from mcpkit.hub.store.oauth import ClientRecord, CodeRecord, RefreshKeyMismatch, RefreshRecord
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +87,8 @@ for _grant_logger in (grants.authorization_code.__name__, grants.refresh_token._
 T = TypeVar("T")
 SCOPES_SUPPORTED = ("mcp",)
 """The hub's one scope: using its /mcp endpoint as the signed-in user."""
+# RFC 7638 SHA-256 thumbprint, base64url without padding: 43 characters
+_THUMBPRINT = re.compile(r"[A-Za-z0-9_-]{43}")
 REFRESH_TOKEN_BYTES = 32
 AUTHORIZATION_CODE_LENGTH = 48
 
@@ -73,16 +98,6 @@ class InvalidTargetError(OAuth2Error, PeerError):  # type: ignore[misc]
     OAuth2Error, so Authlib answers it, and a PeerError in mcpkit's tree)."""
 
     error = "invalid_target"
-
-
-def is_loopback_redirect(uri: str) -> bool:
-    parts = urllib.parse.urlsplit(uri)
-    if parts.scheme != "http" or parts.hostname is None:
-        return False
-    try:
-        return ipaddress.ip_address(parts.hostname).is_loopback
-    except ValueError:
-        return False
 
 
 def _without_port(uri: str) -> str:
@@ -120,6 +135,10 @@ class Login:
 
     user: UserRecord
     family_id: str
+    jkt: str | None = None
+    """The DPoP key this request proved: the access token is bound to it (`cnf.jkt`)."""
+    refresh_jkt: str | None = None
+    """The DPoP key the login's refresh tokens are bound to (None: a bearer login)."""
 
     @property
     def id(self) -> int:
@@ -127,10 +146,13 @@ class Login:
 
 
 class HubClient(ClientMixin):  # type: ignore[misc]
-    """A registered (DCR) public client, as Authlib asks about it."""
+    """A registered (DCR) or metadata-document public client, as Authlib asks about it.
+    `get_client_id()` is its stored id; `public_id` the id it goes by (a document client's
+    URL), which token claims and pages show."""
 
-    def __init__(self, record: ClientRecord) -> None:
+    def __init__(self, record: ClientRecord, public_id: str | None = None) -> None:
         self.record = record
+        self.public_id = public_id or record.client_id
 
     def get_client_id(self) -> str:
         return self.record.client_id
@@ -197,23 +219,27 @@ class HubRefreshToken:
 
 
 class RevocableToken:
-    def __init__(self, token_hash: str, client_id: str, access_token: str | None = None
-                 ) -> None:
+    def __init__(self, token_hash: str, client_id: str, access_token: str | None = None,
+                 public_id: str | None = None) -> None:
         self.token_hash = token_hash
         self.client_id = client_id
         self.access_token = access_token
         """Set when the token is shaped like one of the hub's JWT access tokens."""
+        self.public_id = public_id or client_id
+        """The client id access tokens name (`client_id` claim)."""
 
     def check_client(self, client: HubClient) -> bool:
         return client.get_client_id() == self.client_id
 
 
 def plain_request(method: str, url: str, data: Mapping[str, str],
-                  headers: Mapping[str, str], *, query: Mapping[str, str] | None = None
-                  ) -> OAuth2Request:
+                  headers: Mapping[str, str], *, query: Mapping[str, str] | None = None,
+                  dpop_jkt: str | None = None) -> OAuth2Request:
     """An Authlib request over already-read values: `data` is the payload (the query of an
-    authorization request, the form of a token request)."""
+    authorization request, the form of a token request); `dpop_jkt` the thumbprint of the
+    key a token request's DPoP proof was checked against (dpop.py)."""
     request = _PlainRequest(method, url, headers=dict(headers))
+    request.dpop_jkt = dpop_jkt
     request.payload = BasicOAuth2Payload(dict(data))
     request.query_values = dict(query if query is not None else data)
     request.form_values = dict(data)
@@ -223,6 +249,7 @@ def plain_request(method: str, url: str, data: Mapping[str, str],
 class _PlainRequest(OAuth2Request):  # type: ignore[misc]
     query_values: dict[str, str]
     form_values: dict[str, str]
+    dpop_jkt: str | None
 
     @property
     def args(self) -> dict[str, str]:
@@ -242,7 +269,8 @@ class HubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         self.tokens = tokens
         self.settings = settings
         self.signing_key: ECKey | None = None
-        self.register_token_generator("default", BearerTokenGenerator(
+        self.documents = ClientDocuments(store, settings)
+        self.register_token_generator("default", TokenGenerator(
             self._access_token, _refresh_token, self._expires_in))
         self.register_grant(CodeGrant, [S256Only(required=True)])
         self.register_grant(RotatingRefreshGrant)
@@ -261,6 +289,12 @@ class HubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         return anyio.from_thread.run(call, *args)
 
     def query_client(self, client_id: str) -> HubClient | None:
+        if isinstance(client_id, str) and is_document_client_id(client_id):
+            try:
+                document_client = self.wait(self.documents.client, client_id)
+            except ClientDocumentRefused as refused:
+                raise InvalidClientError(description=str(refused)) from None
+            return HubClient(document_client, public_id=client_id)
         if not isinstance(client_id, str) or len(client_id) > 64:
             return None
         record = self.wait(self.store.oauth.get_client, client_id)
@@ -272,7 +306,8 @@ class HubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
             return
         login: Login = request.user  # rotation: the same family goes on
         grant = RefreshRecord(login.family_id, request.client.get_client_id(), login.id,
-                              token.get("scope", ""), self.settings.mcp_url)
+                              token.get("scope", ""), self.settings.mcp_url,
+                              dpop_jkt=login.refresh_jkt)
         expires = datetime.now(UTC) + timedelta(seconds=self.settings.oauth_refresh_token_ttl_s)
         self.wait(self.store.oauth.save_refresh, hash_token(refresh), grant, expires)
 
@@ -292,11 +327,25 @@ class HubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
                       scope: str) -> str:
         assert self.signing_key is not None
         return self.tokens.issue_with(self.signing_key, user_id=user.id,
-                                      client_id=client.get_client_id(), scope=scope,
-                                      family_id=user.family_id)
+                                      client_id=client.public_id, scope=scope,
+                                      family_id=user.family_id, jkt=user.jkt)
 
     def _expires_in(self, client: HubClient, grant_type: str) -> int:
         return int(self.settings.oauth_access_token_ttl_s)
+
+
+class TokenGenerator(BearerTokenGenerator):  # type: ignore[misc]
+    """Authlib's token response, typed `DPoP` when the access token is bound to a key
+    (RFC 9449 §5: the client then presents it with the DPoP scheme)."""
+
+    def generate(self, grant_type: str, client: HubClient, user: Login | None = None,
+                 scope: str | None = None, expires_in: int | None = None,
+                 include_refresh_token: bool = True) -> dict[str, Any]:
+        token: dict[str, Any] = super().generate(grant_type, client, user, scope, expires_in,
+                                                 include_refresh_token)
+        if user is not None and user.jkt is not None:
+            token["token_type"] = "DPoP"
+        return token
 
 
 def _refresh_token(*_args: Any, **_kwargs: Any) -> str:
@@ -324,7 +373,11 @@ class CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
         redirect_uri: str = super().validate_authorization_request()
         values = self.request.payload.data
         error: InvalidRequestError | InvalidTargetError | None = None
-        if not values.get("code_challenge"):
+        jkt = values.get("dpop_jkt")
+        if jkt is not None and not _THUMBPRINT.fullmatch(jkt):
+            error = InvalidRequestError("dpop_jkt must be a JWK SHA-256 thumbprint (RFC 7638, "
+                                        "base64url)")
+        elif not values.get("code_challenge"):
             error = InvalidRequestError("PKCE is required: send code_challenge (S256)")
         elif values.get("code_challenge_method") != "S256":
             error = InvalidRequestError("code_challenge_method must be S256")
@@ -344,7 +397,8 @@ class CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
             client_id=request.client.get_client_id(), user_id=int(request.user.id),
             redirect_uri=request.payload.redirect_uri, scope=request.scope or "",
             resource=self.server.settings.mcp_url, code_challenge=values["code_challenge"],
-            code_challenge_method="S256", family_id=secrets.token_hex(16))
+            code_challenge_method="S256", family_id=secrets.token_hex(16),
+            dpop_jkt=values.get("dpop_jkt"))
         expires = datetime.now(UTC) + timedelta(seconds=self.server.settings.oauth_code_ttl_s)
         self.server.wait(self.server.store.oauth.save_code, hash_token(code), record, expires)
 
@@ -352,6 +406,9 @@ class CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
         _check_resource(self.server, self.request.form)
         record = self.server.wait(self.server.store.oauth.take_code, hash_token(code),
                                   client.get_client_id())
+        if record is not None and record.dpop_jkt not in (None, self.request.dpop_jkt):
+            raise InvalidGrantError("the code is bound to a DPoP key (dpop_jkt): the token "
+                                    "request needs a DPoP proof signed by it")
         return None if record is None else HubCode(record)
 
     def delete_authorization_code(self, authorization_code: HubCode) -> None:
@@ -359,7 +416,8 @@ class CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
 
     def authenticate_user(self, authorization_code: HubCode) -> Login | None:
         record = authorization_code.record
-        return _enabled_user(self.server, record.user_id, record.family_id)
+        jkt = self.request.dpop_jkt  # a login that begins with a proof is bound to its key
+        return _enabled_user(self.server, record.user_id, record.family_id, jkt, jkt)
 
 
 class RotatingRefreshGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
@@ -370,13 +428,18 @@ class RotatingRefreshGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
     def authenticate_refresh_token(self, refresh_token: str) -> HubRefreshToken | None:
         _check_resource(self.server, self.request.form)
         client_id = self.request.client.get_client_id()
-        record = self.server.wait(self.server.store.oauth.use_refresh,
-                                  hash_token(refresh_token), client_id)
+        try:
+            record = self.server.wait(self.server.store.oauth.use_refresh,
+                                      hash_token(refresh_token), client_id,
+                                      self.request.dpop_jkt)
+        except RefreshKeyMismatch as mismatch:
+            raise InvalidGrantError(str(mismatch)) from None
         return None if record is None else HubRefreshToken(record)
 
     def authenticate_user(self, refresh_token: HubRefreshToken) -> Login | None:
         record = refresh_token.record
-        return _enabled_user(self.server, record.user_id, record.family_id)
+        return _enabled_user(self.server, record.user_id, record.family_id,
+                             self.request.dpop_jkt, record.dpop_jkt)
 
     def revoke_old_credential(self, refresh_token: HubRefreshToken) -> None:
         return None  # marked used when it was presented; presenting it again revokes all
@@ -396,12 +459,12 @@ class Revocation(RevocationEndpoint):  # type: ignore[misc]
         value = request.form["token"]
         jwt_shaped = value.count(".") == 2
         return RevocableToken(hash_token(value), client.get_client_id(),
-                              value if jwt_shaped else None)
+                              value if jwt_shaped else None, client.public_id)
 
     def revoke_token(self, token: RevocableToken, request: OAuth2Request) -> None:
         if token.access_token is not None:
             login = self.server.wait(self.server.tokens.login_of, token.access_token)
-            if login is not None and login[0] == token.client_id:
+            if login is not None and login[0] == token.public_id:
                 self.server.wait(self.server.store.oauth.revoke_family, login[1],
                                  token.client_id)
             return
@@ -417,11 +480,11 @@ class Issuer(IssuerParameter):  # type: ignore[misc]
         return self.issuer
 
 
-def _enabled_user(server: HubAuthorizationServer, user_id: int, family_id: str
-                  ) -> Login | None:
+def _enabled_user(server: HubAuthorizationServer, user_id: int, family_id: str,
+                  jkt: str | None, refresh_jkt: str | None) -> Login | None:
     try:
         user: UserRecord = server.wait(server.store.users.get, user_id)
     except NotFound:  # deleted since
         return None
-    return None if user.disabled else Login(user, family_id)
+    return None if user.disabled else Login(user, family_id, jkt, refresh_jkt)
 

@@ -1,6 +1,7 @@
 """`OAuthService`: the hub's authorization server as one object on the hub's context - the
-access-token key and checks (keys.py) and Authlib's server over the store (server.py) - made
-by the built-in `oauth_component` once the store is open."""
+access-token key and checks (keys.py), Authlib's server over the store (server.py) and the
+DPoP checks with their replay cache (dpop.py: in Redis when the hub has it) - made by the
+built-in `oauth_component` once the store (and Redis) is open."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import anyio
 from starlette.responses import Response
 
 from mcpkit.hub.crypto import SecretBox
+from mcpkit.hub.oauth.dpop import DPOP_ALGORITHMS, HubDPoP
 from mcpkit.hub.oauth.keys import AccessTokens
 from mcpkit.hub.oauth.oidc import OidcSignIn
 from mcpkit.hub.oauth.server import SCOPES_SUPPORTED, HubAuthorizationServer
@@ -45,6 +47,8 @@ class OAuthService:
     """Seals the sign-in session cookie."""
     password_checks: anyio.CapacityLimiter
     """Bounds the argon2 checks running at once (settings.oauth_max_password_checks)."""
+    dpop: HubDPoP
+    """DPoP proofs at the token endpoint and /mcp, and their replay cache."""
     oidc: OidcSignIn | None = None
     """Sign-in with the OpenID Connect provider (settings.oidc_issuer), when one is set."""
     token_exchange: UpstreamTokenExchange | None = None
@@ -81,6 +85,8 @@ class OAuthService:
             "token_endpoint_auth_methods_supported": ["none"],
             "revocation_endpoint_auth_methods_supported": ["none"],
             "authorization_response_iss_parameter_supported": True,
+            "dpop_signing_alg_values_supported": list(DPOP_ALGORITHMS),
+            "client_id_metadata_document_supported": True,
         }
 
     def resource_metadata(self) -> dict[str, object]:
@@ -89,7 +95,7 @@ class OAuthService:
 
         return protected_resource_metadata(
             self.settings.mcp_url, [self.settings.issuer], list(SCOPES_SUPPORTED),
-            resource_name="mcpkit hub")
+            resource_name="mcpkit hub", dpop_signing_alg_values_supported=DPOP_ALGORITHMS)
 
 
 @asynccontextmanager
@@ -106,7 +112,8 @@ async def oauth_component(context: HubContext) -> AsyncIterator[OAuthService]:
     service = OAuthService(settings, tokens,
                            HubAuthorizationServer(context.store, tokens, settings),
                            context.box,
-                           anyio.CapacityLimiter(settings.oauth_max_password_checks), oidc,
+                           anyio.CapacityLimiter(settings.oauth_max_password_checks),
+                           HubDPoP.for_hub(settings, context.redis), oidc,
                            exchange)
     context.oauth = service
     try:

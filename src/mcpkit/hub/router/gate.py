@@ -4,6 +4,12 @@
    is a JWT → the user of one of the hub's own OAuth access tokens (`AccessTokens.user`:
    signature, issuer, audience = the hub's /mcp URL, expiry, user enabled, its login (`sid`)
    not revoked - re-read at most every `oauth_revocation_check_s`, 10 s).
+   An OAuth access token bound to a DPoP key (`cnf.jkt`, issued on a proof at the token
+   endpoint) must come as `Authorization: DPoP <token>` with a `DPoP` proof for this request
+   (RFC 9449 §7: htm, htu = the hub's public /mcp URL, iat freshness, ath, the bound key, a
+   jti never seen before by any replica - `OAuthService.dpop`); as `Bearer` it is refused (no
+   downgrade), and so is `DPoP` with an unbound token. Those refusals are 401 with a `DPoP`
+   challenge naming the check that failed; a replay cache that cannot answer is 503.
    The principal is the same user id either way. Else 401 with `WWW-Authenticate: Bearer
    realm=…, resource_metadata="…/.well-known/oauth-protected-resource/mcp"` (RFC 9728: how
    an MCP client finds the hub's authorization server) and a JSON-RPC error body. A token
@@ -29,10 +35,18 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from mcpkit.auth.resource import (
+    AuthInfo,
+    InvalidToken,
+    TokenRequest,
+    challenge_header,
+    presented_token,
+)
 from mcpkit.hub.crypto import hash_token
 from mcpkit.hub.ratelimit import user_key
 from mcpkit.hub.store import Store, UserRecord
@@ -53,7 +67,27 @@ RevocationCheck = Callable[[str], Awaitable[bool]]
 class AccessTokenCheck(Protocol):
     """The hub's OAuth access tokens (mcpkit.hub.oauth.keys.AccessTokens)."""
 
-    async def user(self, token: str) -> UserRecord | None: ...
+    async def bound_user(self, token: str) -> tuple[UserRecord, str | None] | None: ...
+
+
+class ProofCheck(Protocol):
+    """The DPoP checks of a request whose token was verified (server.authorization's
+    DPoPGuard): InvalidToken when the presentation or the proof is wrong."""
+
+    async def check(self, request: TokenRequest, info: AuthInfo) -> object: ...
+
+
+@dataclass(frozen=True, slots=True)
+class DPoPChecks:
+    """How the gate checks DPoP-bound tokens (the hub's OAuthService.dpop)."""
+
+    guard: ProofCheck
+    resource_url: str
+    """The public /mcp URL: a proof's `htu` must name it (replicas share one)."""
+    algorithms: tuple[str, ...]
+    """Named in the DPoP challenge (`algs`)."""
+    unavailable: tuple[type[Exception], ...] = ()
+    """Errors meaning the check could not be made (the shared replay cache is down): 503."""
 
 
 class TokenCache:
@@ -89,11 +123,15 @@ class McpGate:
         auth_failures: AuthFailures | None = None,
         access_tokens: AccessTokenCheck | None = None,
         resource_metadata: str | None = None,
+        dpop: DPoPChecks | None = None,
     ) -> None:
+        """`dpop`: None refuses DPoP-bound tokens (there is no authorization server)."""
         self.app = app
         self.access_tokens = access_tokens
+        self.resource_metadata = resource_metadata
         self.challenge = 'Bearer realm="mcpkit-hub"' + (
             f', resource_metadata="{resource_metadata}"' if resource_metadata else "")
+        self.dpop = dpop
         self.tokens = tokens
         self.auth_failures = auth_failures if auth_failures is not None else AuthFailures()
         self.limiter = limiter
@@ -111,21 +149,20 @@ class McpGate:
                           "from this address; retry later",
                           {"retry-after": str(max(1, math.ceil(wait)))})
             return
-        token = _bearer(headers.get("authorization", ""))
-        user = await self._user(token) if token else None
-        if user is None:
-            self.auth_failures.failed(peer)
-            await _refuse(send, 401, "a token is required: Authorization: Bearer <API token "
-                          "or OAuth access token>" if not token else "the token is not valid",
-                          {"www-authenticate": self.challenge
-                           + ("" if not token else ', error="invalid_token"')})
+        found = await self._authenticated(scope, peer, send)
+        if found is None:
             return
+        presented, user, jkt = found
         if self.limiter is not None:
             wait = await self.limiter(user_key(user.id))
             if wait is not None:
                 await _refuse(send, 429, "rate limit exceeded; retry later",
                               {"retry-after": str(max(1, math.ceil(wait)))})
                 return
+        # after the rate limit: a user's proofs reach the replay cache at most at that rate
+        if (jkt is not None or presented.scheme == "DPoP") and \
+                not await self._proof_holds(presented, user, jkt, peer, send):
+            return
         session_id = headers.get("mcp-session-id")
         if session_id and self.revoked is not None and await self.revoked(session_id):
             await _refuse(send, 404, "Session not found", {})
@@ -133,15 +170,65 @@ class McpGate:
         await self.app({**scope, PRINCIPAL_KEY: str(user.id)}, receive, send)
 
 
-    async def _user(self, token: str) -> UserRecord | None:
+    async def _authenticated(self, scope: Scope, peer: str, send: Send
+                             ) -> tuple[TokenRequest, UserRecord, str | None] | None:
+        """What the request presented, the user its token names and the DPoP key the token
+        is bound to; None when it was refused (401)."""
+        url = self.dpop.resource_url if self.dpop is not None else ""
+        try:
+            presented = presented_token(scope.get("method", "POST"), url,
+                                        _values(scope, b"authorization"), _values(scope, b"dpop"))
+        except InvalidToken as malformed:
+            self.auth_failures.failed(peer)
+            await _refuse(send, 401, malformed.description,
+                          {"www-authenticate": self.challenge + ', error="invalid_token"'})
+            return None
+        caller = await self._caller(presented.token) if presented is not None else None
+        if presented is None or caller is None:
+            self.auth_failures.failed(peer)
+            await _refuse(send, 401, "a token is required: Authorization: Bearer <API token "
+                          "or OAuth access token>" if presented is None
+                          else "the token is not valid",
+                          {"www-authenticate": self.challenge
+                           + ("" if presented is None else ', error="invalid_token"')})
+            return None
+        return presented, *caller
+
+    async def _caller(self, token: str) -> tuple[UserRecord, str | None] | None:
+        """The user a token names and the DPoP key it is bound to (API tokens: none)."""
         if token.count(".") == 2 and self.access_tokens is not None:
-            return await self.access_tokens.user(token)
-        return await self.tokens.user(token)
+            return await self.access_tokens.bound_user(token)
+        user = await self.tokens.user(token)
+        return None if user is None else (user, None)
+
+    async def _proof_holds(self, presented: TokenRequest, user: UserRecord, jkt: str | None,
+                           peer: str, send: Send) -> bool:
+        """Whether a bound token came as DPoP with a good proof; else refused (401 with a
+        DPoP challenge naming the check, or 503 when the replay check cannot be made)."""
+        checks = self.dpop
+        unavailable_errors = checks.unavailable if checks is not None else ()
+        try:
+            if checks is None:
+                raise InvalidToken("this endpoint takes no DPoP-bound tokens")
+            await checks.guard.check(presented, AuthInfo(subject=str(user.id), jkt=jkt))
+        except InvalidToken as refused:
+            self.auth_failures.failed(peer)
+            challenge = challenge_header(
+                "DPoP", resource_metadata=self.resource_metadata, error=refused.error,
+                description=refused.description,
+                algs=checks.algorithms if checks is not None and checks.algorithms else None)
+            await _refuse(send, 401, refused.description, {"www-authenticate": challenge})
+            return False
+        except unavailable_errors as unavailable:
+            await _refuse(send, 503, str(unavailable), {"retry-after": "1"})
+            return False
+        return True
 
 
-def _bearer(value: str) -> str:
-    scheme, _, token = value.partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else ""
+def _values(scope: Scope, name: bytes) -> list[str]:
+    """Every value of one request header (a repeated Authorization or DPoP is refused)."""
+    return [value.decode("latin-1") for key, value in scope.get("headers", ())
+            if key.lower() == name]
 
 
 async def _refuse(send: Send, status: int, message: str, headers: dict[str, str]) -> None:

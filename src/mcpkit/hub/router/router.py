@@ -34,7 +34,7 @@ from mcpkit.hub.router import handlers
 from mcpkit.hub.router.audit import AuditBuffer
 from mcpkit.hub.router.directory import Directory, Route, View
 from mcpkit.hub.router.events import Event, EventBus
-from mcpkit.hub.router.gate import McpGate, TokenCache
+from mcpkit.hub.router.gate import DPoPChecks, McpGate, TokenCache
 from mcpkit.hub.router.pool import UpstreamPool
 from mcpkit.hub.router.sessions import SealedSessions, session_digest
 from mcpkit.hub.store import AuditEntry, Catalog, Outcome, UpstreamRecord
@@ -111,9 +111,7 @@ class HubRouter:
         self.gate = McpGate(self.mcp, TokenCache(self.store), limiter=context.limiter.acquire,
                             revoked=self._revoked if self.redis is not None else None,
                             auth_failures=context.auth_failures,
-                            access_tokens=context.oauth.tokens if context.oauth else None,
-                            resource_metadata=context.oauth.resource_metadata_url
-                            if context.oauth else None)
+                            **_oauth_gate_options(context))
 
     # --- serving ------------------------------------------------------------------------------
 
@@ -326,3 +324,18 @@ class McpEndpoint:
                                    content_type="text/plain")
             return
         await router(scope, receive, send)
+
+
+def _oauth_gate_options(context: HubContext) -> dict[str, Any]:
+    """What the /mcp gate needs of the hub's authorization server: its access-token checks,
+    the resource metadata URL for challenges, and the DPoP checks (with the replay cache
+    replicas share through Redis)."""
+    from mcpkit.hub.oauth.dpop import DPOP_ALGORITHMS, ReplayCheckUnavailable
+
+    oauth = context.oauth
+    if oauth is None:
+        return {}
+    dpop = DPoPChecks(oauth.dpop.guard, context.settings.mcp_url, DPOP_ALGORITHMS,
+                      (ReplayCheckUnavailable,))
+    return {"access_tokens": oauth.tokens, "resource_metadata": oauth.resource_metadata_url,
+            "dpop": dpop}

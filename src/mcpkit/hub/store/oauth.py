@@ -2,11 +2,11 @@
 step of a login (hub/oauth/): DCR clients, authorization codes, consents, refresh-token
 families and the signing key.
 
-    clients     create, get, count
+    clients     create, get, count, put (a client metadata document's, on each fetch)
     codes       save, take (single use: a second take revokes what the first one started)
     consents    granted(user, client, scope), record
-    refresh     save, use (rotation: a used token presented again revokes its family),
-                revoke_family_of
+    refresh     save, use (rotation: a used token presented again revokes its family; a
+                DPoP-bound one only with a proof by its key), revoke_family_of
     signing keys list (newest generation first: it signs), add the next generation (one
                 replica wins a race), age, retire (those superseded long enough);
                 private JWKs sealed with the hub's key
@@ -32,9 +32,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from mcpkit.errors import PeerError
 from mcpkit.hub.db.models import (
     OAuthClient,
     OAuthCode,
@@ -71,6 +73,13 @@ class CodeRecord:
     code_challenge: str
     code_challenge_method: str
     family_id: str
+    dpop_jkt: str | None = None
+    """RFC 9449 §10: the DPoP key the token request must prove (None: any or none)."""
+
+
+class RefreshKeyMismatch(PeerError):
+    """A live refresh token bound to a DPoP key was presented without a proof by that key
+    (RFC 9449 §5): refused, and not spent (its holder may still use it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +89,16 @@ class RefreshRecord:
     user_id: int
     scope: str
     resource: str
+    dpop_jkt: str | None = None
+    """The thumbprint of the DPoP key the token is bound to (None: a bearer token)."""
+
+
+def _client_columns(client: ClientRecord) -> dict[str, object]:
+    return {"client_id": client.client_id, "client_name": client.client_name,
+            "redirect_uris": list(client.redirect_uris),
+            "application_type": client.application_type,
+            "grant_types": list(client.grant_types),
+            "token_endpoint_auth_method": client.token_endpoint_auth_method}
 
 
 def _client(row: OAuthClient) -> ClientRecord:
@@ -107,6 +126,25 @@ class OAuthState:
                 token_endpoint_auth_method=client.token_endpoint_auth_method,
                 created_at=self._clock()))
 
+    async def put_client(self, client: ClientRecord) -> None:
+        """Store `client`, or replace the stored one of that id (a metadata document's client,
+        fetched again). Two replicas storing the same new client at once: one insert wins,
+        the other's is retried as an update."""
+        for attempt in range(2):
+            try:
+                async with self._db.write() as session:
+                    row = await session.get(OAuthClient, client.client_id)
+                    if row is None:
+                        session.add(OAuthClient(created_at=self._clock(),
+                                                **_client_columns(client)))
+                    else:
+                        for name, value in _client_columns(client).items():
+                            setattr(row, name, value)
+                return
+            except IntegrityError:
+                if attempt:
+                    raise
+
     async def get_client(self, client_id: str) -> ClientRecord | None:
         async with self._db.read() as session:
             row = await session.get(OAuthClient, client_id)
@@ -127,6 +165,7 @@ class OAuthState:
                 redirect_uri=code.redirect_uri, scope=code.scope, resource=code.resource,
                 code_challenge=code.code_challenge,
                 code_challenge_method=code.code_challenge_method, family_id=code.family_id,
+                dpop_jkt=code.dpop_jkt,
                 expires_at=expires_at, used_at=None))
 
     async def take_code(self, code_hash: str, client_id: str) -> CodeRecord | None:
@@ -143,7 +182,7 @@ class OAuthState:
             if row is not None:
                 return CodeRecord(row.client_id, row.user_id, row.redirect_uri, row.scope,
                                   row.resource, row.code_challenge, row.code_challenge_method,
-                                  row.family_id)
+                                  row.family_id, row.dpop_jkt)
             used = await session.scalar(select(OAuthCode.family_id).where(
                 OAuthCode.code_hash == code_hash, OAuthCode.used_at.is_not(None)))
             if used is not None:
@@ -180,14 +219,19 @@ class OAuthState:
             session.add(OAuthRefreshToken(
                 token_hash=token_hash, family_id=grant.family_id, client_id=grant.client_id,
                 user_id=grant.user_id, scope=grant.scope, resource=grant.resource,
-                created_at=self._clock(), expires_at=expires_at, used_at=None,
-                revoked_at=None))
+                dpop_jkt=grant.dpop_jkt, created_at=self._clock(), expires_at=expires_at,
+                used_at=None, revoked_at=None))
 
-    async def use_refresh(self, token_hash: str, client_id: str) -> RefreshRecord | None:
+    async def use_refresh(self, token_hash: str, client_id: str, jkt: str | None = None
+                          ) -> RefreshRecord | None:
         """The grant of a live refresh token, marked used (rotation: the caller issues the
         next one in the same family). A used token presented again is reuse: the whole
-        family is revoked (OAuth 2.1 §4.3.1), so neither the thief nor the client can go on."""
+        family is revoked (OAuth 2.1 §4.3.1), so neither the thief nor the client can go on.
+        A token bound to a DPoP key is used only when `jkt` (the key the request proved) is
+        that key; otherwise RefreshKeyMismatch, and the token stays unused."""
         now = self._clock()
+        bound = OAuthRefreshToken.dpop_jkt
+        key_matches = bound.is_(None) if jkt is None else or_(bound.is_(None), bound == jkt)
         async with self._db.write() as session:
             row = await session.scalar(
                 update(OAuthRefreshToken)
@@ -195,17 +239,29 @@ class OAuthState:
                        OAuthRefreshToken.client_id == client_id,
                        OAuthRefreshToken.used_at.is_(None),
                        OAuthRefreshToken.revoked_at.is_(None),
-                       OAuthRefreshToken.expires_at > now)
+                       OAuthRefreshToken.expires_at > now, key_matches)
                 .values(used_at=now).returning(OAuthRefreshToken))
             if row is not None:
                 return RefreshRecord(row.family_id, row.client_id, row.user_id, row.scope,
-                                     row.resource)
+                                     row.resource, row.dpop_jkt)
             reused = await session.scalar(select(OAuthRefreshToken.family_id).where(
                 OAuthRefreshToken.token_hash == token_hash,
                 OAuthRefreshToken.used_at.is_not(None)))
             if reused is not None:
                 log.warning("a rotated refresh token was presented again: its family is revoked")
                 await self._revoke_family(session, reused, now)
+                return None
+            other_key = await session.scalar(select(func.count()).select_from(OAuthRefreshToken)
+                                             .where(OAuthRefreshToken.token_hash == token_hash,
+                                                    OAuthRefreshToken.client_id == client_id,
+                                                    OAuthRefreshToken.revoked_at.is_(None),
+                                                    OAuthRefreshToken.expires_at > now,
+                                                    bound.is_not(None)))
+            if other_key:
+                raise RefreshKeyMismatch(
+                    "the refresh token is bound to a DPoP key: refresh with a DPoP proof "
+                    "signed by that key" if jkt is None else
+                    "the refresh token is bound to another DPoP key than the proof's")
             return None
 
     async def revoke_family_of(self, token_hash: str, client_id: str) -> bool:

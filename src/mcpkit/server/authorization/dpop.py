@@ -147,9 +147,18 @@ class DPoPGuard:
                             expected_jkt=info.jkt)
         if self.nonces is not None:
             check_nonce(proof, self.nonces.accepted(), self.nonces.current())
-        key = hashlib.sha256(
-            f"{proof.jkt}\x00{proof.jti}".encode("utf-8", "surrogatepass")).digest()
-        expires_at = proof.iat + self.policy.replay_window_s
-        if not await self.replay_cache.first_use(key, expires_at):
-            raise InvalidDPoPProof("the DPoP proof was already used (jti replayed)")
+        await check_replay(self.replay_cache, proof, self.policy)
         return proof
+
+
+def replay_key(proof: VerifiedProof) -> bytes:
+    """What the replay cache remembers of a proof: SHA-256 of its key's thumbprint and jti."""
+    return hashlib.sha256(f"{proof.jkt}\x00{proof.jti}".encode("utf-8", "surrogatepass")
+                          ).digest()
+
+
+async def check_replay(cache: ReplayCache, proof: VerifiedProof, policy: DPoPPolicy) -> None:
+    """InvalidDPoPProof when `proof` was seen before; else it is remembered for as long as it
+    could pass the `iat` check."""
+    if not await cache.first_use(replay_key(proof), proof.iat + policy.replay_window_s):
+        raise InvalidDPoPProof("the DPoP proof was already used (jti replayed)")

@@ -12,9 +12,8 @@ small page, or redirects to the `return_to` given at the start (a URL of the hub
 
 # No `from __future__ import annotations`: FastAPI resolves the parameter types at runtime.
 import logging
-from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, status
+from fastapi import APIRouter, Request, status
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import RedirectResponse, Response
 
@@ -98,10 +97,7 @@ def callback_router() -> APIRouter:
     pages = APIRouter(include_in_schema=False)
 
     @pages.get(CALLBACK_PATH)
-    async def callback(request: Request, context: Context,
-                       state: Annotated[str | None, Query(max_length=MAX_QUERY_VALUE)] = None,
-                       ) -> Response:
-        del state  # declared for the docs' sake; the whole query is checked below
+    async def callback(request: Request, context: Context) -> Response:
         items = request.query_params.multi_items()
         if len(items) > MAX_CALLBACK_PARAMS or len({k for k, _ in items}) != len(items):
             return error_page("The login answer is malformed (repeated or too many "

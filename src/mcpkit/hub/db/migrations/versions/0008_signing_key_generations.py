@@ -3,7 +3,7 @@ at the same moment (by its age, hub/oauth/keys.py) each try to add the next gene
 database lets exactly one of them in. Existing keys are numbered oldest first.
 
 Revision ID: 0008
-Revises: 0005
+Revises: 0006
 Create Date: 2026-11-26
 """
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0008"
-down_revision: str | None = "0005"
+down_revision: str | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
