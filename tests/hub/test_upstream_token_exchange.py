@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import anyio
 import pytest
 from sqlalchemy import text as sql
 from tests.auth_e2e.stack import Stack, running_stack
@@ -279,6 +280,25 @@ async def test_an_expired_or_refused_provider_token_asks_for_a_new_sign_in(
     async with Client(f"{world.hub.url}/mcp", bearer_token=again.hub_token,
                       timeouts=Timeouts(timeout=30.0)) as client:
         assert text(await client.call_tool("late__whoami", {})) == account
+
+
+async def test_a_token_past_its_life_is_exchanged_again(world: World) -> None:
+    account = unique("eve")
+    user = await sign_in(world, account)  # its provider token: the usual hour
+    world.stack.set_access_token_ttl(2)  # the upstream tokens exchanged from now on: 2 s
+    try:
+        mark = world.stack.mark()
+        upstream = await register(user.api, world, "brief")
+        assert (await refresh(user.api, upstream["id"])).status == 200
+        async with Client(f"{world.hub.url}/mcp", bearer_token=user.hub_token,
+                          timeouts=Timeouts(timeout=30.0)) as client:
+            assert text(await client.call_tool("brief__whoami", {})) == account
+            await anyio.sleep(2.5)  # every token exchanged so far has expired
+            assert text(await client.call_tool("brief__whoami", {})) == account
+    finally:
+        world.stack.set_access_token_ttl(3600)
+    exchanges = world.stack.events_since(mark, "token_exchange.success", account=account)
+    assert len(exchanges) >= 2
 
 
 # --- registration -------------------------------------------------------------------------
