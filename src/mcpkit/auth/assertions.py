@@ -30,6 +30,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 from mcpkit.auth.errors import AuthorizationError
@@ -135,20 +136,7 @@ def parse_id_jag_response(body: bytes, *,
     """The ID-JAG from the IdP's successful (200) token-exchange answer. RFC 8693 §2.2.1:
     the token is in `access_token` and `issued_token_type` says what it is, which must be
     the ID-JAG type; `token_type` is `N_A` (the ID-JAG is not an access token)."""
-    if len(body) > max_bytes:
-        raise InvalidTokenExchangeResponse(
-            f"the token-exchange response is {len(body)} bytes, over the limit of {max_bytes}")
-    try:
-        document = json.loads(body)
-    except (ValueError, RecursionError):
-        raise InvalidTokenExchangeResponse("the token-exchange response is not JSON") from None
-    if not isinstance(document, dict):
-        raise InvalidTokenExchangeResponse("the token-exchange response is not a JSON object")
-    issued = document.get("issued_token_type")
-    if issued != ID_JAG_TOKEN_TYPE:
-        shown = issued if isinstance(issued, str) and len(issued) <= 200 else type(issued).__name__
-        raise InvalidTokenExchangeResponse(
-            f"the token exchange issued {shown!r}, not an ID-JAG ({ID_JAG_TOKEN_TYPE})")
+    document = _exchange_answer(body, max_bytes, ID_JAG_TOKEN_TYPE, "an ID-JAG")
     token_type = document.get("token_type")
     if not isinstance(token_type, str) or token_type.lower() != "n_a":
         raise InvalidTokenExchangeResponse("an ID-JAG token-exchange response must have "
@@ -187,21 +175,7 @@ def parse_exchanged_access_token(body: bytes, *,
     `access_token_exchange_form`: §2.2.1 requires `issued_token_type`, which must be the
     access-token type; the rest is a token response (RFC 6749 §5.1, `token_type` Bearer). A
     refresh token in the answer is dropped: an exchange is repeated, never refreshed."""
-    if len(body) > max_bytes:
-        raise InvalidTokenExchangeResponse(
-            f"the token-exchange response is {len(body)} bytes, over the limit of {max_bytes}")
-    try:
-        document = json.loads(body)
-    except (ValueError, RecursionError):
-        raise InvalidTokenExchangeResponse("the token-exchange response is not JSON") from None
-    if not isinstance(document, dict):
-        raise InvalidTokenExchangeResponse("the token-exchange response is not a JSON object")
-    issued = document.get("issued_token_type")
-    if issued != ACCESS_TOKEN_TYPE:
-        shown = issued if isinstance(issued, str) and len(issued) <= 200 and \
-            issued.isprintable() else type(issued).__name__
-        raise InvalidTokenExchangeResponse(
-            f"the token exchange issued {shown!r}, not an access token ({ACCESS_TOKEN_TYPE})")
+    document = _exchange_answer(body, max_bytes, ACCESS_TOKEN_TYPE, "an access token")
     token = document.get("access_token")
     if not isinstance(token, str) or not 0 < len(token) <= DEFAULT_MAX_ASSERTION_CHARS or \
             not _URI_CHARS.fullmatch(token):
@@ -213,6 +187,28 @@ def parse_exchanged_access_token(body: bytes, *,
     except AuthorizationError as error:
         raise InvalidTokenExchangeResponse(str(error)) from None
     return dataclasses.replace(tokens, refresh_token=None)
+
+
+def _exchange_answer(body: bytes, max_bytes: int, issued_type: str,
+                     what: str) -> dict[str, Any]:
+    """A token-exchange answer as a JSON object, within `max_bytes`, whose
+    `issued_token_type` (RFC 8693 §2.2.1: required) is `issued_type`."""
+    if len(body) > max_bytes:
+        raise InvalidTokenExchangeResponse(
+            f"the token-exchange response is {len(body)} bytes, over the limit of {max_bytes}")
+    try:
+        document = json.loads(body)
+    except (ValueError, RecursionError):
+        raise InvalidTokenExchangeResponse("the token-exchange response is not JSON") from None
+    if not isinstance(document, dict):
+        raise InvalidTokenExchangeResponse("the token-exchange response is not a JSON object")
+    issued = document.get("issued_token_type")
+    if issued != issued_type:
+        shown = issued if isinstance(issued, str) and len(issued) <= 200 and \
+            issued.isprintable() else type(issued).__name__
+        raise InvalidTokenExchangeResponse(
+            f"the token exchange issued {shown!r}, not {what} ({issued_type})")
+    return document
 
 
 def _with_scope_and_resource(form: SecretFields, scope: Sequence[str],

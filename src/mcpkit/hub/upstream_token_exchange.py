@@ -54,17 +54,17 @@ from mcpkit.auth.assertions import (
 )
 from mcpkit.auth.client_auth import ClientCredentials, choose_auth_method, client_authentication
 from mcpkit.auth.errors import AuthorizationError
-from mcpkit.auth.forms import merge_fields
+from mcpkit.auth.forms import SecretFields, merge_fields
 from mcpkit.auth.tokens import TokenSet
 from mcpkit.client.oauth_discovery import find_resource
-from mcpkit.client.oauth_http import OAuthHttp
+from mcpkit.client.oauth_http import OAuthHttp, Reply
 from mcpkit.errors import InvalidArgument, PeerError
 from mcpkit.hub.crypto import CredentialError
 from mcpkit.hub.upstream_auth import UpstreamNeedsLogin
 from mcpkit.hub.upstream_client import UpstreamUnavailable
 
 if TYPE_CHECKING:
-    from mcpkit.hub.oauth.oidc import OidcSignIn
+    from mcpkit.hub.oauth.oidc import OidcSignIn, ProviderMetadata
     from mcpkit.hub.settings import HubSettings
     from mcpkit.hub.store import Store, UpstreamRecord
 
@@ -214,17 +214,8 @@ class UpstreamTokenExchange:
         except PeerError as error:
             raise UpstreamUnavailable(f"{upstream.name}: token exchange: {error}") from None
         resource = await self._resource(upstream)
-        method = choose_auth_method(self._credentials,
-                                    metadata.token_endpoint_auth_methods_supported)
-        fields, headers = client_authentication(method, self._credentials,
-                                                audience=self.issuer)
-        form = merge_fields(access_token_exchange_form(subject, resource=resource), fields)
-        try:
-            reply = await self.http.post_form(metadata.token_endpoint,
-                                              urllib.parse.urlencode(form), headers)
-        except AuthorizationError as error:
-            raise UpstreamUnavailable(f"{upstream.name}: token exchange at the identity "
-                                      f"provider: {error}") from None
+        reply = await self._post(upstream, metadata,
+                                 access_token_exchange_form(subject, resource=resource))
         if not reply.ok:
             code = reply.oauth_error()
             if code == "invalid_grant":
@@ -241,6 +232,21 @@ class UpstreamTokenExchange:
         log.info("exchanged user %s's provider identity for a token for upstream %s (%s)",
                  upstream.user_id, upstream.id, resource)
         return tokens
+
+    async def _post(self, upstream: UpstreamRecord, metadata: ProviderMetadata,
+                    form: SecretFields) -> Reply:
+        """The exchange request, authenticated as the hub's client (the method the provider
+        advertises: client_secret_basic, else _post)."""
+        method = choose_auth_method(self._credentials,
+                                    metadata.token_endpoint_auth_methods_supported)
+        fields, headers = client_authentication(method, self._credentials,
+                                                audience=self.issuer)
+        body = urllib.parse.urlencode(merge_fields(form, fields))
+        try:
+            return await self.http.post_form(metadata.token_endpoint, body, headers)
+        except AuthorizationError as error:
+            raise UpstreamUnavailable(f"{upstream.name}: token exchange at the identity "
+                                      f"provider: {error}") from None
 
     async def _subject_token(self, store: Store, upstream: UpstreamRecord) -> str:
         try:
