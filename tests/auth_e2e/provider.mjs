@@ -42,7 +42,8 @@
 // verified with the provider's own keys; expired or unknown: invalid_grant) and gets a JWT
 // access token for one configured `resource` (else invalid_target) for the same account,
 // with that resource's scopes. Each success is recorded as `token_exchange.success`
-// (client_id, account, resource).
+// (client_id, account, resource). The hub's sign-ins then also get a refresh token (without
+// offline_access), so the hub can refresh an expiring provider token first.
 // Prints one JSON line with the issuer
 // when it listens; exits when stdin closes (the test process is gone) or after --max-life-s.
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
@@ -141,9 +142,12 @@ const provider = new Provider(issuer, {
   scopes: ['openid', 'offline_access', 'mcp:read', 'mcp:write'],
   pkce: { required: () => true },
   rotateRefreshToken: true,
-  // issueRefreshToken is oidc-provider's default: a refresh token only for a grant with
+  // issueRefreshToken is oidc-provider's default rule: a refresh token only for a grant with
   // offline_access, which it keeps only with prompt=consent (OpenID Connect Core §11). mcpkit
-  // sends both, so the refresh tests prove it.
+  // sends both, so the refresh tests prove it. With --token-exchange the hub's sign-ins get
+  // one too (so the hub can refresh an expiring provider token before exchanging it).
+  issueRefreshToken: async (ctx, client, code) => client.grantTypeAllowed('refresh_token')
+    && (code.scopes.has('offline_access') || (args['token-exchange'] && client.clientId === 'hub')),
   ttl: { RefreshToken: 3600, Session: 3600, Grant: 3600, Interaction: 600 },
   features: {
     devInteractions: { enabled: true },

@@ -241,7 +241,7 @@ async def test_a_user_without_a_provider_identity_is_told_to_sign_in_through_it(
     assert world.stack.events_since(mark, "grant.error") == []  # nothing asked of the provider
 
 
-async def test_an_expired_or_refused_provider_token_asks_for_a_new_sign_in(
+async def test_an_expired_or_refused_provider_token_without_refresh_asks_for_a_sign_in(
         world: World) -> None:
     account = unique("dee")
     user = await sign_in(world, account)
@@ -255,7 +255,7 @@ async def test_an_expired_or_refused_provider_token_asks_for_a_new_sign_in(
                                      tokens=dataclasses.replace(identity, **changed),
                                      allow_signup=False)
 
-        await keep(expires_at=time.time() - 1)
+        await keep(expires_at=time.time() - 1, refresh_token=None)  # nothing to refresh with
         mark = world.stack.mark()
         expired = await register(user.api, world, "late")
         reply = await refresh(user.api, expired["id"])
@@ -265,7 +265,8 @@ async def test_an_expired_or_refused_provider_token_asks_for_a_new_sign_in(
         assert world.issuer in reply.error["message"]
         assert world.stack.events_since(mark, "grant.error") == []  # refused before asking
 
-        await keep(access_token="an-access-token-the-provider-never-issued")
+        await keep(access_token="an-access-token-the-provider-never-issued",
+                   refresh_token=None)
         reply = await refresh(user.api, expired["id"])
         assert reply.status == 502, reply.text
         assert "the provider refused the access token of the last sign-in " \
@@ -299,6 +300,44 @@ async def test_a_token_past_its_life_is_exchanged_again(world: World) -> None:
         world.stack.set_access_token_ttl(3600)
     exchanges = world.stack.events_since(mark, "token_exchange.success", account=account)
     assert len(exchanges) >= 2
+
+
+async def test_an_expiring_provider_token_is_refreshed_once_before_the_exchange(
+        world: World) -> None:
+    account = unique("fay")
+    user = await sign_in(world, account)
+    async with await store_of(world) as store:
+        signed = await store.oidc.subject_token(user.user_id, world.issuer)
+        assert signed is not None and signed.refresh_token  # --token-exchange: the hub's too
+        await store.oidc.refreshed(user.user_id, world.issuer, dataclasses.replace(
+            signed, expires_at=time.time() + 5))  # within the hub's refresh margin
+    mark = world.stack.mark()
+    upstreams = [await register(user.api, world, name) for name in ("one", "two")]
+    async with anyio.create_task_group() as group:  # both need the provider token at once
+        for upstream in upstreams:
+            group.start_soon(refresh, user.api, upstream["id"])
+    refreshes = world.stack.events_since(mark, "grant.success", grant_type="refresh_token",
+                                         client_id="hub")
+    assert len(refreshes) == 1, "one refresh of the user's provider tokens"
+    exchanges = world.stack.events_since(mark, "token_exchange.success", account=account)
+    assert len(exchanges) == 2  # one per upstream
+    async with await store_of(world) as store:
+        renewed = await store.oidc.subject_token(user.user_id, world.issuer)
+        assert renewed is not None and renewed.expires_at is not None
+        assert renewed.access_token != signed.access_token
+        assert renewed.refresh_token not in (None, signed.refresh_token)  # rotated, kept
+        assert renewed.expires_at > time.time() + 60 and renewed.id_token == signed.id_token
+        # the rotated-away refresh token: the provider refuses it (and drops the grant)
+        await store.oidc.refreshed(user.user_id, world.issuer, dataclasses.replace(
+            renewed, expires_at=time.time() - 1, refresh_token=signed.refresh_token))
+    async with Client(f"{world.hub.url}/mcp", bearer_token=user.hub_token,
+                      timeouts=Timeouts(timeout=30.0)) as client:
+        assert text(await client.call_tool("one__whoami", {})) == account  # cached
+    late = await register(user.api, world, "three")
+    reply = await refresh(user.api, late["id"])
+    assert reply.status == 502, reply.text
+    assert "the provider refused the refresh token of the last sign-in (invalid_grant)" in \
+        reply.error["message"]
 
 
 # --- registration -------------------------------------------------------------------------

@@ -21,13 +21,17 @@ The upstream token lives in this process's memory only (`ExchangedTokens`: keyed
 upstream, so never another user's; bounded in bytes; dropped shortly before it expires, or
 when the upstream refuses it); it is never stored, and nothing but it is sent upstream (the
 caller's hub token never is). Concurrent connections of one owner to one upstream wait for
-one exchange. The provider's access token is not refreshed: the hub asks for no
-offline_access at sign-in, so an expired one means signing in to the hub again.
+one exchange. A provider access token about to expire is refreshed first when the sign-in
+brought a refresh token (the hub asks for offline_access only if --oidc-scopes says so; some
+providers issue one anyway): one refresh per user at a time across replicas (the upstream
+logins' `RefreshLock`, the store read again under it), the rotated tokens stored sealed.
+Without a refresh token, an expired one means signing in to the hub again.
 
 Errors (no token in any of them, nor in a log):
 
     no identity at the provider (a password account), no access token from the sign-in,
-    the access token expired, the provider refusing it (invalid_grant)
+    the access token expired (and no refresh token, or the provider refusing it), the
+    provider refusing the access token (invalid_grant)
                           UpstreamNeedsSignIn (an UpstreamNeedsLogin: the health check shows
                           needs_auth), telling the owner to sign in through the provider again
     the provider down, refusing otherwise (invalid_target: it does not know the resource),
@@ -55,15 +59,18 @@ from mcpkit.auth.assertions import (
 from mcpkit.auth.client_auth import ClientCredentials, choose_auth_method, client_authentication
 from mcpkit.auth.errors import AuthorizationError
 from mcpkit.auth.forms import SecretFields, merge_fields
-from mcpkit.auth.tokens import TokenSet
+from mcpkit.auth.tokens import TokenSet, parse_token_response
 from mcpkit.client.oauth_discovery import find_resource
 from mcpkit.client.oauth_http import OAuthHttp, Reply
 from mcpkit.errors import InvalidArgument, PeerError
 from mcpkit.hub.crypto import CredentialError
-from mcpkit.hub.upstream_auth import UpstreamNeedsLogin
+from mcpkit.hub.store.oidc import IdpTokens
+from mcpkit.hub.upstream_auth import LockTimeout, RefreshLock, UpstreamNeedsLogin
 from mcpkit.hub.upstream_client import UpstreamUnavailable
 
 if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
     from mcpkit.hub.oauth.oidc import OidcSignIn, ProviderMetadata
     from mcpkit.hub.settings import HubSettings
     from mcpkit.hub.store import Store, UpstreamRecord
@@ -80,6 +87,9 @@ EXPIRY_MARGIN_S = 30.0
 so no request leaves with a token about to die on the way."""
 UNSTATED_LIFETIME_S = 300.0
 """How long a token is reused when the provider's answer gives no `expires_in`."""
+PROVIDER_REFRESH_MARGIN_S = 30.0
+"""The owner's provider access token is refreshed (when a refresh token came with the
+sign-in) this long before it expires, so it is not presented on its last breath."""
 
 CacheKey = tuple[int, str, str]
 """(owner's user id, upstream id, upstream URL): a changed URL is another resource."""
@@ -158,8 +168,11 @@ class UpstreamTokenExchange:
     """The hub's token exchanges at its OpenID Connect provider (one per hub process)."""
 
     def __init__(self, oidc: OidcSignIn, client_secret: str, settings: HubSettings, *,
-                 cache_bytes: int | None = None, http: OAuthHttp | None = None) -> None:
+                 redis: Redis | None = None, cache_bytes: int | None = None,
+                 http: OAuthHttp | None = None) -> None:
         self.oidc = oidc
+        self.refresh_lock = RefreshLock(redis)
+        """One refresh of a user's provider tokens at a time, across replicas."""
         self.issuer = oidc.issuer
         self._credentials = ClientCredentials(oidc.client_id, client_secret)
         self.http = http if http is not None else OAuthHttp(
@@ -209,10 +222,7 @@ class UpstreamTokenExchange:
 
     async def _exchange(self, store: Store, upstream: UpstreamRecord) -> TokenSet:
         subject = await self._subject_token(store, upstream)
-        try:
-            metadata = await self.oidc.metadata()
-        except PeerError as error:
-            raise UpstreamUnavailable(f"{upstream.name}: token exchange: {error}") from None
+        metadata = await self._metadata(upstream)
         resource = await self._resource(upstream)
         reply = await self._post(upstream, metadata,
                                  access_token_exchange_form(subject, resource=resource))
@@ -248,7 +258,25 @@ class UpstreamTokenExchange:
             raise UpstreamUnavailable(f"{upstream.name}: token exchange at the identity "
                                       f"provider: {error}") from None
 
+    async def _metadata(self, upstream: UpstreamRecord) -> ProviderMetadata:
+        try:
+            return await self.oidc.metadata()
+        except PeerError as error:
+            raise UpstreamUnavailable(f"{upstream.name}: token exchange: {error}") from None
+
     async def _subject_token(self, store: Store, upstream: UpstreamRecord) -> str:
+        """The owner's provider access token, refreshed first when it is about to expire
+        and the sign-in brought a refresh token."""
+        identity = await self._identity(store, upstream)
+        if _expiring(identity, PROVIDER_REFRESH_MARGIN_S) and identity.refresh_token:
+            identity = await self._refresh_identity(store, upstream, identity)
+        if _expiring(identity, 0.0):
+            raise UpstreamNeedsSignIn(upstream, self.issuer, "the provider's access token "
+                                      "from the last sign-in has expired")
+        assert identity.access_token is not None
+        return identity.access_token
+
+    async def _identity(self, store: Store, upstream: UpstreamRecord) -> IdpTokens:
         try:
             identity = await store.oidc.subject_token(upstream.user_id, self.issuer)
         except CredentialError as error:
@@ -262,10 +290,50 @@ class UpstreamTokenExchange:
         if not identity.access_token:
             raise UpstreamNeedsSignIn(upstream, self.issuer, "the last sign-in brought no "
                                       "access token from the provider")
-        if identity.expires_at is not None and identity.expires_at <= time.time():
-            raise UpstreamNeedsSignIn(upstream, self.issuer, "the provider's access token "
-                                      "from the last sign-in has expired")
-        return identity.access_token
+        return identity
+
+    async def _refresh_identity(self, store: Store, upstream: UpstreamRecord,
+                                seen: IdpTokens) -> IdpTokens:
+        """The owner's provider tokens refreshed (RFC 6749 §6) under the refresh lock, the
+        store read again first: another replica may have refreshed them meanwhile (a
+        provider rotating refresh tokens takes each once)."""
+        try:
+            async with self.refresh_lock.hold(upstream.user_id, f"oidc:{self.issuer}"):
+                current = await self._identity(store, upstream)
+                if current.access_token != seen.access_token or \
+                        not _expiring(current, PROVIDER_REFRESH_MARGIN_S):
+                    return current
+                fresh = await self._refresh_request(upstream, current)
+                await store.oidc.refreshed(upstream.user_id, self.issuer, fresh)
+                log.info("refreshed the provider tokens of user %s", upstream.user_id)
+                return fresh
+        except LockTimeout as error:
+            raise UpstreamUnavailable(f"{upstream.name}: refreshing the provider token: "
+                                      f"{error}") from None
+
+    async def _refresh_request(self, upstream: UpstreamRecord, current: IdpTokens
+                               ) -> IdpTokens:
+        assert current.refresh_token is not None
+        metadata = await self._metadata(upstream)
+        form = SecretFields(grant_type="refresh_token", refresh_token=current.refresh_token)
+        reply = await self._post(upstream, metadata, form)
+        if not reply.ok:
+            code = reply.oauth_error()
+            if code == "invalid_grant":
+                raise UpstreamNeedsSignIn(upstream, self.issuer, "the provider refused the "
+                                          "refresh token of the last sign-in (invalid_grant)")
+            raise UpstreamUnavailable(
+                f"{upstream.name}: refreshing the provider token failed (HTTP "
+                f"{reply.status}{', ' + code if code else ''})")
+        try:
+            tokens = parse_token_response(reply.body, max_bytes=self.http.max_bytes,
+                                          previous_refresh=current.refresh_token)
+        except AuthorizationError as error:
+            raise UpstreamUnavailable(f"{upstream.name}: the provider's refresh answer: "
+                                      f"{error}") from None
+        # the ID token stays the sign-in's (verified then); only the tokens to present change
+        return IdpTokens(current.id_token, tokens.access_token, tokens.refresh_token,
+                         tokens.expires_at, tokens.scope or current.scope)
 
     async def _resource(self, upstream: UpstreamRecord) -> str:
         """The upstream's RFC 9728 resource (its metadata must name the hub's provider), or
@@ -317,6 +385,10 @@ class ExchangedAuth:
         self._refused = self._sent
         self.exchange.forget(self.upstream, self._sent)
         return True
+
+
+def _expiring(identity: IdpTokens, margin_s: float) -> bool:
+    return identity.expires_at is not None and identity.expires_at - margin_s <= time.time()
 
 
 def _key(upstream: UpstreamRecord) -> CacheKey:

@@ -108,7 +108,8 @@ async def oauth_component(context: HubContext) -> AsyncIterator[OAuthService]:
 
         oidc = OidcSignIn(settings, settings.oidc_client_secret(),
                           callback_url=settings.issuer + OIDC_CALLBACK_PATH)
-        exchange = UpstreamTokenExchange(oidc, settings.oidc_client_secret(), settings)
+        exchange = UpstreamTokenExchange(oidc, settings.oidc_client_secret(), settings,
+                                         redis=context.redis)
     service = OAuthService(settings, tokens,
                            HubAuthorizationServer(context.store, tokens, settings),
                            context.box,
