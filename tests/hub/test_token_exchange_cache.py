@@ -23,15 +23,15 @@ from mcpkit.auth.assertions import (
 )
 from mcpkit.auth.tokens import TokenSet
 from mcpkit.errors import InvalidArgument
-from mcpkit.hub.settings import HubSettings
-from mcpkit.hub.store import Store, UpstreamRecord
-from mcpkit.hub.upstream_token_exchange import (
+from mcpkit.hub.exchanged_tokens import (
     ENTRY_OVERHEAD_BYTES,
     EXPIRY_MARGIN_S,
     UNSTATED_LIFETIME_S,
     ExchangedTokens,
-    UpstreamTokenExchange,
 )
+from mcpkit.hub.settings import HubSettings
+from mcpkit.hub.store import Store, UpstreamRecord
+from mcpkit.hub.upstream_token_exchange import UpstreamTokenExchange
 
 NOW = 1_000_000.0
 URL = "http://127.0.0.1:9/mcp"
