@@ -234,7 +234,7 @@ async def test_a_user_without_a_provider_identity_is_told_to_sign_in_through_it(
     mark = world.stack.mark()
     reply = await refresh(api, upstream["id"])
     assert reply.status == 502, reply.text
-    assert reply.error["message"].endswith(
+    assert reply.error["message"] == (
         "tx: token exchange needs its owner's identity at the hub's OpenID Connect provider "
         "(the owner has never signed in through it): sign in to the hub through "
         f"{world.issuer} again")

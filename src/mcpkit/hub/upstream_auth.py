@@ -6,12 +6,12 @@ connections to it (pool, catalog, health).
 
 An upstream with `auth_mode` "static" (the default) needs none: its stored headers and bearer
 are sent. One with "token_exchange" gets its owner's provider identity exchanged for an
-upstream token (RFC 8693, hub/upstream_token_exchange.py; nothing stored).
-One with `auth_mode` "oauth" is called with its owner's own login, one per (user,
-upstream), kept sealed in the database (store/upstream_logins.py, made by
-hub/upstream_login.py). With no login, or a dead one, `UpstreamNeedsLogin` names the endpoint
-that starts one. The caller's hub token is never sent upstream: the login is the owner's, and
-`LoginAuth` sends nothing else.
+upstream token (RFC 8693, hub/upstream_token_exchange.py; nothing stored; no usable identity:
+`UpstreamNeedsSignIn`, an `UpstreamNeedsLogin`). One with `auth_mode` "oauth" is called with
+its owner's own login, one per (user, upstream), kept sealed in the database
+(store/upstream_logins.py, made by hub/upstream_login.py). With no login, or a dead one,
+`UpstreamNeedsLogin` names the endpoint that starts one. The caller's hub token is never sent
+upstream: the login is the owner's, and `LoginAuth` sends nothing else.
 
 Refresh (`LoginAuth`): before a request when the access token is about to expire, and after
 the upstream refused it (401). Every refresh of a stored login runs under one lock across
@@ -87,7 +87,7 @@ async def client_auth(context: HubContext, upstream: UpstreamRecord, *,
     `UpstreamNeedsLogin` when it needs its owner's login and has none. `purpose` is the same
     login for now (separate catalog credentials are the health helper's)."""
     if upstream.auth_mode == "token_exchange":
-        return exchanged_auth(context, upstream)
+        return await exchanged_auth(context, upstream)
     if upstream.auth_mode != "oauth":
         return None
     login = StoredLogin(context.store, RefreshLock(context.redis), upstream.user_id, upstream.id)
@@ -98,13 +98,16 @@ async def client_auth(context: HubContext, upstream: UpstreamRecord, *,
                      http=OAuthHttp(allow_private=context.settings.allow_private_upstreams))
 
 
-def exchanged_auth(context: HubContext, upstream: UpstreamRecord) -> HttpAuth:
+async def exchanged_auth(context: HubContext, upstream: UpstreamRecord) -> HttpAuth:
     """A token-exchange upstream's auth: the owner's provider identity exchanged for an
-    upstream token at each connection (hub/upstream_token_exchange.py)."""
+    upstream token (hub/upstream_token_exchange.py). The token is got here first (usually
+    from the cache), so a missing identity is `UpstreamNeedsSignIn` before anything is sent,
+    as a missing login is."""
     exchange = context.oauth.token_exchange if context.oauth is not None else None
     if exchange is None:
         raise UpstreamUnavailable(f"{upstream.name}: token exchange needs the hub to sign "
                                   "users in with an OpenID Connect provider (--oidc-issuer)")
+    await exchange.token(context.store, upstream)
     return exchange.auth_for(context.store, upstream)
 
 
