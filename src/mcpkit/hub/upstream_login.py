@@ -2,7 +2,7 @@
 the browser at the hub's callback, ended by a logout.
 
     url = await start_login(context, upstream, return_to=None)     # the authorization URL
-    finished = await finish_login(context, query)                  # the callback's query
+    finished = await finish_login(context, query, signed_in=user_id)  # the callback's query
     report = await logout(context, upstream)                       # revoke at the AS, delete
 
 `start_login` is mcpkit's OAuth client (issue 23), step by step: the upstream's challenge
@@ -15,8 +15,17 @@ is kept sealed in the database, found by the sha256 of the state: any replica fi
 
 `finish_login` takes that pending login (single use: a state works once; an expired one is
 refused), checks the redirect (state, RFC 9207 iss, an `error` the AS sent), exchanges the
-code, and stores the grant for exactly the user and upstream that started it - the callback
-carries no hub credentials, so nothing in it can name another user or upstream.
+code, and stores the grant for exactly the user and upstream that started it.
+
+The callback is bound to a browser, not only to the state: it finishes only in a browser
+signed in to the hub (its session cookie) as the user who started the login. Else user B
+could start a login and send the authorization URL to user A: A would log in at the
+authorization server as A, and A's upstream identity would be stored as B's login. So the
+callback route (api/routes/upstream_oauth.py) first asks a browser without a hub session to
+sign in (the hub's sign-in page, then back to the same callback URL), and `finish_login`
+refuses a browser signed in as another user (`LoginOfAnotherUser`), spending the pending
+login: its code carries that other user's upstream identity, and must never be redeemed for
+the starter, in any browser.
 """
 
 from __future__ import annotations
@@ -44,6 +53,7 @@ from mcpkit.client.oauth_http import OAuthHttp
 from mcpkit.client.oauth_logout import LogoutReport, revoke_grant
 from mcpkit.client.token_records import StoredGrant
 from mcpkit.errors import PeerError, UsageError
+from mcpkit.hub.oauth.service import UPSTREAM_CALLBACK_PATH
 from mcpkit.hub.upstream_auth import RefreshLock, StoredLogin
 
 if TYPE_CHECKING:
@@ -52,7 +62,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CALLBACK_PATH = "/oauth/upstream/callback"
+CALLBACK_PATH = UPSTREAM_CALLBACK_PATH
 """Where the authorization server sends the browser back (the hub's redirect URI)."""
 LOGIN_TTL_S = 600.0
 """A started login must be finished within this long (the user logs in at the AS)."""
@@ -64,6 +74,11 @@ MAX_QUERY_VALUE = 4096
 class LoginFailed(PeerError):
     """A login could not be started or finished; `str()` is safe to show the user (no token,
     code or state)."""
+
+
+class LoginOfAnotherUser(LoginFailed):
+    """The callback came back in a browser signed in to the hub as another user than the one
+    who started the login: refused, and the pending login cancelled (see `finish_login`)."""
 
 
 class BadReturnTo(UsageError):
@@ -171,10 +186,11 @@ async def start_login(context: HubContext, upstream: UpstreamRecord, *,
     return request.url
 
 
-async def finish_login(context: HubContext, query: Mapping[str, str], *,
+async def finish_login(context: HubContext, query: Mapping[str, str], *, signed_in: int,
                        options: LoginOptions | None = None) -> Finished:
-    """Finish the login the callback's `query` answers (see the module); `LoginFailed` with
-    a message for the user otherwise."""
+    """Finish the login the callback's `query` answers, in a browser signed in to the hub as
+    the user id `signed_in` (see the module); `LoginFailed` with a message for the user
+    otherwise - `LoginOfAnotherUser` when `signed_in` is not who started it."""
     options = options or LoginOptions.of(context)
     if any(len(value) > MAX_QUERY_VALUE for value in query.values()):
         raise LoginFailed("the authorization response has an oversized parameter")
@@ -184,6 +200,19 @@ async def finish_login(context: HubContext, query: Mapping[str, str], *,
     taken = await context.store.upstream_logins.take_pending(state_hash(state))
     if taken is None:
         raise LoginFailed("this login is unknown or was already used: start it again")
+    if taken.user_id != signed_in:
+        # The code in this callback was issued to whoever logged in at the authorization
+        # server in THIS browser - its hub user's upstream identity, not the starter's.
+        # Redeeming it for the starter is the very mix-up the binding prevents, so the
+        # pending login is spent (taken above) and nothing is stored: the starter sees
+        # "unknown or already used" if they retry this URL, and starts again.
+        log.warning("user %s's browser brought back an upstream login started by user %s "
+                    "(upstream %s): refused and cancelled", signed_in, taken.user_id,
+                    taken.upstream_id)
+        raise LoginOfAnotherUser(
+            "This connection was started by another hub user: it was not finished, and it "
+            "is cancelled. The user who started it must start it again, signed in to the "
+            "hub in the browser that logs in at the upstream.")
     if taken.expires_at <= context.store.upstream_logins.now():
         raise LoginFailed("this login expired before it was finished: start it again")
     pending = msgspec.json.decode(taken.data, type=_Pending)
