@@ -283,6 +283,56 @@ async def test_the_normal_flow_needs_one_sign_in_per_browser(
     assert await whoami(hub, api.token, "two__whoami") == "dora-account"
 
 
+@pytest.mark.parametrize("hub", ["sqlite"], indirect=True)  # one browser run is enough
+async def test_the_whole_connect_flow_in_chromium(hub: Hub, upstream_url: str) -> None:
+    """Real headless Chromium: the provider's login and consent as `eve-account`, back at
+    the hub's callback its sign-in page (password), then "Connected"."""
+    from playwright.async_api import async_playwright
+    from tests.browser import CHROMIUM_ARGS, chromium_path
+
+    executable = chromium_path()
+    user_id, api = await fresh_user(hub)
+    assert api.token is not None
+    name, password = await set_password(hub, user_id)
+    upstream = await register_oauth(api, "inchrome", upstream_url)
+    started = await start(api, upstream["id"])
+    assert started.status == 200, started.text
+    shown: list[str] = []
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=executable, headless=True,
+                                                   args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page()
+            await page.goto(started.body["authorization_url"], timeout=STEP_MS)
+            for _ in range(MAX_BROWSER_STEPS):
+                if await page.title() == "Connected":
+                    break
+                submit = page.locator("button[type=submit]").first
+                await submit.wait_for(timeout=STEP_MS)
+                if page.url.startswith(hub.url) and await page.locator(
+                        "input[name=username]").count():
+                    shown.append("hub:sign-in")
+                    await page.fill("input[name=username]", name)
+                    await page.fill("input[name=password]", password)
+                    submit = page.locator("button[value=sign-in]")
+                else:
+                    shown.append("provider")
+                    if await page.locator("input[name=login]").count():
+                        await page.fill("input[name=login]", "eve-account")
+                        await page.fill("input[name=password]", "any password")
+                async with page.expect_navigation(timeout=STEP_MS):
+                    await submit.click()
+            assert await page.title() == "Connected", await page.content()
+        finally:
+            await browser.close()
+    assert shown == ["provider", "provider", "hub:sign-in"]
+    assert await whoami(hub, api.token, "inchrome__whoami") == "eve-account"
+
+
+STEP_MS = 15_000
+MAX_BROWSER_STEPS = 8
+
+
 # --- the resume target, property-based ---------------------------------------------------
 
 HUB = "https://hub.example:8443"
