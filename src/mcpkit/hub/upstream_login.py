@@ -46,7 +46,7 @@ from mcpkit.auth.errors import AuthorizationError
 from mcpkit.auth.metadata import AuthorizationServerMetadata, check_pkce
 from mcpkit.auth.scopes import select_scopes
 from mcpkit.auth.tokens import ClientRegistration, TokenKey
-from mcpkit.client import oauth_grant, oauth_registration
+from mcpkit.client import oauth_client_metadata, oauth_grant, oauth_registration
 from mcpkit.client.oauth import probe_challenge
 from mcpkit.client.oauth_discovery import discover
 from mcpkit.client.oauth_http import OAuthHttp
@@ -67,6 +67,8 @@ CALLBACK_PATH = UPSTREAM_CALLBACK_PATH
 LOGIN_TTL_S = 600.0
 """A started login must be finished within this long (the user logs in at the AS)."""
 CLIENT_NAME = "mcpkit hub"
+CLIENT_METADATA_PATH = "/oauth/upstream/client.json"
+"""Where the hub serves its own Client ID Metadata Document (client_metadata_document)."""
 MAX_QUERY_VALUE = 4096
 """Bound on each callback parameter (a code, a state): a longer one is refused."""
 
@@ -121,8 +123,10 @@ class LoginOptions:
     @classmethod
     def of(cls, context: HubContext) -> LoginOptions:
         """The defaults, with the hub's SSRF rule for every URL the flow fetches (the
-        upstream's, and the authorization server's its metadata names)."""
-        return cls(http=oauth_http(context))
+        upstream's, and the authorization server's its metadata names), and the hub's Client
+        ID Metadata Document URL when one is set (settings.upstream_client_metadata_url)."""
+        return cls(http=oauth_http(context),
+                   client_metadata_url=context.settings.upstream_client_metadata_url)
 
 
 def oauth_http(context: HubContext) -> OAuthHttp:
@@ -133,6 +137,18 @@ def oauth_http(context: HubContext) -> OAuthHttp:
 
 def callback_url(context: HubContext) -> str:
     return context.settings.issuer + CALLBACK_PATH
+
+
+def client_metadata_document(context: HubContext) -> dict[str, object] | None:
+    """The hub's Client ID Metadata Document as it serves it at CLIENT_METADATA_PATH: only
+    when the configured URL is that very URL of the hub (else None: published elsewhere, or
+    none). Its one redirect URI is the hub's callback."""
+    url = context.settings.upstream_client_metadata_url
+    if url is None or url != context.settings.issuer + CLIENT_METADATA_PATH:
+        return None
+    document = oauth_client_metadata.client_metadata_document(
+        url, client_name=CLIENT_NAME, redirect_uris=(callback_url(context),))
+    return {**document, "application_type": "web"}  # a server, its redirect URI an https one
 
 
 def check_return_to(context: HubContext, return_to: str | None) -> str | None:

@@ -5,6 +5,8 @@
     GET    /oauth/upstream/callback                       where the browser comes back
 
     POST   /oauth/upstream/callback                       the sign-in form shown there
+    GET    /oauth/upstream/client.json                    the hub's Client ID Metadata Document
+                                                          (when configured at that URL)
 
 The two API routes take the caller's hub credentials like every upstream route (another
 user's upstream is a 404). The callback is bound twice to the user who started the login: by
@@ -22,7 +24,7 @@ import logging
 
 from fastapi import APIRouter, Request, status
 from pydantic import BaseModel, ConfigDict, Field
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from mcpkit.hub.api.auth import Context, CurrentUser
 from mcpkit.hub.api.context import HubContext
@@ -37,11 +39,13 @@ from mcpkit.hub.store import NotFound
 from mcpkit.hub.upstream_auth import credentials_for
 from mcpkit.hub.upstream_login import (
     CALLBACK_PATH,
+    CLIENT_METADATA_PATH,
     MAX_QUERY_VALUE,
     BadReturnTo,
     Finished,
     LoginFailed,
     LoginOfAnotherUser,
+    client_metadata_document,
     finish_login,
     logout,
     start_login,
@@ -120,6 +124,14 @@ def callback_router() -> APIRouter:
         if user is None:  # sign in first, then back here (see the module)
             return sign_in.sign_in_page(request, service, _resume(request), SIGN_IN_REASON)
         return await _finish(context, query, user.id)
+
+    @pages.get(CLIENT_METADATA_PATH)
+    async def client_metadata(context: Context) -> Response:
+        """The hub's Client ID Metadata Document, when its configured URL is this one."""
+        document = client_metadata_document(context)
+        if document is None:
+            return JSONResponse({"error": "not_found"}, status.HTTP_404_NOT_FOUND)
+        return JSONResponse(document, headers={"Cache-Control": "public, max-age=3600"})
 
     @pages.post(CALLBACK_PATH)
     async def callback_sign_in(request: Request, context: Context) -> Response:
