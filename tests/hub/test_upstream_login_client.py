@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 from tests.hub.hub_helpers import Hub, call, fresh_user, running_hub
-from tests.hub.upstream_login_support import register_oauth, start
+from tests.hub.upstream_login_support import land, register_oauth, start, state_of
 from tests.procs import free_port
 
 from mcpkit.hub.settings import HubSettings, SettingsError
@@ -64,6 +64,9 @@ async def recording_server() -> AsyncIterator[RecordingServer]:
             "token_endpoint_auth_methods_supported": ["none"],
             "client_id_metadata_document_supported": server.cimd})
 
+    async def token(_: web.Request) -> web.Response:
+        return web.json_response({"error": "invalid_client"}, status=401)
+
     async def register(request: web.Request) -> web.Response:
         server.registrations.append(await request.json())
         return web.json_response({"client_id": f"registered-{len(server.registrations)}",
@@ -75,6 +78,7 @@ async def recording_server() -> AsyncIterator[RecordingServer]:
     app.router.add_get("/.well-known/oauth-protected-resource/mcp", prm)
     app.router.add_get("/.well-known/oauth-authorization-server", metadata)
     app.router.add_post("/register", register)
+    app.router.add_post("/token", token)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     try:
@@ -154,3 +158,29 @@ def test_the_setting_comes_from_the_environment_or_the_command_line() -> None:
                      ("https://hub.example/c.json#x", "fragment")):
         with pytest.raises(SettingsError, match=f"upstream_client_metadata_url: .*{why}"):
             HubSettings(upstream_client_metadata_url=bad)
+
+
+async def test_one_registration_per_server_is_reused_until_the_server_refuses_it(
+        hub: Hub) -> None:
+    """Three logins of two users at one authorization server: one registration. When the
+    server answers invalid_client (it forgot the client), the hub forgets it too: the next
+    login registers again."""
+    (_, ada), (_, bob) = await fresh_user(hub), await fresh_user(hub)
+    async with recording_server() as server:
+        ada_upstream = await register_oauth(ada, "shared", server.url)
+        bob_upstream = await register_oauth(bob, "shared", server.url)
+        urls = []
+        for api, upstream in ((ada, ada_upstream), (bob, bob_upstream), (ada, ada_upstream)):
+            started = await start(api, upstream["id"])
+            assert started.status == 200, started.text
+            urls.append(started.body["authorization_url"])
+        assert len(server.registrations) == 1
+        assert {client_id(url) for url in urls} == {"registered-1"}
+        landed = (f"{hub.url}/oauth/upstream/callback?state={state_of(urls[-1])}"
+                  "&code=abc")
+        refused = await land(ada, landed)  # the token endpoint answers invalid_client
+        assert refused.status == 400 and "invalid_client" in refused.text, refused.text
+        again = await start(bob, bob_upstream["id"])
+        assert again.status == 200, again.text
+        assert client_id(again.body["authorization_url"]) == "registered-2"
+        assert len(server.registrations) == 2

@@ -9,7 +9,9 @@ the browser at the hub's callback, ended by a logout.
 (an unauthenticated probe), discovery (RFC 9728 then RFC 8414; the `resource` is the one the
 upstream's metadata names), PKCE S256, `offline_access` when the authorization server lists
 it, and the client: a Client ID Metadata Document when one is configured and the AS takes it,
-else dynamic client registration for the hub's callback URL. What the callback will need
+else dynamic client registration for the hub's callback URL - one per authorization server
+and callback, kept sealed (store.upstream_clients) and reused for REGISTRATION_TTL_S, dropped
+when the server answers invalid_client. What the callback will need
 (state, PKCE verifier, metadata, client, resource, scopes, the user and the upstream, expiry)
 is kept sealed in the database, found by the sha256 of the state: any replica finishes it.
 
@@ -67,6 +69,9 @@ CALLBACK_PATH = UPSTREAM_CALLBACK_PATH
 LOGIN_TTL_S = 600.0
 """A started login must be finished within this long (the user logs in at the AS)."""
 CLIENT_NAME = "mcpkit hub"
+REGISTRATION_TTL_S = 7 * 24 * 3600.0
+"""How long the hub reuses its DCR registration at an authorization server before it
+registers again (an AS may drop registrations; a refused one is dropped at once)."""
 CLIENT_METADATA_PATH = "/oauth/upstream/client.json"
 """Where the hub serves its own Client ID Metadata Document (client_metadata_document)."""
 MAX_QUERY_VALUE = 4096
@@ -110,6 +115,14 @@ class _Pending(msgspec.Struct):
     return_to: str | None = None
 
 
+class _Registration(msgspec.Struct):
+    """The hub's DCR registration at an AS, as kept (sealed) in store.upstream_clients."""
+
+    client_id: str
+    client_secret: str | None
+    auth_method: str
+
+
 @dataclass(slots=True)
 class LoginOptions:
     """The knobs of the flow (defaults: the named constants)."""
@@ -119,6 +132,7 @@ class LoginOptions:
     client_metadata_url: str | None = None
     """A Client ID Metadata Document listing the hub's callback URL (used where the AS
     supports CIMD; else DCR)."""
+    registration_ttl_s: float = REGISTRATION_TTL_S
 
     @classmethod
     def of(cls, context: HubContext) -> LoginOptions:
@@ -185,7 +199,7 @@ async def start_login(context: HubContext, upstream: UpstreamRecord, *,
         check_pkce(metadata)
         scopes = select_scopes(challenge.scopes, found.resource_scopes,
                                metadata.scopes_supported)
-        client = await _client(http, metadata, redirect_uri, options.client_metadata_url)
+        client = await _client(context, options, metadata, redirect_uri)
     except AuthorizationError as error:
         raise LoginFailed(f"{upstream.name}: cannot start an OAuth login: {error}") from None
     request = oauth_grant.authorization_request(metadata, client, redirect_uri,
@@ -243,6 +257,9 @@ async def finish_login(context: HubContext, query: Mapping[str, str], *, signed_
                                                  request, pending.redirect_uri,
                                                  pending.resource)
     except AuthorizationError as error:
+        if isinstance(error, oauth_grant.InvalidClient) or query.get("error") in (
+                "invalid_client", "unauthorized_client"):
+            await _forget_client(context, pending)
         raise LoginFailed(f"{upstream.name}: the login failed: {error}") from None
     grant = StoredGrant(TokenKey(pending.resource, pending.metadata.issuer, client.client_id),
                         tokens, tuple(pending.scopes), pending.metadata, client)
@@ -276,13 +293,35 @@ def state_hash(state: str) -> str:
     return hashlib.sha256(state.encode()).hexdigest()
 
 
-async def _client(http: OAuthHttp, metadata: AuthorizationServerMetadata, redirect_uri: str,
-                  metadata_url: str | None) -> ClientRegistration:
-    """CIMD when configured and the AS takes it, else a DCR registration for the hub's
-    callback (one per login: the AS may forget them; nothing to keep across logins)."""
+async def _client(context: HubContext, options: LoginOptions,
+                  metadata: AuthorizationServerMetadata, redirect_uri: str
+                  ) -> ClientRegistration:
+    """CIMD when configured and the AS takes it, else the hub's DCR registration for its
+    callback at that AS: the kept one (store.upstream_clients, younger than
+    `options.registration_ttl_s`), or a new one, kept for the next logins."""
+    metadata_url = options.client_metadata_url
     identity = oauth_registration.Identity(
         None, None, None, metadata_url, (redirect_uri,), metadata_url is None, CLIENT_NAME)
     chosen = oauth_registration.metadata_document(identity, metadata)
     if chosen is not None:
         return chosen
-    return await oauth_registration.register(http, identity, metadata)
+    clients = context.store.upstream_clients
+    kept = await clients.get(metadata.issuer, redirect_uri,
+                             max_age=timedelta(seconds=options.registration_ttl_s))
+    if kept is not None:
+        found = msgspec.json.decode(kept, type=_Registration)
+        return ClientRegistration(found.client_id, found.client_secret, found.auth_method,
+                                  "dcr")
+    registered = await oauth_registration.register(options.http, identity, metadata)
+    await clients.put(metadata.issuer, redirect_uri, msgspec.json.encode(_Registration(
+        registered.client_id, registered.client_secret, registered.auth_method)).decode())
+    return registered
+
+
+async def _forget_client(context: HubContext, pending: _Pending) -> None:
+    """The AS no longer knows the hub's kept registration (invalid_client): drop it, so the
+    next login registers again."""
+    if pending.client_source == "dcr" and await context.store.upstream_clients.forget(
+            pending.metadata.issuer, pending.redirect_uri):
+        log.info("the hub's registration at %s was refused: the next login registers again",
+                 pending.metadata.issuer)
