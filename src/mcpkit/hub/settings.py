@@ -46,6 +46,9 @@ Environment (each also a `mcpkit hub serve` option where it makes sense):
     MCPKIT_HUB_TOKEN_EXCHANGE_CACHE_BYTES   upstream tokens from token exchange kept in memory
     MCPKIT_HUB_OAUTH_CLIENT_DOCUMENT_TIMEOUT_S, _MAX_BYTES, _TTL_S, _ALLOW_PRIVATE, _CA_FILE
                                       fetching client metadata documents (CIMD)
+    MCPKIT_HUB_UPSTREAM_CLIENT_METADATA_URL   --upstream-client-metadata-url   the Client ID
+                                      Metadata Document the hub presents to upstreams'
+                                      authorization servers (else DCR at each)
 
 The secret key is not a setting: it is read by `mcpkit.hub.crypto.load_secret_box`
 ($MCPKIT_HUB_SECRET_KEY, else the key file in the data directory), so it never sits in an
@@ -239,6 +242,13 @@ class HubSettings:
     token_exchange_cache_bytes: int = 4 * 1024 * 1024
     """The upstream tokens from token exchange one hub process keeps in memory (bytes; least
     recently used out first): `auth_mode` "token_exchange" upstreams."""
+    upstream_client_metadata_url: str | None = None
+    """The hub's Client ID Metadata Document URL (https, with a path): its client id at the
+    authorization servers of OAuth upstreams that support CIMD, in users' upstream logins
+    (hub/upstream_login.py); the others, and None, get a dynamic client registration. The
+    document must list `<public URL>/oauth/upstream/callback`; the hub serves it at
+    `<public URL>/oauth/upstream/client.json`, the URL to give when the hub's public URL is
+    https."""
     max_catalog_items: int = 2000
     """Items of one list (tools, prompts, resources, templates) the hub takes from one
     upstream; past it the catalog fetch fails and says so (catalog_limits.py)."""
@@ -311,6 +321,14 @@ class HubSettings:
                 not Path(self.oauth_client_document_ca_file).is_file():
             raise SettingsError("oauth_client_document_ca_file: "
                                 f"{self.oauth_client_document_ca_file!r} is not a file")
+        if self.upstream_client_metadata_url is not None:
+            from mcpkit.client.oauth_client_metadata import check_client_metadata_url
+            from mcpkit.errors import InvalidArgument
+
+            try:
+                check_client_metadata_url(self.upstream_client_metadata_url)
+            except InvalidArgument as error:
+                raise SettingsError(f"upstream_client_metadata_url: {error}") from None
         if self.log_level not in ("critical", "error", "warning", "info", "debug"):
             raise SettingsError(f"log_level: {self.log_level!r} is not a log level")
 

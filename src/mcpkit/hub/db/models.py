@@ -360,6 +360,20 @@ class UpstreamLoginState(Base):
     expires_at: Mapped[datetime] = mapped_column(index=True)  # the purge
 
 
+class UpstreamOAuthClient(Base):
+    """The hub's registration (DCR) at an upstream's authorization server for one redirect
+    URI, reused by every user's login there rather than one registration per login. Keyed by
+    the sha256 of (issuer, redirect URI); the registration (client id, secret, method) is
+    sealed. Bounded in number: the least recently used go first."""
+
+    __tablename__ = "upstream_oauth_clients"
+
+    key_hash: Mapped[str] = mapped_column(String(HASH_LENGTH), primary_key=True)
+    registration_sealed: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    used_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)  # the bound
+
+
 OIDC_ISSUER_LENGTH = 2048
 OIDC_SUBJECT_LENGTH = 255  # OpenID Connect Core §2: `sub` is at most 255 ASCII characters
 

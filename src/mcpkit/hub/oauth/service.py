@@ -6,6 +6,7 @@ built-in `oauth_component` once the store (and Redis) is open."""
 from __future__ import annotations
 
 import time
+import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -33,9 +34,35 @@ REGISTER_PATH = "/oauth/register"
 REVOKE_PATH = "/oauth/revoke"
 JWKS_PATH = "/oauth/jwks"
 OIDC_CALLBACK_PATH = "/oauth/oidc/callback"
+UPSTREAM_CALLBACK_PATH = "/oauth/upstream/callback"
+"""Where an upstream's authorization server sends the browser back (hub/upstream_login.py)."""
 SESSION_COOKIE = "mcpkit_hub_session"
 """The browser's sign-in to the hub's pages: sealed with the hub's key (any replica opens
-it), sent to the authorization endpoint only."""
+it), sent to the hub's /oauth pages only (COOKIE_PATH)."""
+COOKIE_PATH = "/oauth"
+"""The session and CSRF cookies go to /oauth/… only: the authorization endpoint and the
+upstream-login callback (both ask for a signed-in browser), never to the REST API or /mcp."""
+RESUMABLE_PATHS = frozenset({AUTHORIZE_PATH, UPSTREAM_CALLBACK_PATH})
+"""The pages a sign-in may go back to once the browser is signed in."""
+MAX_RESUME_CHARS = 8192
+
+
+def resume_target(candidate: str) -> str | None:
+    """`candidate` when it is the path (and query) of one of the hub's own pages that ask for
+    a sign-in (RESUMABLE_PATHS), else None. Never a URL with a scheme or a host, a path
+    elsewhere, or one with a backslash or control character a browser might read as
+    another host: a resume stays on the hub, on those pages (no open redirect)."""
+    if not candidate.startswith("/") or candidate.startswith("//") or \
+            len(candidate) > MAX_RESUME_CHARS or \
+            any(ord(char) < 0x21 or char in "\\\x7f" for char in candidate):
+        return None
+    try:
+        parts = urllib.parse.urlsplit(candidate)
+    except ValueError:
+        return None
+    if parts.scheme or parts.netloc or parts.fragment or parts.path not in RESUMABLE_PATHS:
+        return None
+    return candidate
 
 
 @dataclass
@@ -61,7 +88,7 @@ class OAuthService:
         sealed = self.box.seal({"user": str(user_id), "expires": str(time.time() + ttl)})
         response.set_cookie(SESSION_COOKIE, sealed, max_age=int(ttl), httponly=True,
                             samesite="lax", secure=self.settings.issuer.startswith("https://"),
-                            path=AUTHORIZE_PATH)
+                            path=COOKIE_PATH)
 
     @property
     def resource_metadata_url(self) -> str:
