@@ -35,6 +35,15 @@
 // LOGIN@example.test its email (email scope), put in the ID token itself
 // (conformIdTokenClaims off, so the hub needs no userinfo call). A login starting with
 // "noname" has neither claim (the hub then names the user after the subject).
+//
+// With --token-exchange (test-only: oidc-provider has no RFC 8693 grant of its own), the
+// client "hub" may also use the token-exchange grant: it presents a user's access token from
+// this provider (subject_token_type access_token; an opaque one is looked up, a JWT one
+// verified with the provider's own keys; expired or unknown: invalid_grant) and gets a JWT
+// access token for one configured `resource` (else invalid_target) for the same account,
+// with that resource's scopes. Each success is recorded as `token_exchange.success`
+// (client_id, account, resource). The hub's sign-ins then also get a refresh token (without
+// offline_access), so the hub can refresh an expiring provider token first.
 // Prints one JSON line with the issuer
 // when it listens; exits when stdin closes (the test process is gone) or after --max-life-s.
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
@@ -44,6 +53,7 @@ import { parseArgs } from 'node:util';
 
 // tests/js holds the test-only JS packages (ESM resolves no NODE_PATH, hence the path)
 import Provider, { errors } from '../js/node_modules/oidc-provider/lib/index.js';
+import { createLocalJWKSet, jwtVerify } from '../js/node_modules/jose/dist/webapi/index.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -54,6 +64,7 @@ const { values: args } = parseArgs({
     events: { type: 'string' },
     'max-life-s': { type: 'string', default: '900' },
     'hub-redirect-uri': { type: 'string', multiple: true },
+    'token-exchange': { type: 'boolean', default: false },
   },
 });
 const hubRedirectUris = args['hub-redirect-uri'] ?? [];
@@ -70,10 +81,13 @@ function signingKey(type, options, alg) {
   return { ...privateKey.export({ format: 'jwk' }), alg, use: 'sig', kid: `${alg}-${randomBytes(4).toString('hex')}` };
 }
 
+const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
 const hubClient = {
   client_id: 'hub',
   client_secret: process.env.HUB_CLIENT_SECRET,
-  grant_types: ['authorization_code', 'refresh_token'],
+  grant_types: ['authorization_code', 'refresh_token',
+    ...(args['token-exchange'] ? [TOKEN_EXCHANGE] : [])],
   redirect_uris: hubRedirectUris,
   response_types: ['code'],
   token_endpoint_auth_method: 'client_secret_basic',
@@ -93,6 +107,24 @@ const hubAccounts = hubRedirectUri ? {
   },
 } : {};
 
+const signingKeys = [signingKey('ec', { namedCurve: 'P-256' }, 'ES256'), signingKey('rsa', { modulusLength: 2048 }, 'RS256')];
+const PRIVATE_MEMBERS = new Set(['d', 'p', 'q', 'dp', 'dq', 'qi']);
+const publicKeys = createLocalJWKSet({
+  keys: signingKeys.map((key) => Object.fromEntries(
+    Object.entries(key).filter(([member]) => !PRIVATE_MEMBERS.has(member)))),
+});
+
+function resourceServerInfo(indicator) {
+  return {
+    scope: 'mcp:read mcp:write',
+    audience: indicator,
+    accessTokenTTL: settings.accessTokenTTL,
+    ...(opaqueResources.has(indicator)
+      ? { accessTokenFormat: 'opaque' }
+      : { accessTokenFormat: 'jwt', jwt: { sign: { alg: 'ES256' } } }),
+  };
+}
+
 const provider = new Provider(issuer, {
   ...hubAccounts,
   clients: [{
@@ -103,16 +135,19 @@ const provider = new Provider(issuer, {
     response_types: [],
     token_endpoint_auth_method: 'client_secret_basic',
   }, ...(hubRedirectUri ? [hubClient] : [])],
-  jwks: { keys: [signingKey('ec', { namedCurve: 'P-256' }, 'ES256'), signingKey('rsa', { modulusLength: 2048 }, 'RS256')] },
+  jwks: { keys: signingKeys },
   cookies: { keys: [randomBytes(32).toString('hex')] },
   // the resources' scopes are listed too: a client may name them in its registration (the
   // official Python SDK registers with the scope it will ask for)
   scopes: ['openid', 'offline_access', 'mcp:read', 'mcp:write'],
   pkce: { required: () => true },
   rotateRefreshToken: true,
-  // issueRefreshToken is oidc-provider's default: a refresh token only for a grant with
+  // issueRefreshToken is oidc-provider's default rule: a refresh token only for a grant with
   // offline_access, which it keeps only with prompt=consent (OpenID Connect Core §11). mcpkit
-  // sends both, so the refresh tests prove it.
+  // sends both, so the refresh tests prove it. With --token-exchange the hub's sign-ins get
+  // one too (so the hub can refresh an expiring provider token before exchanging it).
+  issueRefreshToken: async (ctx, client, code) => client.grantTypeAllowed('refresh_token')
+    && (code.scopes.has('offline_access') || (args['token-exchange'] && client.clientId === 'hub')),
   ttl: { RefreshToken: 3600, Session: 3600, Grant: 3600, Interaction: 600 },
   features: {
     devInteractions: { enabled: true },
@@ -127,14 +162,7 @@ const provider = new Provider(issuer, {
       useGrantedResource: () => true,
       getResourceServerInfo(ctx, indicator) {
         if (!indicator || !resources.has(indicator)) throw new errors.InvalidTarget();
-        return {
-          scope: 'mcp:read mcp:write',
-          audience: indicator,
-          accessTokenTTL: settings.accessTokenTTL,
-          ...(opaqueResources.has(indicator)
-            ? { accessTokenFormat: 'opaque' }
-            : { accessTokenFormat: 'jwt', jwt: { sign: { alg: 'ES256' } } }),
-        };
+        return resourceServerInfo(indicator);
       },
     },
   },
@@ -159,6 +187,50 @@ for (const kind of ['access_token', 'refresh_token', 'client_credentials']) {
 provider.on('registration_create.success', (ctx, client) => record('registration_create.success', { client_id: client.clientId }));
 provider.on('authorization.success', (ctx) => record('authorization.success', { client_id: ctx.oidc.client?.clientId, scope: ctx.oidc.params.scope }));
 provider.on('server_error', (ctx, err) => record('server_error', { message: String(err) }));
+
+// --- RFC 8693 token exchange for the hub (--token-exchange; see the header) ----------------
+async function subjectAccount(value) {
+  if (typeof value !== 'string' || value.length > 16384) return undefined;
+  const stored = await provider.AccessToken.find(value); // opaque tokens are stored
+  if (stored) return stored.isExpired ? undefined : stored.accountId;
+  try { // a JWT access token: signed by this provider, for some resource, not expired
+    const { payload } = await jwtVerify(value, publicKeys, { issuer, typ: 'at+jwt' });
+    return typeof payload.sub === 'string' ? payload.sub : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+async function tokenExchange(ctx) {
+  const { client, params } = ctx.oidc;
+  if (client.clientId !== 'hub') throw new errors.UnauthorizedClient('only the hub exchanges tokens');
+  if (params.subject_token_type !== ACCESS_TOKEN_TYPE) {
+    throw new errors.InvalidRequest(`subject_token_type must be ${ACCESS_TOKEN_TYPE}`);
+  }
+  if (params.requested_token_type && params.requested_token_type !== ACCESS_TOKEN_TYPE) {
+    throw new errors.InvalidRequest(`requested_token_type must be ${ACCESS_TOKEN_TYPE}`);
+  }
+  const accountId = await subjectAccount(params.subject_token);
+  if (!accountId) throw new errors.InvalidGrant('subject_token is invalid or expired');
+  const { resource } = params;
+  if (typeof resource !== 'string' || !resources.has(resource)) throw new errors.InvalidTarget();
+  const info = resourceServerInfo(resource);
+  const token = new provider.AccessToken({ accountId, client, gty: 'token_exchange', scope: info.scope });
+  token.resourceServer = new provider.ResourceServer(resource, info);
+  const value = await token.save();
+  record('token_exchange.success', { client_id: client.clientId, account: accountId, resource });
+  ctx.body = {
+    access_token: value,
+    issued_token_type: ACCESS_TOKEN_TYPE,
+    token_type: 'Bearer',
+    expires_in: token.expiration,
+    scope: token.scope,
+  };
+}
+if (args['token-exchange']) {
+  provider.registerGrantType(TOKEN_EXCHANGE, tokenExchange, new Set(['subject_token',
+    'subject_token_type', 'requested_token_type', 'resource', 'scope', 'audience']));
+}
 
 // --- serving ------------------------------------------------------------------------------
 const handle = provider.callback();

@@ -17,7 +17,8 @@
 The provider (tests/auth_e2e/provider.mjs) appends every event the tests count to a JSON-lines
 file: `grant.success` / `grant.error` (with `grant_type`, `client_id`), `refresh_token.consumed`,
 `grant.revoked`, `{access,refresh}_token.destroyed` (revoked, e.g. by a logout),
-`registration_create.success`, `authorization.success` (with `scope`).
+`registration_create.success`, `authorization.success` (with `scope`),
+`token_exchange.success` (with `account` and `resource`; `token_exchange=True`).
 Both processes lead their own process group and are stopped by it; the provider also exits
 when its stdin (a pipe held here) closes, so it cannot outlive the test process."""
 
@@ -129,11 +130,13 @@ def _start(argv: list[str], port: int, log: IO[bytes], **popen: Any) -> subproce
 
 
 @contextlib.contextmanager
-def running_stack(directory: Path, *, hub_redirect_uris: tuple[str, ...] = ()
-                  ) -> Iterator[Stack]:
+def running_stack(directory: Path, *, hub_redirect_uris: tuple[str, ...] = (),
+                  token_exchange: bool = False) -> Iterator[Stack]:
     """Start the provider, then the protected server that trusts it; stop both after.
     With `hub_redirect_uris`, the provider is also the mcpkit hub's OpenID Connect provider
-    (a pre-registered confidential client "hub" redirecting there; accounts with claims)."""
+    (a pre-registered confidential client "hub" redirecting there; accounts with claims);
+    with `token_exchange` too, "hub" may exchange a user's access token for one for a
+    configured resource (RFC 8693; each success is a `token_exchange.success` event)."""
     require_provider()
     provider_port, server_port = free_port(), free_port()
     resource = f"http://127.0.0.1:{server_port}/mcp"
@@ -143,6 +146,8 @@ def running_stack(directory: Path, *, hub_redirect_uris: tuple[str, ...] = ()
                   machine_secret=secrets.token_urlsafe(24),
                   hub_client_secret=secrets.token_urlsafe(24))
     hub_options = [part for uri in hub_redirect_uris for part in ("--hub-redirect-uri", uri)]
+    if token_exchange:
+        hub_options.append("--token-exchange")
     with contextlib.ExitStack() as stop:
         provider_log = stop.enter_context(open(directory / "provider.log", "w+b"))
         server_log = stop.enter_context(open(directory / "server.log", "w+b"))

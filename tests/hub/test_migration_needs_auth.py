@@ -1,7 +1,7 @@
-"""Migration 0009 (health status "needs_auth", catalog credentials) on a database with data,
+"""Migration 0011 (health status "needs_auth", catalog credentials) on a database with data,
 SQLite and PostgreSQL: the upgrade keeps every upstream, its catalog and its owner's login
-(SQLite recreates the table, whose DROP would cascade to them: so does 0005's, which keeps
-them too), the new status is accepted and a foreign one still refused, and the downgrade
+(SQLite recreates the table, whose DROP would cascade to them: so do 0005's and 0009's,
+which keep them too), the new status is accepted and a foreign one still refused, and the downgrade
 turns needs_auth into unhealthy and drops the columns."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ pytestmark = pytest.mark.anyio
 
 OLDER = "0004"
 """Before 0005 (auth_mode), which rebuilds upstreams on SQLite too."""
-BEFORE = "0008"
-THIS = "0009"
+BEFORE = "0010"
+THIS = "0011"
 UPSTREAM = "00000000-0000-4000-8000-000000000007"
 
 
@@ -64,7 +64,7 @@ async def test_the_upgrade_keeps_upstreams_and_catalogs_and_the_downgrade_undoes
         await migrations.upgrade(engine, OLDER)
         await _seed(engine)
         await migrations.upgrade(engine, BEFORE)
-        assert len(await _rows(engine, "SELECT * FROM upstream_tools")) == 2  # 0005 kept them
+        assert len(await _rows(engine, "SELECT * FROM upstream_tools")) == 2  # 0005, 0009 too
         await _execute(engine, "INSERT INTO upstream_logins (user_id, upstream_id, grant_sealed, "
                                f"created_at, updated_at) VALUES (1, '{UPSTREAM}', 'sealed', "
                                "CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)")

@@ -31,6 +31,7 @@ TABLES = {
     "oauth_signing_keys",
     "upstream_logins",
     "upstream_login_states",
+    "upstream_oauth_clients",
     "oidc_identities",
 }
 

@@ -11,13 +11,12 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
-import aiohttp
 import anyio
 import pytest
 from tests.auth_e2e.logins import FormLogin
 from tests.auth_e2e.stack import Stack, running_stack
 from tests.hub.hostile_auth_server import hostile_server
-from tests.hub.hub_helpers import UPSTREAMS, Hub, call, fresh_user
+from tests.hub.hub_helpers import UPSTREAMS, Api, Hub, fresh_user
 from tests.hub.upstream_login_support import (
     CALLBACK,
     age_login,
@@ -25,6 +24,7 @@ from tests.hub.upstream_login_support import (
     authorize,
     connect,
     expire_pending,
+    land,
     mcp_session,
     outcome,
     raw_call,
@@ -212,8 +212,9 @@ async def test_no_combination_lets_one_user_call_with_anothers_upstream_login(
 # --- adversarial --------------------------------------------------------------------------
 
 
-async def callback_page(hub: Hub, query: str) -> tuple[int, str]:
-    reply = await call("GET", f"{hub.settings.issuer}{CALLBACK}?{query}")
+async def callback_page(api: Api, query: str) -> tuple[int, str]:
+    """The callback with `query`, in the user's browser (signed in to the hub)."""
+    reply = await land(api, f"{api.hub.settings.issuer}{CALLBACK}?{query}")
     return reply.status, reply.text
 
 
@@ -223,29 +224,29 @@ async def test_forged_reused_expired_and_refused_callbacks_store_nothing(
     upstream = await register_oauth(api, "guarded", upstream_url)
     path = f"{UPSTREAMS}/{upstream['id']}"
     # forged: a state the hub never issued
-    status, page = await callback_page(hub, "state=forged&code=whatever")
+    status, page = await callback_page(api, "state=forged&code=whatever")
     assert status == 400 and "unknown or was already used" in page
     # reused: the same redirect twice; the second finds nothing
     landed = await authorize(api, upstream["id"], "frank-account")
-    assert (await call("GET", landed)).status == 200
-    again = await call("GET", landed)
+    assert (await land(api, landed)).status == 200
+    again = await land(api, landed)
     assert again.status == 400 and "unknown or was already used" in again.text
     # expired: finished after the pending login's lifetime
     landed = await authorize(api, upstream["id"], "frank-account")
     await expire_pending(hub)
-    late = await call("GET", landed)
+    late = await land(api, landed)
     assert late.status == 400 and "expired" in late.text
     # the authorization server refused (an error param): the state is spent with it
     started = await start(api, upstream["id"])
     state = state_of(started.body["authorization_url"])
     status, page = await callback_page(
-        hub, f"state={state}&error=access_denied&iss={stack.issuer}")
+        api, f"state={state}&error=access_denied&iss={stack.issuer}")
     assert status == 400 and "access_denied" in page
-    status, page = await callback_page(hub, f"state={state}&code=c&iss={stack.issuer}")
+    status, page = await callback_page(api, f"state={state}&code=c&iss={stack.issuer}")
     assert status == 400 and "unknown or was already used" in page
     # malformed: a repeated parameter, an oversized one, none at all
     for query in (f"state={state}&state=other", "state=" + "s" * 5000, ""):
-        status, _ = await callback_page(hub, query)
+        status, _ = await callback_page(api, query)
         assert status == 400, query[:80]
     # through all of it, the first (good) login is the only one, and it is the user's
     assert (await api.get(path)).body["oauth_connected"] is True
@@ -262,9 +263,9 @@ async def test_a_login_is_started_only_by_the_owner_of_an_oauth_upstream(
     assert refused.status == 422 and refused.error["field"] == "auth_mode"
     foreign = await start(ada, oauth["id"], return_to="https://evil.example/after")
     assert foreign.status == 422 and foreign.error["field"] == "return_to"
-    # an upstream login Bob finishes with Ada's state is still Ada's: the state names it
-    landed = await authorize(ada, oauth["id"], "bob-account-in-ada-browser")
-    assert (await call("GET", landed)).status == 200
+    # Ada's login, in her browser, whatever account she uses at the provider, is Ada's
+    landed = await authorize(ada, oauth["id"], "another-account-in-ada-browser")
+    assert (await land(ada, landed)).status == 200
     assert (await ada.get(f"{UPSTREAMS}/{oauth['id']}")).body["oauth_connected"] is True
 
 
@@ -276,9 +277,8 @@ async def test_a_return_to_of_the_hub_is_where_the_browser_goes(
     started = await start(api, upstream["id"], return_to=back)
     login = FormLogin(user="gina-account", redirect_uri=hub.settings.issuer + CALLBACK)
     landed = await login(started.body["authorization_url"])
-    async with aiohttp.ClientSession() as http, \
-            http.get(landed, allow_redirects=False) as reply:
-        assert reply.status == 303 and reply.headers["Location"] == back
+    reply = await land(api, landed)
+    assert reply.status == 303 and reply.headers["Location"] == back
 
 
 @pytest.mark.parametrize("mode", ["huge-metadata", "malformed-metadata", "bad-registration"])
@@ -304,6 +304,6 @@ async def test_oversized_or_malformed_token_answers_fail_the_callback(
         assert started.status == 200, started.text
         hostile.mode = mode
         status, page = await callback_page(
-            hub, f"state={state_of(started.body['authorization_url'])}&code=abc")
+            api, f"state={state_of(started.body['authorization_url'])}&code=abc")
         assert status == 400 and "the login failed" in page, page
         assert (await api.get(f"{UPSTREAMS}/{upstream['id']}")).body["oauth_connected"] is False

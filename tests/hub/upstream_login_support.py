@@ -3,7 +3,8 @@ the upstream's authorization server, a protected `whoami` upstream trusting it
 (whoami_upstream.py), hubs with the /mcp router whose public URL is known in advance (their
 OAuth callback names it), and a user's whole login: start over the REST API, the provider's
 login and consent pages walked as `account` (tests/auth_e2e/logins.FormLogin), the browser's
-landing at the hub's callback."""
+landing at the hub's callback - the user's own browser, signed in to the hub
+(tests/hub/hub_browser.py), as the callback requires."""
 
 from __future__ import annotations
 
@@ -14,13 +15,15 @@ import subprocess
 import sys
 import time
 import urllib.parse
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from tests.auth_e2e.logins import FormLogin
 from tests.auth_e2e.stack import STARTUP_S, Stack
-from tests.hub.hub_helpers import UPSTREAMS, Api, Hub, Reply, call, seed_admin
+from tests.hub.hub_browser import HubBrowser, hub_browser
+from tests.hub.hub_helpers import UPSTREAMS, Api, Hub, Reply, seed_admin
 from tests.hub.router.support import hub_app, text
 from tests.procs import free_port, serve_in_thread, stop_process, wait_for_port
 
@@ -58,20 +61,21 @@ def whoami_upstream(stack: Stack, log_dir: Path) -> Iterator[str]:
 
 @contextlib.contextmanager
 def router_hubs(database_url: str, box: SecretBox, count: int = 1, *,
-                redis_url: str | None = None, admin_token: str | None = None
-                ) -> Iterator[list[Hub]]:
+                redis_url: str | None = None, admin_token: str | None = None,
+                first_port: int | None = None, **extra: Any) -> Iterator[list[Hub]]:
     """`count` replicas of one hub (REST + /mcp) on one database (and Redis), all with the
-    first one's URL as their public URL; an admin seeded (or `admin_token`'s, seeded by the
-    caller: inside an event loop, with `seed_admin_async`)."""
+    first one's URL (on `first_port` when given) as their public URL, and the `extra`
+    settings; an admin seeded (or `admin_token`'s, seeded by the caller: inside an event
+    loop, with `seed_admin_async`)."""
     token = admin_token or seed_admin(database_url, box)
-    ports = [free_port() for _ in range(count)]
+    ports = [first_port or free_port()] + [free_port() for _ in range(count - 1)]
     public = f"http://127.0.0.1:{ports[0]}"
     with contextlib.ExitStack() as stack:
         hubs = []
         for port in ports:
             settings = HubSettings(database_url=database_url, port=port, public_url=public,
                                    allow_private_upstreams=True, auth_failure_burst=1_000_000,
-                                   redis_url=redis_url)
+                                   redis_url=redis_url, **extra)
             url = stack.enter_context(serve_in_thread(hub_app(settings, box), lifespan="on",
                                                       name="hub", port=port))
             hubs.append(Hub(url, token, database_url, settings, box))
@@ -95,9 +99,25 @@ async def authorize(api: Api, upstream_id: str, account: str) -> str:
     return await login(started.body["authorization_url"])
 
 
+async def browser_of(api: Api) -> HubBrowser:
+    """The user's own browser (signs in to the hub with a password set on first use)."""
+    if api not in _browsers:
+        _browsers[api] = await hub_browser(api.hub, api.user_id)
+    return _browsers[api]
+
+
+_browsers: weakref.WeakKeyDictionary[Api, HubBrowser] = weakref.WeakKeyDictionary()
+
+
+async def land(api: Api, url: str) -> Reply:
+    """The browser of `api`'s user opens `url` (the callback): signed in to the hub first
+    when the hub asks."""
+    return await (await browser_of(api)).open(url)
+
+
 async def connect(api: Api, upstream_id: str, account: str) -> None:
     """A whole login as `account`, the catalog fetched with it."""
-    landed = await call("GET", await authorize(api, upstream_id, account))
+    landed = await land(api, await authorize(api, upstream_id, account))
     assert landed.status == 200 and "Connected" in landed.text, landed.text
     refreshed = await api.post(f"{UPSTREAMS}/{upstream_id}/refresh")
     assert refreshed.status == 200, refreshed.text

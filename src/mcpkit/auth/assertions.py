@@ -12,6 +12,11 @@
                               authz-grant §4.3)
     parse_id_jag_response     that exchange's answer, checked: `issued_token_type` must be
                               the ID-JAG type
+    access_token_exchange_form  the RFC 8693 exchange of a user's access token at their
+                              identity provider for an access token for one `resource` (the
+                              hub's token exchange with upstreams that trust its provider)
+    parse_exchanged_access_token  that exchange's answer as a `TokenSet`: `issued_token_type`
+                              must be the access-token type, `token_type` Bearer
 
 Every builder returns `SecretFields` (names shown, values hidden) to merge with the client
 authentication's fields (`forms.merge_fields`). Client authentication is not in here: it is
@@ -20,16 +25,21 @@ authentication's fields (`forms.merge_fields`). Client authentication is not in 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
+from mcpkit.auth.errors import AuthorizationError
 from mcpkit.auth.forms import SecretFields
+from mcpkit.auth.tokens import TokenSet, parse_token_response
 from mcpkit.errors import InvalidArgument, PeerError
 
 __all__ = [
+    "ACCESS_TOKEN_TYPE",
     "CLIENT_CREDENTIALS_GRANT",
     "DEFAULT_MAX_ASSERTION_CHARS",
     "DEFAULT_MAX_TOKEN_RESPONSE_BYTES",
@@ -39,9 +49,11 @@ __all__ = [
     "TOKEN_EXCHANGE_GRANT",
     "IdJag",
     "InvalidTokenExchangeResponse",
+    "access_token_exchange_form",
     "client_credentials_form",
     "id_jag_exchange_form",
     "jwt_bearer_form",
+    "parse_exchanged_access_token",
     "parse_id_jag_response",
 ]
 
@@ -50,6 +62,7 @@ JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 TOKEN_EXCHANGE_GRANT = "urn:ietf:params:oauth:grant-type:token-exchange"
 ID_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id_token"
 ID_JAG_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:id-jag"
+ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
 
 DEFAULT_MAX_ASSERTION_CHARS = 16384
 """The longest JWT (assertion, ID token, ID-JAG) sent or accepted."""
@@ -123,20 +136,7 @@ def parse_id_jag_response(body: bytes, *,
     """The ID-JAG from the IdP's successful (200) token-exchange answer. RFC 8693 §2.2.1:
     the token is in `access_token` and `issued_token_type` says what it is, which must be
     the ID-JAG type; `token_type` is `N_A` (the ID-JAG is not an access token)."""
-    if len(body) > max_bytes:
-        raise InvalidTokenExchangeResponse(
-            f"the token-exchange response is {len(body)} bytes, over the limit of {max_bytes}")
-    try:
-        document = json.loads(body)
-    except (ValueError, RecursionError):
-        raise InvalidTokenExchangeResponse("the token-exchange response is not JSON") from None
-    if not isinstance(document, dict):
-        raise InvalidTokenExchangeResponse("the token-exchange response is not a JSON object")
-    issued = document.get("issued_token_type")
-    if issued != ID_JAG_TOKEN_TYPE:
-        shown = issued if isinstance(issued, str) and len(issued) <= 200 else type(issued).__name__
-        raise InvalidTokenExchangeResponse(
-            f"the token exchange issued {shown!r}, not an ID-JAG ({ID_JAG_TOKEN_TYPE})")
+    document = _exchange_answer(body, max_bytes, ID_JAG_TOKEN_TYPE, "an ID-JAG")
     token_type = document.get("token_type")
     if not isinstance(token_type, str) or token_type.lower() != "n_a":
         raise InvalidTokenExchangeResponse("an ID-JAG token-exchange response must have "
@@ -149,6 +149,66 @@ def parse_id_jag_response(body: bytes, *,
         raise InvalidTokenExchangeResponse("the token-exchange expires_in is not a "
                                            "non-negative integer")
     return IdJag(_checked_jwt(token, "ID-JAG", InvalidTokenExchangeResponse), expires_in)
+
+
+def access_token_exchange_form(subject_token: str, *, resource: str,
+                               scope: Sequence[str] = ()) -> SecretFields:
+    """The RFC 8693 token-exchange fields that trade a user's access token (opaque or a JWT:
+    the identity provider that issued it reads it) for an access token for `resource`."""
+    if not 0 < len(subject_token) <= DEFAULT_MAX_ASSERTION_CHARS or \
+            not _URI_CHARS.fullmatch(subject_token):
+        raise InvalidArgument(f"a subject token must be 1 to {DEFAULT_MAX_ASSERTION_CHARS} "
+                              "visible ASCII characters")
+    form = SecretFields(
+        grant_type=TOKEN_EXCHANGE_GRANT,
+        requested_token_type=ACCESS_TOKEN_TYPE,
+        subject_token=subject_token,
+        subject_token_type=ACCESS_TOKEN_TYPE,
+    )
+    return _with_scope_and_resource(form, scope, resource)
+
+
+def parse_exchanged_access_token(body: bytes, *,
+                                 max_bytes: int = DEFAULT_MAX_TOKEN_RESPONSE_BYTES,
+                                 now: float | None = None) -> TokenSet:
+    """The access token from a successful (200) RFC 8693 answer to
+    `access_token_exchange_form`: §2.2.1 requires `issued_token_type`, which must be the
+    access-token type; the rest is a token response (RFC 6749 §5.1, `token_type` Bearer). A
+    refresh token in the answer is dropped: an exchange is repeated, never refreshed."""
+    document = _exchange_answer(body, max_bytes, ACCESS_TOKEN_TYPE, "an access token")
+    token = document.get("access_token")
+    if not isinstance(token, str) or not 0 < len(token) <= DEFAULT_MAX_ASSERTION_CHARS or \
+            not _URI_CHARS.fullmatch(token):
+        raise InvalidTokenExchangeResponse(
+            f"the token-exchange response's access_token is not 1 to "
+            f"{DEFAULT_MAX_ASSERTION_CHARS} visible ASCII characters")
+    try:
+        tokens = parse_token_response(body, max_bytes=max_bytes, now=now)
+    except AuthorizationError as error:
+        raise InvalidTokenExchangeResponse(str(error)) from None
+    return dataclasses.replace(tokens, refresh_token=None)
+
+
+def _exchange_answer(body: bytes, max_bytes: int, issued_type: str,
+                     what: str) -> dict[str, Any]:
+    """A token-exchange answer as a JSON object, within `max_bytes`, whose
+    `issued_token_type` (RFC 8693 §2.2.1: required) is `issued_type`."""
+    if len(body) > max_bytes:
+        raise InvalidTokenExchangeResponse(
+            f"the token-exchange response is {len(body)} bytes, over the limit of {max_bytes}")
+    try:
+        document = json.loads(body)
+    except (ValueError, RecursionError):
+        raise InvalidTokenExchangeResponse("the token-exchange response is not JSON") from None
+    if not isinstance(document, dict):
+        raise InvalidTokenExchangeResponse("the token-exchange response is not a JSON object")
+    issued = document.get("issued_token_type")
+    if issued != issued_type:
+        shown = issued if isinstance(issued, str) and len(issued) <= 200 and \
+            issued.isprintable() else type(issued).__name__
+        raise InvalidTokenExchangeResponse(
+            f"the token exchange issued {shown!r}, not {what} ({issued_type})")
+    return document
 
 
 def _with_scope_and_resource(form: SecretFields, scope: Sequence[str],

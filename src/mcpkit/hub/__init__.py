@@ -13,6 +13,10 @@ checkout `pip install -e '.[hub]'`); importing this package alone loads nothing 
     upstream_auth.py    an "oauth" upstream's owner login as that client's auth (refreshed
                         under a Redis lock across replicas); UpstreamNeedsLogin
     upstream_login.py   starting, finishing (the callback) and ending those logins
+    upstream_token_exchange.py  a "token_exchange" upstream: the owner's identity at the
+                        hub's OpenID Connect provider exchanged there (RFC 8693) for an
+                        upstream token, kept in memory only (exchanged_tokens.py: the
+                        cache, per owner and upstream, bounded in bytes)
     catalog.py     fetch an upstream's catalog with that client (SSRF-guarded), store it with
                    the upstream's health
     catalog_limits.py  how much of a catalog the hub takes (count, bytes, nesting)

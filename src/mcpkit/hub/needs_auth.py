@@ -14,7 +14,8 @@ An upstream needs authorization when connecting to it or calling it failed becau
 - or the client's OAuth had nothing to get a token with (no login kept);
 - or the owner's per-user login to an "oauth" upstream is missing or dead
   (`UpstreamNeedsLogin`, raised by `hub/upstream_auth.py`: before anything is sent, or when
-  the authorization server refuses its refresh).
+  the authorization server refuses its refresh), or, for a "token_exchange" one, their
+  identity at the hub's provider (`UpstreamNeedsSignIn`, an `UpstreamNeedsLogin`).
 
 Everything else - refused connections, timeouts, a broken protocol, 5xx - stays "unhealthy".
 The reason names the action (`login_action`): the login endpoint (`POST …/{id}/oauth/start`,
@@ -47,7 +48,11 @@ class UpstreamNeedsAuth(UpstreamUnavailable):
 
 def login_action(upstream: UpstreamRecord) -> str:
     """What the owner does about `needs_auth`, in a sentence: log in (an "oauth" upstream;
-    a "static" one is switched to "oauth" first), or give it credentials it accepts."""
+    a "static" one is switched to "oauth" first), or give it credentials it accepts; sign in
+    to the hub again (a "token_exchange" one: its token comes from that sign-in)."""
+    if upstream.auth_mode == "token_exchange":
+        return ("sign in to the hub again through its OpenID Connect provider (the upstream's "
+                "token is exchanged for that identity)")
     login = (f"log in with POST {login_path(upstream.id)} (it answers with the authorization "
              "URL to open)")
     if upstream.auth_mode == "oauth":

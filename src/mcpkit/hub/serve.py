@@ -100,6 +100,12 @@ def add_serve_command(commands: Subcommands) -> None:
                        help="seconds the access-token signing key signs before it is replaced "
                        "(default $MCPKIT_HUB_OAUTH_KEY_MAX_AGE_S, else 30 days)")
     _add_oidc_arguments(serve)
+    serve.add_argument("--upstream-client-metadata-url", default=None, metavar="URL",
+                       help="the Client ID Metadata Document (https) the hub presents to "
+                       "OAuth upstreams' authorization servers that support it (default "
+                       "$MCPKIT_HUB_UPSTREAM_CLIENT_METADATA_URL, else dynamic client "
+                       "registration); the hub serves it at PUBLIC_URL/oauth/upstream/"
+                       "client.json")
     serve.add_argument("--log-level", default=None,
                        choices=("critical", "error", "warning", "info", "debug"),
                        help="what the log shows (default info)")

@@ -43,8 +43,12 @@ Environment (each also a `mcpkit hub serve` option where it makes sense):
     MCPKIT_HUB_OIDC_ALLOW_SIGNUP=1    --oidc-allow-signup   (a first login makes a hub user)
     MCPKIT_HUB_OIDC_SCOPES            --oidc-scopes         ("openid profile email")
     MCPKIT_HUB_OIDC_PROVIDER_NAME, _OIDC_TIMEOUT_S, _OIDC_MAX_DOCUMENT_BYTES
+    MCPKIT_HUB_TOKEN_EXCHANGE_CACHE_BYTES   upstream tokens from token exchange kept in memory
     MCPKIT_HUB_OAUTH_CLIENT_DOCUMENT_TIMEOUT_S, _MAX_BYTES, _TTL_S, _ALLOW_PRIVATE, _CA_FILE
                                       fetching client metadata documents (CIMD)
+    MCPKIT_HUB_UPSTREAM_CLIENT_METADATA_URL   --upstream-client-metadata-url   the Client ID
+                                      Metadata Document the hub presents to upstreams'
+                                      authorization servers (else DCR at each)
 
 The secret key is not a setting: it is read by `mcpkit.hub.crypto.load_secret_box`
 ($MCPKIT_HUB_SECRET_KEY, else the key file in the data directory), so it never sits in an
@@ -216,7 +220,8 @@ class HubSettings:
     oidc_timeout_s: float = 10.0
     """The bound on each exchange with the provider (metadata, keys, token request)."""
     oidc_max_document_bytes: int = 64 * 1024
-    """The largest metadata document, JWKS or token response read from the provider."""
+    """The largest metadata document, JWKS or token response read from the provider (token
+    exchanges included)."""
     oauth_dpop_replay_entries: int = DEFAULT_DPOP_REPLAY_ENTRIES
     """DPoP proofs (token endpoint and /mcp) remembered per replay window (about 70 s) for
     the replay check, in Redis with --redis-url (shared by replicas), else in memory; past
@@ -234,6 +239,16 @@ class HubSettings:
     oauth_client_document_ca_file: str | None = None
     """A PEM bundle of CAs trusted, besides the system's, for client metadata documents (a
     private PKI; tests)."""
+    token_exchange_cache_bytes: int = 4 * 1024 * 1024
+    """The upstream tokens from token exchange one hub process keeps in memory (bytes; least
+    recently used out first): `auth_mode` "token_exchange" upstreams."""
+    upstream_client_metadata_url: str | None = None
+    """The hub's Client ID Metadata Document URL (https, with a path): its client id at the
+    authorization servers of OAuth upstreams that support CIMD, in users' upstream logins
+    (hub/upstream_login.py); the others, and None, get a dynamic client registration. The
+    document must list `<public URL>/oauth/upstream/callback`; the hub serves it at
+    `<public URL>/oauth/upstream/client.json`, the URL to give when the hub's public URL is
+    https."""
     max_catalog_items: int = 2000
     """Items of one list (tools, prompts, resources, templates) the hub takes from one
     upstream; past it the catalog fetch fails and says so (catalog_limits.py)."""
@@ -254,7 +269,8 @@ class HubSettings:
                      "max_bodies_in_flight_bytes", "max_upstreams_per_user",
                      "max_refreshes_per_user", "oauth_max_clients",
                      "oauth_max_password_checks", "oidc_max_document_bytes",
-                     "oauth_dpop_replay_entries", "oauth_client_document_max_bytes"):
+                     "oauth_dpop_replay_entries", "oauth_client_document_max_bytes",
+                     "token_exchange_cache_bytes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SettingsError(f"{name}: must be a whole number above 0, not {value!r}")
@@ -305,6 +321,14 @@ class HubSettings:
                 not Path(self.oauth_client_document_ca_file).is_file():
             raise SettingsError("oauth_client_document_ca_file: "
                                 f"{self.oauth_client_document_ca_file!r} is not a file")
+        if self.upstream_client_metadata_url is not None:
+            from mcpkit.client.oauth_client_metadata import check_client_metadata_url
+            from mcpkit.errors import InvalidArgument
+
+            try:
+                check_client_metadata_url(self.upstream_client_metadata_url)
+            except InvalidArgument as error:
+                raise SettingsError(f"upstream_client_metadata_url: {error}") from None
         if self.log_level not in ("critical", "error", "warning", "info", "debug"):
             raise SettingsError(f"log_level: {self.log_level!r} is not a log level")
 
@@ -466,6 +490,7 @@ def _parse(name: str, text: str, variable: str) -> Any:
         "oauth_client_document_max_bytes": int,
         "oauth_client_document_ttl_s": float,
         "oauth_client_document_allow_private": _flag,
+        "token_exchange_cache_bytes": int,
         "max_catalog_items": int,
         "max_catalog_bytes": int,
         "max_catalog_item_bytes": int,

@@ -5,11 +5,13 @@ connections to it (pool, catalog, health).
     credentials = await connection_credentials(context, upstream, purpose="catalog")
 
 An upstream with `auth_mode` "static" (the default) needs none: its stored headers and bearer
-are sent. One with `auth_mode` "oauth" is called with its owner's own login, one per (user,
-upstream), kept sealed in the database (store/upstream_logins.py, made by
-hub/upstream_login.py). With no login, or a dead one, `UpstreamNeedsLogin` names the endpoint
-that starts one. The caller's hub token is never sent upstream: the login is the owner's, and
-`LoginAuth` sends nothing else.
+are sent. One with "token_exchange" gets its owner's provider identity exchanged for an
+upstream token (RFC 8693, hub/upstream_token_exchange.py; nothing stored; no usable identity:
+`UpstreamNeedsSignIn`, an `UpstreamNeedsLogin`). One with `auth_mode` "oauth" is called with
+its owner's own login, one per (user, upstream), kept sealed in the database
+(store/upstream_logins.py, made by hub/upstream_login.py). With no login, or a dead one,
+`UpstreamNeedsLogin` names the endpoint that starts one. The caller's hub token is never sent
+upstream: the login is the owner's, and `LoginAuth` sends nothing else.
 
 Refresh (`LoginAuth`): before a request when the access token is about to expire, and after
 the upstream refused it (401). Every refresh of a stored login runs under one lock across
@@ -84,6 +86,8 @@ async def client_auth(context: HubContext, upstream: UpstreamRecord, *,
     """The auth object for a connection to `upstream` (None: its static credentials do);
     `UpstreamNeedsLogin` when it needs its owner's login and has none. `purpose` is the same
     login for both (an upstream's separate catalog credentials: `connection_credentials`)."""
+    if upstream.auth_mode == "token_exchange":
+        return await exchanged_auth(context, upstream)
     if upstream.auth_mode != "oauth":
         return None
     login = StoredLogin(context.store, RefreshLock(context.redis), upstream.user_id, upstream.id)
@@ -92,6 +96,19 @@ async def client_auth(context: HubContext, upstream: UpstreamRecord, *,
         raise UpstreamNeedsLogin(upstream)
     return LoginAuth(login, upstream, grant,
                      http=OAuthHttp(allow_private=context.settings.allow_private_upstreams))
+
+
+async def exchanged_auth(context: HubContext, upstream: UpstreamRecord) -> HttpAuth:
+    """A token-exchange upstream's auth: the owner's provider identity exchanged for an
+    upstream token (hub/upstream_token_exchange.py). The token is got here first (usually
+    from the cache), so a missing identity is `UpstreamNeedsSignIn` before anything is sent,
+    as a missing login is."""
+    exchange = context.oauth.token_exchange if context.oauth is not None else None
+    if exchange is None:
+        raise UpstreamUnavailable(f"{upstream.name}: token exchange needs the hub to sign "
+                                  "users in with an OpenID Connect provider (--oidc-issuer)")
+    await exchange.token(context.store, upstream)
+    return exchange.auth_for(context.store, upstream)
 
 
 async def connection_credentials(context: HubContext, upstream: UpstreamRecord, *,

@@ -30,7 +30,7 @@ T = TypeVar("T")
 
 Transport = Literal["http", "sse", "ws", "stdio"]
 HealthStatus = Literal["unknown", "healthy", "unhealthy", "needs_auth"]
-AuthMode = Literal["static", "oauth"]
+AuthMode = Literal["static", "oauth", "token_exchange"]
 
 MAX_ID = 2**31 - 1
 """Integer ids (users, tokens) and versions fit a 32-bit signed column."""
@@ -134,7 +134,9 @@ class UpstreamCreate(BaseModel):
     auth_mode: AuthMode = Field(
         default="static",
         description='"static": send the stored headers and bearer; "oauth": each call '
-        "carries your own OAuth login to the upstream (POST …/{id}/oauth/start)",
+        "carries your own OAuth login to the upstream (POST …/{id}/oauth/start); "
+        '"token_exchange": your identity at the hub\'s OpenID Connect provider is exchanged '
+        "there for a token for the upstream (RFC 8693; the hub needs --oidc-issuer)",
     )
     catalog_headers: Headers | None = Field(
         default=None, description="with `catalog_bearer_token`: what catalog fetches and health "
@@ -233,7 +235,8 @@ class UpstreamOut(BaseModel):
     has_catalog_bearer: bool = False
     catalog_bearer_token_hint: str | None = None
     login: UpstreamLogin | None = Field(
-        default=None, description="while `health_status` is `needs_auth`: how to log in")
+        default=None, description="while `health_status` is `needs_auth`: how to log in (a "
+        "token_exchange upstream has none: its owner signs in to the hub again)")
 
 
 class UpstreamPage(Page[UpstreamOut]):

@@ -55,7 +55,7 @@ def upstream_body(record: UpstreamRecord, credentials: Credentials,
                   oauth_connected: bool | None = None) -> UpstreamOut:
     catalog = catalog or Credentials()
     login = None
-    if record.health_status == "needs_auth":
+    if record.health_status == "needs_auth" and record.auth_mode != "token_exchange":
         login = UpstreamLogin(path=login_path(record.id), message=login_action(record))
     return UpstreamOut(
         id=record.id,

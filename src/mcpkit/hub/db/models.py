@@ -60,9 +60,11 @@ from mcpkit.errors import InvalidArgument
 
 TRANSPORTS = ("http", "sse", "ws", "stdio")
 HEALTH_STATUSES = ("unknown", "healthy", "unhealthy", "needs_auth")
-AUTH_MODES = ("static", "oauth")
-"""How the hub authenticates to an upstream: its stored headers and bearer ("static"), or
-its owner's own OAuth login ("oauth", hub/upstream_auth.py)."""
+AUTH_MODES = ("static", "oauth", "token_exchange")
+"""How the hub authenticates to an upstream: its stored headers and bearer ("static"), its
+owner's own OAuth login ("oauth", hub/upstream_auth.py), or its owner's identity at the hub's
+OpenID Connect provider exchanged for an upstream token ("token_exchange", RFC 8693,
+hub/upstream_token_exchange.py)."""
 AUDIT_OUTCOMES = ("ok", "tool_error", "error", "denied", "timeout")
 
 NAME_LENGTH = 63  # `^[a-z0-9][a-z0-9_-]{0,62}$`
@@ -168,7 +170,7 @@ class Upstream(Base):
     # Fernet tokens (see mcpkit.hub.crypto): a JSON object of header values, a bearer string
     headers_encrypted: Mapped[str | None] = mapped_column(Text)
     bearer_encrypted: Mapped[str | None] = mapped_column(Text)
-    # the same for catalog fetches and health checks, when they differ from the calls' (0009)
+    # the same for catalog fetches and health checks, when they differ from the calls' (0011)
     catalog_headers_encrypted: Mapped[str | None] = mapped_column(Text)
     catalog_bearer_encrypted: Mapped[str | None] = mapped_column(Text)
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
@@ -359,6 +361,20 @@ class UpstreamLoginState(Base):
     upstream_id: Mapped[str] = mapped_column(_upstream_fk(), index=True)
     pending_sealed: Mapped[str] = mapped_column(Text)
     expires_at: Mapped[datetime] = mapped_column(index=True)  # the purge
+
+
+class UpstreamOAuthClient(Base):
+    """The hub's registration (DCR) at an upstream's authorization server for one redirect
+    URI, reused by every user's login there rather than one registration per login. Keyed by
+    the sha256 of (issuer, redirect URI); the registration (client id, secret, method) is
+    sealed. Bounded in number: the least recently used go first."""
+
+    __tablename__ = "upstream_oauth_clients"
+
+    key_hash: Mapped[str] = mapped_column(String(HASH_LENGTH), primary_key=True)
+    registration_sealed: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    used_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)  # the bound
 
 
 OIDC_ISSUER_LENGTH = 2048

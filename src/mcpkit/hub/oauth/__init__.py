@@ -11,6 +11,9 @@
     client_documents.py  client ID metadata documents: an https client_id fetched (SSRF-
                      guarded, bounded, cached), checked and used as a public client
     pages.py         the sign-in and consent pages (HTML, escaped, CSRF token)
+    sign_in.py       the browser's sign-in to the hub (session cookie, password, CSRF), for
+                     /oauth/authorize and the upstream-login callback
+    oidc_routes.py   signing in through the OpenID Connect provider (oidc.py)
 
 Users sign in with a hub account whose password an operator sets
 (`mcpkit hub user set-password NAME`, hashed by mcpkit.hub.passwords). All state lives in the

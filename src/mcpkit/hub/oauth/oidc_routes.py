@@ -1,15 +1,17 @@
-"""The two steps of a sign-in through the OpenID Connect provider, for routes.py:
+"""The two steps of a sign-in through the OpenID Connect provider, for sign_in.py:
 
-    start     the sign-in page's "Sign in with NAME" (POST /oauth/authorize, action=oidc, its
-              CSRF token checked): a new state, nonce and PKCE verifier are sealed with the
-              hub's key into a cookie sent only to the callback, and the browser goes to the
-              provider's authorization endpoint
+    start     the sign-in page's "Sign in with NAME" (POSTed, action=oidc, its CSRF token
+              checked, to /oauth/authorize or the upstream-login callback): a new state,
+              nonce and PKCE verifier are sealed with the hub's key into a cookie sent only
+              to the callback, and the browser goes to the provider's authorization endpoint
     callback  GET /oauth/oidc/callback: the cookie opened (any replica can: the key is
               shared), state and iss checked, the code exchanged, the ID token verified
               (oidc.py); (issuer, subject) mapped to a hub user (store.oidc: created on a first
               sign-in only with --oidc-allow-signup); a disabled user refused; the browser
-              signed in to the hub and sent back to the authorization request it started from
-              (consent page, or straight back to the client with a code)
+              signed in to the hub and sent back to the page it started from (the authorization
+              request: consent page, or straight back to the client with a code; or the
+              upstream-login callback) - checked by service.resume_target: a resume that is
+              not one of the hub's sign-in pages is refused, the browser not signed in
 
 The pending cookie is single use: every callback answer deletes it, so a replayed callback
 URL finds no sign-in to finish; a forged one (another state) is refused; a captured cookie
@@ -37,7 +39,7 @@ from mcpkit.hub.oauth.oidc import (
     PendingSignIn,
     user_name_hints,
 )
-from mcpkit.hub.oauth.service import AUTHORIZE_PATH, OIDC_CALLBACK_PATH, OAuthService
+from mcpkit.hub.oauth.service import OIDC_CALLBACK_PATH, OAuthService, resume_target
 from mcpkit.hub.ratelimit import retry_after
 from mcpkit.hub.store import StoreError, UserRecord
 from mcpkit.transports.server.http.peers import peer_key
@@ -57,6 +59,8 @@ async def start(service: OAuthService, resume: str) -> Response:
     """To the provider, remembering (in a sealed cookie) how to come back to `resume`."""
     oidc = service.oidc
     assert oidc is not None
+    if resume_target(resume) is None:  # the callback checks it again (the cookie is sealed)
+        return pages.error_page("this page cannot be signed in to", 400)
     pending = oidc.new_pending(resume)
     try:
         url = await oidc.authorization_url(pending)
@@ -90,6 +94,13 @@ async def callback(request: Request, context: HubContext, service: OAuthService,
         return _done(service, pages.error_page(
             "no sign-in through the provider is in progress in this browser (or it expired): "
             "start again from the application", 400))
+    resume = resume_target(pending.resume)
+    if resume is None:  # only the hub's own sign-in pages: never an open redirect
+        log.warning("a sign-in through the OpenID Connect provider asked to resume at a page "
+                    "that does not ask for a sign-in: refused")
+        return _done(service, pages.error_page(
+            "this sign-in cannot go back to where it was asked to (not a page of the hub "
+            "that asks for a sign-in): start again from the application", 400))
     try:
         login = await oidc.finish(query, pending)
     except OidcRefused as refused:
@@ -100,8 +111,6 @@ async def callback(request: Request, context: HubContext, service: OAuthService,
     user = await _hub_user(context, service, login)
     if isinstance(user, Response):
         return _done(service, user)
-    resume = pending.resume if pending.resume.startswith(AUTHORIZE_PATH + "?") else \
-        AUTHORIZE_PATH
     response = RedirectResponse(resume, status_code=302, headers={"Cache-Control": "no-store"})
     service.set_session_cookie(response, user.id)
     return _done(service, response)

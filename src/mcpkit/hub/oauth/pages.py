@@ -33,10 +33,11 @@ def _form(action: str, csrf: str, inner: str) -> str:
             f"{inner}</form>")
 
 
-def sign_in_page(action: str, csrf: str, client_name: str, *, error: str | None = None,
+def sign_in_page(action: str, csrf: str, reason: str, *, error: str | None = None,
                  status: int = 200, provider: str | None = None) -> HTMLResponse:
-    """The password form, and below it "Sign in with PROVIDER" when an OpenID Connect
-    provider is set up (its own form: it posts action=oidc, with the CSRF token)."""
+    """`reason` (why a sign-in is asked for: a sentence), the password form, and below it
+    "Sign in with PROVIDER" when an OpenID Connect provider is set up (its own form: it posts
+    action=oidc, with the CSRF token)."""
     notice = f'<p class="error">{html.escape(error)}</p>' if error else ""
     inner = ('<input type="hidden" name="prompt" value="login">'
              '<label>User <input name="username" autocomplete="username" required></label>'
@@ -49,7 +50,7 @@ def sign_in_page(action: str, csrf: str, client_name: str, *, error: str | None 
                          '<button type="submit" name="action" value="oidc">Sign in with '
                          f"{html.escape(provider)}</button>")
     return _page("Sign in to the mcpkit hub",
-                 f"<p>{html.escape(client_name)} asks to use the hub as you.</p>{notice}"
+                 f"<p>{html.escape(reason)}</p>{notice}"
                  + _form(action, csrf, inner) + external, status)
 
 

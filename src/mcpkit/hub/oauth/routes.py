@@ -12,11 +12,10 @@
                                                         (oidc_routes.py)
 
 Bodies are read here, bounded (`MAX_FORM_BYTES`, registration.MAX_REGISTRATION_BYTES), and a
-repeated parameter is refused before Authlib sees the request. The sign-in session is a
-cookie sealed with the hub's key (any replica opens it), HttpOnly, SameSite=Lax, Secure when
-the issuer is https; the forms carry a CSRF token that must equal the CSRF cookie (double
-submit). Wrong passwords count against the client address's auth-failure budget, shared with
-the API tokens: past it, 429. Registrations spend a per-address budget of the same size as a
+repeated parameter is refused before Authlib sees the request. Signing the browser in (the
+session cookie, the password or the OpenID Connect provider, CSRF double submit, the
+auth-failure budget wrong passwords spend) is sign_in.py's, shared with the upstream-login
+callback. Registrations spend a per-address budget of the same size as a
 user's request budget (MCPKIT_HUB_RATE_BURST, _RATE_LIMIT), and MCPKIT_HUB_OAUTH_MAX_CLIENTS
 bounds them in all. Passwords, codes and tokens are never logged.
 """
@@ -30,15 +29,13 @@ import time
 import urllib.parse
 from typing import TYPE_CHECKING
 
-import anyio.to_thread
 from authlib.oauth2.rfc6749.errors import OAuth2Error
 from fastapi import APIRouter, Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 
 from mcpkit.auth.resource import InvalidDPoPProof
 from mcpkit.errors import PeerError
-from mcpkit.hub.crypto import CredentialError, tokens_equal
-from mcpkit.hub.oauth import oidc_routes, pages
+from mcpkit.hub.oauth import oidc_routes, pages, sign_in
 from mcpkit.hub.oauth.client_documents import ClientDocumentRefused, is_document_client_id
 from mcpkit.hub.oauth.dpop import ReplayCheckUnavailable
 from mcpkit.hub.oauth.registration import (
@@ -56,13 +53,11 @@ from mcpkit.hub.oauth.service import (
     REGISTER_PATH,
     RESOURCE_METADATA_PATH,
     REVOKE_PATH,
-    SESSION_COOKIE,
     TOKEN_PATH,
     OAuthService,
 )
-from mcpkit.hub.passwords import password_matches
 from mcpkit.hub.ratelimit import retry_after
-from mcpkit.hub.store import NotFound, UserRecord
+from mcpkit.hub.store import UserRecord
 from mcpkit.transports.server.http.peers import peer_key
 
 if TYPE_CHECKING:  # the API imports this module: the context's class only for annotations
@@ -73,8 +68,6 @@ log = logging.getLogger(__name__)
 MAX_FORM_BYTES = 16 * 1024
 """The largest form (token, revocation, sign-in) or authorization query the hub reads."""
 MAX_FIELDS = 32
-CSRF_COOKIE = "mcpkit_hub_csrf"
-MAX_USERNAME_CHARS = 63
 NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
 
 
@@ -119,7 +112,7 @@ def _single_values(pairs: list[tuple[str, str]]) -> dict[str, str]:
     return values
 
 
-async def _form(request: Request) -> dict[str, str]:
+async def read_form(request: Request) -> dict[str, str]:
     body = await _body(request, MAX_FORM_BYTES)
     try:
         pairs = urllib.parse.parse_qsl(body.decode("utf-8"), keep_blank_values=True,
@@ -129,7 +122,7 @@ async def _form(request: Request) -> dict[str, str]:
     return _single_values(pairs)
 
 
-def _query(request: Request) -> dict[str, str]:
+def read_query(request: Request) -> dict[str, str]:
     if len(request.url.query) > MAX_FORM_BYTES:
         raise BadRequest(414, "the authorization request is too long")
     return _single_values(list(request.query_params.multi_items()))
@@ -208,7 +201,7 @@ def router() -> APIRouter:
     async def oidc_callback(request: Request) -> Response:
         try:
             context, service = _service(request)
-            query = _query(request)
+            query = read_query(request)
         except BadRequest as bad:
             return pages.error_page(bad.message, bad.status)
         return await oidc_routes.callback(request, context, service, query)
@@ -216,7 +209,7 @@ def router() -> APIRouter:
     @routes.post(AUTHORIZE_PATH)
     async def authorize_form(request: Request) -> Response:
         try:
-            form = await _form(request)
+            form = await read_form(request)
         except BadRequest as bad:
             return pages.error_page(bad.message, bad.status)
         return await _authorize(request, form)
@@ -227,7 +220,7 @@ def router() -> APIRouter:
 async def _endpoint(request: Request, name: str) -> Response:
     try:
         _, service = _service(request)
-        form = await _form(request)
+        form = await read_form(request)
     except BadRequest as bad:
         return _oauth_error(bad.status, "invalid_request", bad.message)
     server = service.server
@@ -259,7 +252,7 @@ async def _endpoint(request: Request, name: str) -> Response:
 async def _authorize(request: Request, form: dict[str, str] | None) -> Response:
     try:
         context, service = _service(request)
-        query = _query(request)
+        query = read_query(request)
     except BadRequest as bad:
         return pages.error_page(bad.message, bad.status)
     server = service.server
@@ -277,28 +270,17 @@ async def _authorize(request: Request, form: dict[str, str] | None) -> Response:
         client_name = f"{client_name} ({client.public_id})"
     redirect_host = urllib.parse.urlsplit(oauth_request.payload.redirect_uri or "").hostname
     redirect_host = redirect_host or "?"
+    reason = f"{client_name} asks to use the hub as you."
     action = AUTHORIZE_PATH + (f"?{request.url.query}" if request.url.query else "")
-    csrf = request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(24)
-    user = await _signed_in_user(context, request)
+    csrf = sign_in.csrf_token(request)
+    user = await sign_in.signed_in_user(context, request)
     new_session: UserRecord | None = None
 
     if form is not None:
-        sent = form.get("csrf_token", "")
-        if not request.cookies.get(CSRF_COOKIE) or not sent or not tokens_equal(
-                sent, request.cookies[CSRF_COOKIE]):
-            return pages.error_page("the form's CSRF token is missing or wrong: start the "
-                                    "sign-in again", 403)
-        if form.get("action") == "oidc" and service.oidc is not None:
-            # to the provider; its callback (oidc_routes) signs the browser in and comes back
-            return await oidc_routes.start(service, action)
-        if form.get("action") == "sign-in":
-            outcome = await _sign_in(context, service, request, form)
-            if isinstance(outcome, str):
-                status = 429 if outcome.startswith("too many") else 401
-                return _with_cookies(pages.sign_in_page(action, csrf, client_name,
-                                                        error=outcome, status=status,
-                                                        provider=_provider(service)),
-                                     service, csrf)
+        outcome = await sign_in.posted_sign_in(request, context, service, form, action, reason)
+        if isinstance(outcome, Response):
+            return outcome
+        if outcome is not None:
             user = new_session = outcome
         elif form.get("action") in ("allow", "deny") and user is not None:
             if form["action"] == "deny":
@@ -315,8 +297,7 @@ async def _authorize(request: Request, form: dict[str, str] | None) -> Response:
                                               oauth_request, user, grant))
 
     if user is None:
-        return _with_cookies(pages.sign_in_page(action, csrf, client_name,
-                                                provider=_provider(service)), service, csrf)
+        return sign_in.sign_in_page(request, service, action, reason)
     scope = (oauth_request.scope or "").split()
     if await context.store.oauth.consented(user.id, grant.client.get_client_id(), scope):
         response = _redirect(await server.run(server.create_authorization_response,
@@ -324,12 +305,7 @@ async def _authorize(request: Request, form: dict[str, str] | None) -> Response:
     else:
         response = pages.consent_page(action, csrf, client_name, user.name, " ".join(scope),
                                       redirect_host=redirect_host)
-    return _with_cookies(response, service, csrf, session=new_session)
-
-
-def _provider(service: OAuthService) -> str | None:
-    """The OpenID Connect provider's name for the sign-in page's button, if one is set up."""
-    return service.oidc.name if service.oidc is not None else None
+    return sign_in.with_cookies(response, service, csrf, session=new_session)
 
 
 def _authorization_error(reply: Reply, issuer: str, error: OAuth2Error) -> Response:
@@ -351,55 +327,3 @@ def _redirect(reply: Reply) -> Response:
                                     if isinstance(reply.body, dict) else "invalid_request"),
                                 reply.status)
     return RedirectResponse(location, status_code=302, headers={"Cache-Control": "no-store"})
-
-
-async def _sign_in(context: HubContext, service: OAuthService, request: Request,
-                   form: dict[str, str]) -> UserRecord | str:
-    """The user whose name and password the form holds, or why not (a message for the
-    page). Every failure costs the address one unit of its auth-failure budget."""
-    peer = peer_key(request.scope)
-    wait = context.auth_failures.blocked(peer)
-    if wait is not None:
-        return f"too many failed sign-ins from this address: try again in {retry_after(wait)} s"
-    name = form.get("username", "")[:MAX_USERNAME_CHARS + 1]
-    password = form.get("password", "")
-    found = await context.store.users.sign_in_record(name) if len(name) <= \
-        MAX_USERNAME_CHARS else None
-    stored = found[1] if found is not None else None
-    matched = await anyio.to_thread.run_sync(password_matches, stored, password,
-                                             limiter=service.password_checks)
-    if not matched or found is None or found[0].disabled:
-        context.auth_failures.failed(peer)
-        log.info("a hub sign-in failed (wrong name or password, or a disabled user)")
-        return "wrong user name or password"
-    log.info("user %d signed in to the hub", found[0].id)
-    return found[0]
-
-
-async def _signed_in_user(context: HubContext, request: Request) -> UserRecord | None:
-    sealed = request.cookies.get(SESSION_COOKIE)
-    if not sealed or len(sealed) > 1024:
-        return None
-    try:
-        session = context.box.open_mapping(sealed)
-        user_id, expires = int(session["user"]), float(session["expires"])
-    except (CredentialError, KeyError, ValueError):
-        return None
-    if expires < time.time():
-        return None
-    try:
-        user = await context.store.users.get(user_id)
-    except NotFound:  # deleted since
-        return None
-    return None if user.disabled else user
-
-
-def _with_cookies(response: Response, service: OAuthService, csrf: str, *,
-                  session: UserRecord | None = None) -> Response:
-    secure = service.settings.issuer.startswith("https://")
-    response.set_cookie(CSRF_COOKIE, csrf, httponly=True, samesite="lax", secure=secure,
-                        path=AUTHORIZE_PATH)
-    if session is not None:
-        service.set_session_cookie(response, session.id)
-    return response
-

@@ -6,6 +6,7 @@ built-in `oauth_component` once the store (and Redis) is open."""
 from __future__ import annotations
 
 import time
+import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from mcpkit.hub.settings import HubSettings
 
 if TYPE_CHECKING:
     from mcpkit.hub.api.context import HubContext
+    from mcpkit.hub.upstream_token_exchange import UpstreamTokenExchange
 
 METADATA_PATH = "/.well-known/oauth-authorization-server"
 RESOURCE_METADATA_PATH = "/.well-known/oauth-protected-resource/mcp"  # RFC 9728 §3.1
@@ -32,9 +34,35 @@ REGISTER_PATH = "/oauth/register"
 REVOKE_PATH = "/oauth/revoke"
 JWKS_PATH = "/oauth/jwks"
 OIDC_CALLBACK_PATH = "/oauth/oidc/callback"
+UPSTREAM_CALLBACK_PATH = "/oauth/upstream/callback"
+"""Where an upstream's authorization server sends the browser back (hub/upstream_login.py)."""
 SESSION_COOKIE = "mcpkit_hub_session"
 """The browser's sign-in to the hub's pages: sealed with the hub's key (any replica opens
-it), sent to the authorization endpoint only."""
+it), sent to the hub's /oauth pages only (COOKIE_PATH)."""
+COOKIE_PATH = "/oauth"
+"""The session and CSRF cookies go to /oauth/… only: the authorization endpoint and the
+upstream-login callback (both ask for a signed-in browser), never to the REST API or /mcp."""
+RESUMABLE_PATHS = frozenset({AUTHORIZE_PATH, UPSTREAM_CALLBACK_PATH})
+"""The pages a sign-in may go back to once the browser is signed in."""
+MAX_RESUME_CHARS = 8192
+
+
+def resume_target(candidate: str) -> str | None:
+    """`candidate` when it is the path (and query) of one of the hub's own pages that ask for
+    a sign-in (RESUMABLE_PATHS), else None. Never a URL with a scheme or a host, a path
+    elsewhere, or one with a backslash or control character a browser might read as
+    another host: a resume stays on the hub, on those pages (no open redirect)."""
+    if not candidate.startswith("/") or candidate.startswith("//") or \
+            len(candidate) > MAX_RESUME_CHARS or \
+            any(ord(char) < 0x21 or char in "\\\x7f" for char in candidate):
+        return None
+    try:
+        parts = urllib.parse.urlsplit(candidate)
+    except ValueError:
+        return None
+    if parts.scheme or parts.netloc or parts.fragment or parts.path not in RESUMABLE_PATHS:
+        return None
+    return candidate
 
 
 @dataclass
@@ -50,6 +78,8 @@ class OAuthService:
     """DPoP proofs at the token endpoint and /mcp, and their replay cache."""
     oidc: OidcSignIn | None = None
     """Sign-in with the OpenID Connect provider (settings.oidc_issuer), when one is set."""
+    token_exchange: UpstreamTokenExchange | None = None
+    """RFC 8693 exchanges at that provider for token-exchange upstreams (with `oidc`)."""
 
     def set_session_cookie(self, response: Response, user_id: int) -> None:
         """Sign the browser in as the user for `oauth_sign_in_ttl_s` (by password, or back
@@ -58,7 +88,7 @@ class OAuthService:
         sealed = self.box.seal({"user": str(user_id), "expires": str(time.time() + ttl)})
         response.set_cookie(SESSION_COOKIE, sealed, max_age=int(ttl), httponly=True,
                             samesite="lax", secure=self.settings.issuer.startswith("https://"),
-                            path=AUTHORIZE_PATH)
+                            path=COOKIE_PATH)
 
     @property
     def resource_metadata_url(self) -> str:
@@ -99,15 +129,20 @@ class OAuthService:
 async def oauth_component(context: HubContext) -> AsyncIterator[OAuthService]:
     settings = context.settings
     tokens = AccessTokens(context.store, context.box, settings)
-    oidc = None
+    oidc = exchange = None
     if settings.oidc_issuer is not None:
+        from mcpkit.hub.upstream_token_exchange import UpstreamTokenExchange
+
         oidc = OidcSignIn(settings, settings.oidc_client_secret(),
                           callback_url=settings.issuer + OIDC_CALLBACK_PATH)
+        exchange = UpstreamTokenExchange(oidc, settings.oidc_client_secret(), settings,
+                                         redis=context.redis)
     service = OAuthService(settings, tokens,
                            HubAuthorizationServer(context.store, tokens, settings),
                            context.box,
                            anyio.CapacityLimiter(settings.oauth_max_password_checks),
-                           HubDPoP.for_hub(settings, context.redis), oidc)
+                           HubDPoP.for_hub(settings, context.redis), oidc,
+                           exchange)
     context.oauth = service
     try:
         yield service

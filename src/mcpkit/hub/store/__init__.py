@@ -13,6 +13,7 @@
     store.audit      record, record_many, recent
     store.oauth      the authorization server's clients, codes, consents, refresh families
     store.upstream_logins  users' OAuth logins to their upstreams (sealed), pending starts
+    store.upstream_clients the hub's registrations at upstreams' authorization servers
     store.oidc       OpenID Connect identities -> users, their provider tokens (sealed)
 
 Each call is its own transaction and returns frozen records (`records.py`), never ORM objects.
@@ -63,6 +64,7 @@ from mcpkit.hub.store.records import (
     UserRecord,
 )
 from mcpkit.hub.store.tokens import Tokens
+from mcpkit.hub.store.upstream_clients import UpstreamClients
 from mcpkit.hub.store.upstream_logins import UpstreamLogins
 from mcpkit.hub.store.upstreams import Upstreams
 from mcpkit.hub.store.users import Users
@@ -116,6 +118,7 @@ class Store:
         self.audit = AuditLog(db, clock)
         self.oauth = OAuthState(db, clock)
         self.upstream_logins = UpstreamLogins(db, box, clock)
+        self.upstream_clients = UpstreamClients(db, box, clock)
         self.oidc = OidcIdentities(db, box, clock)
         self.engine: AsyncEngine | None = None  # set when the store owns its engine
 

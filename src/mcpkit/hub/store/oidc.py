@@ -10,6 +10,7 @@ that identity's latest provider tokens, sealed with the hub's key.
                       (`mcpkit hub user link-oidc NAME --subject SUB`)
     subject_token(user_id, issuer)   the user's latest provider tokens (for RFC 8693 token
                       exchange with upstreams that trust the same provider)
+    refreshed(user_id, issuer, tokens)   those tokens replaced by refreshed ones
 
 The identity is the pair (issuer, subject), unique in the table: names and e-mail addresses
 are only hints for a new user's name (a provider may reassign them). Two replicas signing the
@@ -180,6 +181,22 @@ class OidcIdentities:
         if sealed is None:
             return None
         return IdpTokens.opened(self._require_box(), sealed)
+
+    async def refreshed(self, user_id: int, issuer: str, tokens: IdpTokens) -> bool:
+        """Replace the provider tokens `subject_token` returns (the same row) with `tokens`,
+        refreshed by the hub (RFC 6749 §6; the sign-in time is kept). False when the user
+        has no such identity (any more)."""
+        sealed = tokens.sealed(self._require_box())
+        async with self._db.write() as session:
+            identity = await session.scalar(
+                select(OidcIdentity)
+                .where(OidcIdentity.user_id == user_id, OidcIdentity.issuer == issuer,
+                       OidcIdentity.tokens_sealed.is_not(None))
+                .order_by(OidcIdentity.last_login_at.desc()).limit(1))
+            if identity is None:
+                return False
+            identity.tokens_sealed = sealed
+            return True
 
     def _require_box(self) -> SecretBox:
         if self._box is None:

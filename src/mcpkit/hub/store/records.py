@@ -25,7 +25,7 @@ Transport = Literal["http", "sse", "ws", "stdio"]
 HealthStatus = Literal["unknown", "healthy", "unhealthy", "needs_auth"]
 Purpose = Literal["call", "catalog"]
 """What credentials are for: the calls, or catalog fetches and health checks."""
-AuthMode = Literal["static", "oauth"]
+AuthMode = Literal["static", "oauth", "token_exchange"]
 Outcome = Literal["ok", "tool_error", "error", "denied", "timeout"]
 
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
@@ -105,7 +105,8 @@ class UpstreamRecord:
     version: int
     auth_mode: AuthMode = "static"
     """"static": the stored headers and bearer; "oauth": the owner's own login
-    (hub/upstream_auth.py)."""
+    (hub/upstream_auth.py); "token_exchange": the owner's provider identity exchanged
+    (hub/upstream_token_exchange.py)."""
     has_catalog_headers: bool = False
     has_catalog_bearer: bool = False
 

@@ -199,6 +199,7 @@ async def _checked_spec(
     """The new upstream, once its transport is allowed and its URL passed the SSRF check
     (the store validates the rest)."""
     _check_transport(body.transport, settings)
+    _check_auth_mode(body.auth_mode, body.transport, settings)
     url, _command = check.endpoint(body.transport, body.url, body.command)
     if url is not None:
         await check_upstream_url(url, settings, context.resolve)
@@ -233,6 +234,9 @@ async def _checked_changes(
     assert transport is not None
     if "transport" in given:
         _check_transport(transport, settings)
+    if given & {"transport", "auth_mode"}:
+        _check_auth_mode(body.auth_mode if "auth_mode" in given else current.auth_mode,
+                         transport, settings)
     if "url" in given and body.url is not None and transport != "stdio":
         url, _ = check.endpoint(transport, body.url, None)
         assert url is not None
@@ -283,6 +287,20 @@ def _check_transport(transport: str, settings: HubSettings) -> None:
     if transport == "stdio" and not settings.allow_stdio:
         raise ApiError(422, f"stdio upstreams are disabled by the operator ({STDIO_HINT})",
                        field="transport")
+
+
+def _check_auth_mode(auth_mode: str | None, transport: str, settings: HubSettings) -> None:
+    """Token exchange needs the hub's OpenID Connect provider (the identity exchanged) and
+    an upstream reached over the network (its resource names it)."""
+    if auth_mode != "token_exchange":
+        return
+    if settings.oidc_issuer is None:
+        raise ApiError(422, 'auth_mode "token_exchange" needs the hub to sign users in with '
+                       "an OpenID Connect provider (mcpkit hub serve --oidc-issuer): this "
+                       "hub has none", field="auth_mode")
+    if transport == "stdio":
+        raise ApiError(422, 'auth_mode "token_exchange" needs a network upstream (http, sse '
+                       "or ws), not stdio", field="auth_mode")
 
 
 def _name_cursor(cursor: str | None) -> str | None:

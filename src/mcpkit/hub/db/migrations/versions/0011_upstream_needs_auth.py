@@ -1,8 +1,8 @@
 """Upstreams: the health status "needs_auth" (the upstream asks for a login the hub lacks),
 and separate credentials for catalog fetches and health checks (sealed like the others).
 
-Revision ID: 0009
-Revises: 0008
+Revision ID: 0011
+Revises: 0010
 Create Date: 2026-11-26
 
 Written out in full (no imports from the models), so it keeps describing this revision when the
@@ -26,8 +26,8 @@ from alembic import op
 
 from mcpkit.hub.db.sqlite_rebuild import referring_rows_kept
 
-revision: str = "0009"
-down_revision: str | None = "0008"
+revision: str = "0011"
+down_revision: str | None = "0010"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
