@@ -12,12 +12,34 @@ from sqlalchemy.exc import IntegrityError
 from mcpkit.hub.crypto import SecretBox
 from mcpkit.hub.db import migrate as migrations
 from mcpkit.hub.db.engine import make_engine
-from mcpkit.hub.store import Store, UpstreamSpec
+from mcpkit.hub.store import Store
 from mcpkit.hub.store.oidc import IdpTokens
 
 pytestmark = pytest.mark.anyio
 
 BEFORE = "0008"
+UPSTREAM_ID = "00000000-0000-4000-8000-000000000009"
+
+
+async def seed_upstream(database_url: str, user_id: int) -> None:
+    """An "oauth" upstream of `user_id` with one tool and its owner's login (revision 0008)."""
+    engine = make_engine(database_url)
+    try:
+        async with engine.begin() as connection:
+            for statement in (
+                "INSERT INTO upstreams (id, user_id, name, transport, url, enabled, "
+                "disabled_tools, connect_timeout_s, call_timeout_s, health_status, tool_count, "
+                "created_at, updated_at, version, auth_mode) VALUES (:id, :user, 'up', 'http', "
+                "'http://127.0.0.1:9/mcp', true, '[]', 10, 60, 'unknown', 1, CURRENT_TIMESTAMP, "
+                "CURRENT_TIMESTAMP, 1, 'oauth')",
+                "INSERT INTO upstream_tools (upstream_id, position, name, definition) "
+                "VALUES (:id, 0, 't', '{\"name\": \"t\"}')",
+                "INSERT INTO upstream_logins (user_id, upstream_id, grant_sealed, created_at, "
+                "updated_at) VALUES (:user, :id, 'sealed', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)",
+            ):
+                await connection.execute(text(statement), {"id": UPSTREAM_ID, "user": user_id})
+    finally:
+        await engine.dispose()
 
 
 async def counts(database_url: str) -> dict[str, int]:
@@ -51,15 +73,14 @@ async def test_0009_takes_token_exchange_and_keeps_every_row(database_url: str,
         await engine.dispose()
     async with await Store.open(database_url, box, migrate=False) as store:
         user = await store.users.create("ada")
-        upstream = await store.upstreams.create(user.id, UpstreamSpec(
-            name="up", transport="http", url="http://127.0.0.1:9/mcp", auth_mode="oauth"))
-        await store.catalog.replace(user.id, upstream.id, tools=[{"name": "t"}])
-        await store.upstream_logins.put(user.id, upstream.id, '{"login": 1}', new_login=True)
         await store.oidc.sign_in("http://127.0.0.1:8", "ada-subject", names=["ada"],
                                  tokens=IdpTokens("id.token.x"), allow_signup=False)
         await store.oidc.link("http://127.0.0.1:8", "ada-subject", user.id)
+    # the upstream's rows as SQL of revision 0008: the store writes the newest models'
+    # columns, which later revisions add to upstreams
+    await seed_upstream(database_url, user.id)
     with pytest.raises(IntegrityError):
-        await set_mode(database_url, upstream.id, "token_exchange")
+        await set_mode(database_url, UPSTREAM_ID, "token_exchange")
     before = await counts(database_url)
     assert before == {"upstreams": 1, "upstream_tools": 1, "upstream_logins": 1,
                       "oidc_identities": 1}
@@ -72,8 +93,8 @@ async def test_0009_takes_token_exchange_and_keeps_every_row(database_url: str,
     finally:
         await engine.dispose()
     assert await counts(database_url) == before
-    await set_mode(database_url, upstream.id, "token_exchange")
+    await set_mode(database_url, UPSTREAM_ID, "token_exchange")
     with pytest.raises(IntegrityError):
-        await set_mode(database_url, upstream.id, "something_else")
+        await set_mode(database_url, UPSTREAM_ID, "something_else")
     async with await Store.open(database_url, box, migrate=False) as store:
-        assert (await store.upstreams.get(user.id, upstream.id)).auth_mode == "token_exchange"
+        assert (await store.upstreams.get(user.id, UPSTREAM_ID)).auth_mode == "token_exchange"

@@ -239,6 +239,10 @@ async def test_a_user_without_a_provider_identity_is_told_to_sign_in_through_it(
         "(the owner has never signed in through it): sign in to the hub through "
         f"{world.issuer} again")
     assert world.stack.events_since(mark, "grant.error") == []  # nothing asked of the provider
+    # needs_auth (not unhealthy), with no login endpoint: the sign-in is the way back
+    assert reply.error["code"] == "upstream_needs_auth"
+    shown = (await api.get(f"{UPSTREAMS}/{upstream['id']}")).body
+    assert shown["health_status"] == "needs_auth" and shown["login"] is None
 
 
 async def test_an_expired_or_refused_provider_token_without_refresh_asks_for_a_sign_in(
