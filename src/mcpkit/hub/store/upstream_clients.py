@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import delete, func, select
 
+from mcpkit.errors import InvalidArgument
 from mcpkit.hub.crypto import CredentialError, SecretBox
 from mcpkit.hub.db.models import UpstreamOAuthClient
 from mcpkit.hub.store._db import Database
@@ -39,7 +40,7 @@ class UpstreamClients:
     def __init__(self, db: Database, box: SecretBox | None, clock: Callable[[], datetime],
                  *, max_clients: int = MAX_CLIENTS) -> None:
         if max_clients < 1:
-            raise ValueError(f"max_clients must be at least 1, not {max_clients}")
+            raise InvalidArgument(f"max_clients must be at least 1, not {max_clients}")
         self._db = db
         self._box = box
         self._clock = clock
