@@ -117,10 +117,12 @@ def _add_oidc_arguments(serve: argparse.ArgumentParser) -> None:
                        help="let users sign in with this OpenID Connect provider (default "
                        "$MCPKIT_HUB_OIDC_ISSUER, else passwords only)")
     serve.add_argument("--oidc-client-id", default=None, metavar="ID",
-                       help="the hub's client id at the provider")
+                       help="the hub's client id at the provider (default "
+                       "$MCPKIT_HUB_OIDC_CLIENT_ID)")
     serve.add_argument("--oidc-client-secret-env", default=None, metavar="VAR",
                        help="the environment variable holding the client secret (never the "
-                       "secret itself on the command line)")
+                       "secret itself on the command line; default "
+                       "$MCPKIT_HUB_OIDC_CLIENT_SECRET_ENV)")
     serve.add_argument("--oidc-allow-signup", action="store_true",
                        help="a first sign-in through the provider creates a hub user (off: an "
                        "unknown subject is refused until an admin links it)")
