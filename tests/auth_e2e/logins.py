@@ -21,7 +21,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 from tests.form_walk import MAX_STEPS, STEP_TIMEOUT_S, walk
-from tests.procs import free_port
+from tests.procs import free_port, serving
 
 from mcpkit.client.oauth import DEFAULT_REDIRECT_URI
 
@@ -127,10 +127,5 @@ async def loopback_listener(redirect_uri: str) -> AsyncIterator[list[str]]:
 
     app = web.Application()
     app.router.add_get(where.path, callback)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, where.hostname, where.port).start()
+    async with serving(app, where.port, where.hostname):
         yield arrived
-    finally:
-        await runner.cleanup()

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from aiohttp import web
-from tests.procs import free_port
+from tests.procs import free_port, serving
 
 from mcpkit.auth.metadata import MAX_DOCUMENT_BYTES
 
@@ -36,7 +36,9 @@ class Hostile:
         return f"{self.base}/mcp"
 
 
-def _metadata(base: str) -> dict[str, object]:
+def authorization_server_metadata(base: str) -> dict[str, object]:
+    """RFC 8414 metadata of a small authorization server at `base` (code + PKCE, DCR, public
+    clients)."""
     return {"issuer": base, "authorization_endpoint": f"{base}/authorize",
             "token_endpoint": f"{base}/token", "registration_endpoint": f"{base}/register",
             "code_challenge_methods_supported": ["S256"],
@@ -63,7 +65,7 @@ async def hostile_server() -> AsyncIterator[Hostile]:
             return web.Response(body=OVERSIZED, content_type="application/json")
         if hostile.mode == "malformed-metadata":
             return web.Response(text="{this is not json", content_type="application/json")
-        return web.json_response(_metadata(hostile.base))
+        return web.json_response(authorization_server_metadata(hostile.base))
 
     async def register(_: web.Request) -> web.Response:
         if hostile.mode == "bad-registration":
@@ -85,10 +87,5 @@ async def hostile_server() -> AsyncIterator[Hostile]:
     app.router.add_get("/.well-known/oauth-authorization-server", as_metadata)
     app.router.add_post("/register", register)
     app.router.add_post("/token", token)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, "127.0.0.1", port).start()
+    async with serving(app, port):
         yield hostile
-    finally:
-        await runner.cleanup()
