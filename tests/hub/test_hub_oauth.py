@@ -33,6 +33,7 @@ from tests.hub.hub_helpers import (
     call,
     database_for,
     fresh_user,
+    mcp_status,
     running_hub,
     seed_admin,
 )
@@ -231,16 +232,6 @@ async def test_no_secret_reaches_the_log(oauth_hub: OAuthHub,
     for secret in (*used, tokens["access_token"], tokens["refresh_token"],
                    renewed["access_token"], renewed["refresh_token"]):
         assert secret not in caplog.text
-
-
-async def mcp_status(hub_url: str, access_token: str) -> int:
-    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"}}}
-    reply = await call("POST", hub_url + "/mcp", token=access_token, json=initialize,
-                       headers={"Accept": "application/json, text/event-stream",
-                                "MCP-Protocol-Version": "2025-11-25"})
-    return reply.status
 
 
 async def test_refresh_tokens_rotate_and_a_reused_one_revokes_its_family(

@@ -19,7 +19,7 @@ import anyio
 import pytest
 import sqlalchemy as sa
 from joserfc.jwk import ECKey
-from tests.hub.hub_helpers import call, database_for, seed_admin
+from tests.hub.hub_helpers import call, database_for, mcp_status, seed_admin
 from tests.hub.router.support import hub_app
 from tests.procs import free_port, serve_in_thread
 
@@ -218,16 +218,6 @@ def test_two_hubs_on_one_database_rotate_a_due_key_once(shared_database: str) ->
                                                                now)) == 401
 
         anyio.run(check)
-
-
-async def mcp_status(hub_url: str, access_token: str) -> int:
-    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"}}}
-    reply = await call("POST", hub_url + "/mcp", token=access_token, json=initialize,
-                       headers={"Accept": "application/json, text/event-stream",
-                                "MCP-Protocol-Version": "2025-11-25"})
-    return reply.status
 
 
 # --- the migration ---------------------------------------------------------------------------
