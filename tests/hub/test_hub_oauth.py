@@ -38,7 +38,7 @@ from tests.hub.hub_helpers import (
     seed_admin,
 )
 from tests.hub.oauth_login import HubLogin
-from tests.hub.router.support import hub_app, register, upstream
+from tests.hub.router.support import hub_app, hub_replicas, register, upstream
 from tests.procs import free_port, serve_in_thread
 
 from mcpkit import Client
@@ -597,18 +597,10 @@ def test_any_replica_serves_any_step(tmp_path: Path) -> None:
     database_url = f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
     box = SecretBox([generate_key()])
     token = seed_admin(database_url, box)
-    ports = [free_port(), free_port()]
-    public = f"http://127.0.0.1:{ports[0]}"
-
-    def replica(port: int) -> Any:
-        settings = HubSettings(database_url=database_url, port=port, public_url=public,
-                               allow_private_upstreams=True, auth_failure_burst=1_000_000,
-                               oauth_revocation_check_s=REVOCATION_CHECK_S)
-        return serve_in_thread(hub_app(settings, box), lifespan="on", name="hub", port=port)
-
-    with replica(ports[0]) as first, replica(ports[1]) as second:
+    with hub_replicas(box, database_url=database_url, allow_private_upstreams=True,
+                      oauth_revocation_check_s=REVOCATION_CHECK_S) as (first, second):
         hub = Hub(first, token, database_url, HubSettings(database_url=database_url,
-                                                          port=ports[0]), box)
+                                                          public_url=first), box)
 
         async def steps() -> None:
             user_id, _ = await fresh_user(hub)
