@@ -30,6 +30,7 @@ from tests.hub.test_hub_oauth import (
     claims_of,
     code_for,
     register_client,
+    serving_oauth_hub,
     tool_names,
     user_with_password,
 )
@@ -66,14 +67,8 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
 @pytest.fixture(scope="module")
 def dpop_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthHub]:
     database_url = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('hub') / 'hub.db'}"
-    box = SecretBox([generate_key()])
-    token = seed_admin(database_url, box)
-    port = free_port()
-    settings = HubSettings(database_url=database_url, port=port, allow_private_upstreams=True,
-                           auth_failure_burst=1_000_000)
-    with upstream("dpopup") as served, \
-            serve_in_thread(hub_app(settings, box), lifespan="on", name="hub", port=port) as url:
-        yield OAuthHub(Hub(url, token, database_url, settings, box), served.url)
+    with serving_oauth_hub(database_url, "dpopup") as served:
+        yield served
 
 
 async def token_request(hub_url: str, proof: str | None, *, token_url: str | None = None,

@@ -9,6 +9,7 @@ enforced; /mcp refuses a token minted for another audience; no secret reaches th
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import logging
@@ -75,17 +76,28 @@ class OAuthHub:
 def oauth_hub(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[OAuthHub]:
     database_url = database_for(request, request.param, tmp_path_factory.mktemp("hub"))
+    with serving_oauth_hub(database_url, "oauthup",
+                           oauth_revocation_check_s=REVOCATION_CHECK_S,
+                           oauth_signing_key_check_s=KEY_CHECK_S) as served:
+        assert served.url == served.hub.settings.issuer
+        yield served
+
+
+@contextlib.contextmanager
+def serving_oauth_hub(database_url: str, upstream_name: str, **settings: Any
+                      ) -> Iterator[OAuthHub]:
+    """A hub with `settings` on `database_url` (migrated, an admin seeded), its /mcp router
+    and an upstream process named `upstream_name`, private upstreams allowed and failed-token
+    limits per address lifted; it stops after the block."""
     box = SecretBox([generate_key()])
     token = seed_admin(database_url, box)
     port = free_port()
-    settings = HubSettings(database_url=database_url, port=port, allow_private_upstreams=True,
-                           auth_failure_burst=1_000_000,
-                           oauth_revocation_check_s=REVOCATION_CHECK_S,
-                           oauth_signing_key_check_s=KEY_CHECK_S)
-    with upstream("oauthup") as served, \
-            serve_in_thread(hub_app(settings, box), lifespan="on", name="hub", port=port) as url:
-        assert url == settings.issuer
-        yield OAuthHub(Hub(url, token, database_url, settings, box), served.url)
+    hub_settings = HubSettings(database_url=database_url, port=port,
+                               allow_private_upstreams=True, auth_failure_burst=1_000_000,
+                               **settings)
+    with upstream(upstream_name) as served, serve_in_thread(
+            hub_app(hub_settings, box), lifespan="on", name="hub", port=port) as url:
+        yield OAuthHub(Hub(url, token, database_url, hub_settings, box), served.url)
 
 
 async def user_with_password(oauth_hub: OAuthHub) -> tuple[Api, str, str]:
