@@ -46,19 +46,33 @@ def authorization_server_metadata(base: str) -> dict[str, object]:
             "response_types_supported": ["code"]}
 
 
+def add_protected_mcp(app: web.Application, base: str, *, scope: str | None = None,
+                      methods: tuple[str, ...] = ("POST",)) -> None:
+    """An OAuth-protected MCP endpoint at `base`/mcp that names `base` its authorization
+    server: every request (by `methods`) is 401 with an RFC 9728 challenge (and `scope`),
+    and its protected-resource metadata is at the well-known path."""
+    prm_url = f"{base}/.well-known/oauth-protected-resource/mcp"
+    challenge = f'Bearer resource_metadata="{prm_url}"' + (f', scope="{scope}"' if scope else "")
+
+    async def mcp(_: web.Request) -> web.Response:
+        return web.json_response({"error": "unauthorized"}, status=401,
+                                 headers={"WWW-Authenticate": challenge})
+
+    async def prm(_: web.Request) -> web.Response:
+        return web.json_response({"resource": f"{base}/mcp", "authorization_servers": [base]})
+
+    for method in methods:
+        if method == "GET":
+            app.router.add_get("/mcp", mcp)  # (answers HEAD too)
+        else:
+            app.router.add_route(method, "/mcp", mcp)
+    app.router.add_get("/.well-known/oauth-protected-resource/mcp", prm)
+
+
 @contextlib.asynccontextmanager
 async def hostile_server() -> AsyncIterator[Hostile]:
     port = free_port()
     hostile = Hostile(f"http://127.0.0.1:{port}")
-    prm_url = f"{hostile.base}/.well-known/oauth-protected-resource/mcp"
-
-    async def mcp(_: web.Request) -> web.Response:
-        return web.json_response({"error": "unauthorized"}, status=401, headers={
-            "WWW-Authenticate": f'Bearer resource_metadata="{prm_url}", scope="read"'})
-
-    async def prm(_: web.Request) -> web.Response:
-        return web.json_response({"resource": hostile.url,
-                                  "authorization_servers": [hostile.base]})
 
     async def as_metadata(_: web.Request) -> web.Response:
         if hostile.mode == "huge-metadata":
@@ -82,8 +96,7 @@ async def hostile_server() -> AsyncIterator[Hostile]:
         return web.json_response({"error": "invalid_grant"}, status=400)
 
     app = web.Application()
-    app.router.add_post("/mcp", mcp)
-    app.router.add_get("/.well-known/oauth-protected-resource/mcp", prm)
+    add_protected_mcp(app, hostile.base, scope="read")
     app.router.add_get("/.well-known/oauth-authorization-server", as_metadata)
     app.router.add_post("/register", register)
     app.router.add_post("/token", token)

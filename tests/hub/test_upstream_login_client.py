@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-from tests.hub.hostile_auth_server import authorization_server_metadata
+from tests.hub.hostile_auth_server import add_protected_mcp, authorization_server_metadata
 from tests.hub.hub_helpers import Hub, call, fresh_user, running_hub
 from tests.hub.upstream_login_support import land, register_oauth, start, state_of
 from tests.procs import free_port, serving
@@ -47,15 +47,6 @@ async def recording_server() -> AsyncIterator[RecordingServer]:
     port = free_port()
     server = RecordingServer(f"http://127.0.0.1:{port}")
 
-    async def mcp(_: web.Request) -> web.Response:
-        prm = f"{server.base}/.well-known/oauth-protected-resource/mcp"
-        return web.json_response({"error": "unauthorized"}, status=401, headers={
-            "WWW-Authenticate": f'Bearer resource_metadata="{prm}"'})
-
-    async def prm(_: web.Request) -> web.Response:
-        return web.json_response({"resource": server.url,
-                                  "authorization_servers": [server.base]})
-
     async def metadata(_: web.Request) -> web.Response:
         return web.json_response({**authorization_server_metadata(server.base),
                                   "client_id_metadata_document_supported": server.cimd})
@@ -69,9 +60,7 @@ async def recording_server() -> AsyncIterator[RecordingServer]:
                                   "token_endpoint_auth_method": "none"}, status=201)
 
     app = web.Application()
-    app.router.add_post("/mcp", mcp)
-    app.router.add_get("/mcp", mcp)
-    app.router.add_get("/.well-known/oauth-protected-resource/mcp", prm)
+    add_protected_mcp(app, server.base, methods=("POST", "GET"))
     app.router.add_get("/.well-known/oauth-authorization-server", metadata)
     app.router.add_post("/register", register)
     app.router.add_post("/token", token)
