@@ -9,12 +9,13 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.abc
+from aiohttp import web
 
 
 def free_port() -> int:
@@ -22,6 +23,20 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def serving(app: web.Application, port: int, host: str = "127.0.0.1"
+                  ) -> AsyncIterator[None]:
+    """`app` answers on `host`:`port` for the block, in the test's own event loop (a fake
+    authorization server, identity provider or redirect listener)."""
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+        yield
+    finally:
+        await runner.cleanup()
 
 
 def wait_for_port(proc: subprocess.Popen[bytes], port: int, timeout: float = 15.0) -> None:

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import urllib.parse
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 from tests.form_walk import MAX_STEPS, STEP_TIMEOUT_S, walk
-from tests.procs import free_port
+from tests.procs import free_port, serving
 
 from mcpkit.client.oauth import DEFAULT_REDIRECT_URI
 
@@ -69,34 +69,48 @@ class BrowserLogin:
     """The login/consent pages shown, in order ("login", "consent")."""
 
     async def __call__(self, authorization_url: str) -> str:
-        from playwright.async_api import async_playwright
-        from tests.browser import CHROMIUM_ARGS
+        return await browse_to_redirect(self.executable, authorization_url, self.redirect_uri,
+                                        self._submit_button)
 
-        async with loopback_listener(self.redirect_uri) as arrived, \
-                async_playwright() as playwright:
-            browser = await playwright.chromium.launch(
-                executable_path=self.executable, headless=True, args=CHROMIUM_ARGS)
-            try:
-                page = await browser.new_page()
-                await page.goto(authorization_url, timeout=STEP_TIMEOUT_S * 1000)
-                await self._click_through(page, arrived)
-            finally:
-                await browser.close()
-            return arrived[0]
+    async def _submit_button(self, page: Any) -> Any:
+        self.pages.append(await page.locator("input[name=prompt]").get_attribute("value"))
+        await fill_provider_login(page, self.user)
+        return page.locator("button[type=submit]")
 
-    async def _click_through(self, page: Any, arrived: list[str]) -> None:
-        for _ in range(MAX_STEPS):
-            if arrived:
-                return
-            submit = page.locator("button[type=submit]")
-            await submit.wait_for(timeout=STEP_TIMEOUT_S * 1000)
-            self.pages.append(await page.locator("input[name=prompt]").get_attribute("value"))
-            if await page.locator("input[name=login]").count():
-                await page.fill("input[name=login]", self.user)
-                await page.fill("input[name=password]", "any password")
-            async with page.expect_navigation(timeout=STEP_TIMEOUT_S * 1000):
-                await submit.click()
-        raise AssertionError(f"no redirect to {self.redirect_uri} after {MAX_STEPS} pages")
+
+async def browse_to_redirect(executable: str, authorization_url: str, redirect_uri: str,
+                             choose_button: Callable[[Any], Awaitable[Any]]) -> str:
+    """Real headless Chromium from `authorization_url` until the redirect arrives at a loopback
+    listener on `redirect_uri`; the URL it arrived at. On each page (once its submit button
+    shows) `choose_button(page)` fills what it must and names the button to press."""
+    from playwright.async_api import async_playwright
+    from tests.browser import CHROMIUM_ARGS
+
+    async with loopback_listener(redirect_uri) as arrived, async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=executable, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page()
+            await page.goto(authorization_url, timeout=STEP_TIMEOUT_S * 1000)
+            for _ in range(MAX_STEPS):
+                if arrived:
+                    return arrived[0]
+                await page.locator("button[type=submit]").first.wait_for(
+                    timeout=STEP_TIMEOUT_S * 1000)
+                button = await choose_button(page)
+                async with page.expect_navigation(timeout=STEP_TIMEOUT_S * 1000):
+                    await button.click()
+            raise AssertionError(f"no redirect to {redirect_uri} after {MAX_STEPS} pages")
+        finally:
+            await browser.close()
+
+
+async def fill_provider_login(page: Any, account: str) -> None:
+    """On oidc-provider's login page (its development pages take any password), the account's
+    name; any other page is left as it is."""
+    if await page.locator("input[name=login]").count():
+        await page.fill("input[name=login]", account)
+        await page.fill("input[name=password]", "any password")
 
 
 @contextlib.asynccontextmanager
@@ -113,10 +127,5 @@ async def loopback_listener(redirect_uri: str) -> AsyncIterator[list[str]]:
 
     app = web.Application()
     app.router.add_get(where.path, callback)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, where.hostname, where.port).start()
+    async with serving(app, where.port, where.hostname):
         yield arrived
-    finally:
-        await runner.cleanup()

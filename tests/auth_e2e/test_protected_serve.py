@@ -19,6 +19,7 @@ session: tests/auth_e2e/stack.py), every piece a real process on 127.0.0.1:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -74,14 +75,20 @@ def served_write(oidc_stack: Stack, tmp_path_factory: pytest.TempPathFactory
 @pytest.fixture(scope="module")
 def served_introspecting(oidc_stack: Stack, tmp_path_factory: pytest.TempPathFactory
                          ) -> Iterator[Served]:
-    """Opaque tokens, checked by introspection at the provider as the "machine" client (its
-    secret in an environment variable, never on the command line)."""
-    with running_serve(tmp_path_factory.mktemp("serve-introspect"), oidc_stack,
-                       "--required-scope", READ,
-                       "--auth-introspection-client-id", oidc_stack.machine_client_id,
-                       "--auth-introspection-secret-env", SECRET_ENV, opaque=True,
-                       env={SECRET_ENV: oidc_stack.machine_secret}) as process:
+    with introspecting_serve(tmp_path_factory.mktemp("serve-introspect"),
+                             oidc_stack) as process:
         yield process
+
+
+def introspecting_serve(directory: Path, stack: Stack
+                        ) -> contextlib.AbstractContextManager[Served]:
+    """`mcpkit serve` requiring READ, its opaque tokens checked by introspection at the
+    provider as the "machine" client (its secret in an environment variable, never on the
+    command line)."""
+    return running_serve(directory, stack, "--required-scope", READ,
+                         "--auth-introspection-client-id", stack.machine_client_id,
+                         "--auth-introspection-secret-env", SECRET_ENV, opaque=True,
+                         env={SECRET_ENV: stack.machine_secret})
 
 
 @pytest.fixture(scope="module")

@@ -18,9 +18,9 @@ from collections.abc import Iterator
 import aiohttp
 import anyio
 import pytest
-from tests.auth_e2e.serve_process import Served, running_serve
+from tests.auth_e2e.serve_process import Served
 from tests.auth_e2e.stack import Stack
-from tests.auth_e2e.test_protected_serve import READ, SECRET_ENV, machine_token
+from tests.auth_e2e.test_protected_serve import READ, introspecting_serve, machine_token
 from tests.hub.conftest import box, database_url, store
 from tests.procs import free_port
 from tests.services_fixtures import postgres_db, postgres_server
@@ -44,11 +44,7 @@ EXPIRY_LIMIT_S = 30.0
 
 @pytest.fixture(scope="module")
 def served(oidc_stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with running_serve(tmp_path_factory.mktemp("serve-upstream"), oidc_stack,
-                       "--required-scope", READ,
-                       "--auth-introspection-client-id", oidc_stack.machine_client_id,
-                       "--auth-introspection-secret-env", SECRET_ENV, opaque=True,
-                       env={SECRET_ENV: oidc_stack.machine_secret}) as process:
+    with introspecting_serve(tmp_path_factory.mktemp("serve-upstream"), oidc_stack) as process:
         yield process
 
 

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from aiohttp import web
-from tests.procs import free_port
+from tests.procs import free_port, serving
 
 from mcpkit.auth.metadata import MAX_DOCUMENT_BYTES
 
@@ -36,7 +36,9 @@ class Hostile:
         return f"{self.base}/mcp"
 
 
-def _metadata(base: str) -> dict[str, object]:
+def authorization_server_metadata(base: str) -> dict[str, object]:
+    """RFC 8414 metadata of a small authorization server at `base` (code + PKCE, DCR, public
+    clients)."""
     return {"issuer": base, "authorization_endpoint": f"{base}/authorize",
             "token_endpoint": f"{base}/token", "registration_endpoint": f"{base}/register",
             "code_challenge_methods_supported": ["S256"],
@@ -44,26 +46,40 @@ def _metadata(base: str) -> dict[str, object]:
             "response_types_supported": ["code"]}
 
 
+def add_protected_mcp(app: web.Application, base: str, *, scope: str | None = None,
+                      methods: tuple[str, ...] = ("POST",)) -> None:
+    """An OAuth-protected MCP endpoint at `base`/mcp that names `base` its authorization
+    server: every request (by `methods`) is 401 with an RFC 9728 challenge (and `scope`),
+    and its protected-resource metadata is at the well-known path."""
+    prm_url = f"{base}/.well-known/oauth-protected-resource/mcp"
+    challenge = f'Bearer resource_metadata="{prm_url}"' + (f', scope="{scope}"' if scope else "")
+
+    async def mcp(_: web.Request) -> web.Response:
+        return web.json_response({"error": "unauthorized"}, status=401,
+                                 headers={"WWW-Authenticate": challenge})
+
+    async def prm(_: web.Request) -> web.Response:
+        return web.json_response({"resource": f"{base}/mcp", "authorization_servers": [base]})
+
+    for method in methods:
+        if method == "GET":
+            app.router.add_get("/mcp", mcp)  # (answers HEAD too)
+        else:
+            app.router.add_route(method, "/mcp", mcp)
+    app.router.add_get("/.well-known/oauth-protected-resource/mcp", prm)
+
+
 @contextlib.asynccontextmanager
 async def hostile_server() -> AsyncIterator[Hostile]:
     port = free_port()
     hostile = Hostile(f"http://127.0.0.1:{port}")
-    prm_url = f"{hostile.base}/.well-known/oauth-protected-resource/mcp"
-
-    async def mcp(_: web.Request) -> web.Response:
-        return web.json_response({"error": "unauthorized"}, status=401, headers={
-            "WWW-Authenticate": f'Bearer resource_metadata="{prm_url}", scope="read"'})
-
-    async def prm(_: web.Request) -> web.Response:
-        return web.json_response({"resource": hostile.url,
-                                  "authorization_servers": [hostile.base]})
 
     async def as_metadata(_: web.Request) -> web.Response:
         if hostile.mode == "huge-metadata":
             return web.Response(body=OVERSIZED, content_type="application/json")
         if hostile.mode == "malformed-metadata":
             return web.Response(text="{this is not json", content_type="application/json")
-        return web.json_response(_metadata(hostile.base))
+        return web.json_response(authorization_server_metadata(hostile.base))
 
     async def register(_: web.Request) -> web.Response:
         if hostile.mode == "bad-registration":
@@ -80,15 +96,9 @@ async def hostile_server() -> AsyncIterator[Hostile]:
         return web.json_response({"error": "invalid_grant"}, status=400)
 
     app = web.Application()
-    app.router.add_post("/mcp", mcp)
-    app.router.add_get("/.well-known/oauth-protected-resource/mcp", prm)
+    add_protected_mcp(app, hostile.base, scope="read")
     app.router.add_get("/.well-known/oauth-authorization-server", as_metadata)
     app.router.add_post("/register", register)
     app.router.add_post("/token", token)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, "127.0.0.1", port).start()
+    async with serving(app, port):
         yield hostile
-    finally:
-        await runner.cleanup()

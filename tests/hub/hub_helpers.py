@@ -88,6 +88,18 @@ async def call(
             return Reply(response.status, text, response.headers, body)
 
 
+async def mcp_status(hub_url: str, access_token: str) -> int:
+    """The HTTP status of an MCP initialize at the hub's /mcp with `access_token` (an API
+    token or a hub-signed OAuth access token)."""
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}}
+    reply = await call("POST", hub_url + "/mcp", token=access_token, json=initialize,
+                       headers={"Accept": "application/json, text/event-stream",
+                                "MCP-Protocol-Version": "2025-11-25"})
+    return reply.status
+
+
 class Api:
     """Calls on one hub with one token: `await api.get("/api/v1/users/me")`."""
 

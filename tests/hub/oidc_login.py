@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
-from tests.auth_e2e.logins import loopback_listener
+from tests.auth_e2e.logins import browse_to_redirect, fill_provider_login
 from tests.form_walk import MAX_STEPS, STEP_TIMEOUT_S
 from tests.procs import free_port
 
@@ -131,41 +131,18 @@ class BrowserOidcLogin:
     pages: list[str] = field(default_factory=list)
 
     async def __call__(self, authorization_url: str) -> str:
-        from playwright.async_api import async_playwright
-        from tests.browser import CHROMIUM_ARGS
+        return await browse_to_redirect(self.executable, authorization_url, self.redirect_uri,
+                                        self._button)
 
-        async with loopback_listener(self.redirect_uri) as arrived, \
-                async_playwright() as playwright:
-            browser = await playwright.chromium.launch(
-                executable_path=self.executable, headless=True, args=CHROMIUM_ARGS)
-            try:
-                page = await browser.new_page()
-                await page.goto(authorization_url, timeout=STEP_TIMEOUT_S * 1000)
-                await self._click_through(page, arrived)
-            finally:
-                await browser.close()
-            return arrived[0]
-
-    async def _click_through(self, page: Any, arrived: list[str]) -> None:
-        for _ in range(MAX_STEPS):
-            if arrived:
-                return
-            await page.locator("button[type=submit]").first.wait_for(
-                timeout=STEP_TIMEOUT_S * 1000)
-            hub_page = on_hub(page.url, self.hub_url)
-            if hub_page and await page.locator("button[value=oidc]").count():
-                button = page.locator("button[value=oidc]")
-                self.pages.append("hub:login")
-            elif hub_page:
-                button = page.locator("button[value=allow]")
-                self.pages.append("hub:consent")
-            else:
-                if await page.locator("input[name=login]").count():
-                    await page.fill("input[name=login]", self.account)
-                    await page.fill("input[name=password]", "any password")
-                self.pages.append("provider:" + str(
-                    await page.locator("input[name=prompt]").get_attribute("value")))
-                button = page.locator("button[type=submit]").first
-            async with page.expect_navigation(timeout=STEP_TIMEOUT_S * 1000):
-                await button.click()
-        raise AssertionError(f"no redirect to {self.redirect_uri} after {MAX_STEPS} pages")
+    async def _button(self, page: Any) -> Any:
+        hub_page = on_hub(page.url, self.hub_url)
+        if hub_page and await page.locator("button[value=oidc]").count():
+            self.pages.append("hub:login")
+            return page.locator("button[value=oidc]")
+        if hub_page:
+            self.pages.append("hub:consent")
+            return page.locator("button[value=allow]")
+        await fill_provider_login(page, self.account)
+        self.pages.append("provider:" + str(
+            await page.locator("input[name=prompt]").get_attribute("value")))
+        return page.locator("button[type=submit]").first

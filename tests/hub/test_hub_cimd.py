@@ -26,25 +26,23 @@ import pytest
 import trustme
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.hub.hub_helpers import Hub, call, open_store, seed_admin
+from tests.hub.hub_helpers import call, open_store
 from tests.hub.oauth_login import HubLogin
-from tests.hub.router.support import hub_app, upstream
 from tests.hub.test_hub_oauth import (
     REDIRECT,
     OAuthHub,
     claims_of,
     s256,
+    serving_oauth_hub,
     tool_names,
     user_with_password,
 )
-from tests.procs import free_port, serve_in_thread
 
 from mcpkit import Client
 from mcpkit.auth.tokens import MemoryRegistrationStore
 from mcpkit.client import Timeouts
 from mcpkit.client.oauth import OAuth
 from mcpkit.client.oauth_client_metadata import client_metadata_document
-from mcpkit.hub.crypto import SecretBox, generate_key
 from mcpkit.hub.oauth.client_documents import (
     ClientDocumentRefused,
     ClientDocuments,
@@ -137,17 +135,10 @@ def documents(ca: tuple[trustme.CA, Path]) -> Iterator[DocumentServer]:
 def cimd_hub(tmp_path_factory: pytest.TempPathFactory, ca: tuple[trustme.CA, Path]
              ) -> Iterator[OAuthHub]:
     database_url = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('hub') / 'hub.db'}"
-    box = SecretBox([generate_key()])
-    token = seed_admin(database_url, box)
-    port = free_port()
-    settings = HubSettings(database_url=database_url, port=port, allow_private_upstreams=True,
-                           auth_failure_burst=1_000_000,
-                           oauth_client_document_allow_private=True,
+    with serving_oauth_hub(database_url, "cimdup", oauth_client_document_allow_private=True,
                            oauth_client_document_ca_file=str(ca[1]),
-                           oauth_client_document_timeout_s=FETCH_TIMEOUT_S)
-    with upstream("cimdup") as served, \
-            serve_in_thread(hub_app(settings, box), lifespan="on", name="hub", port=port) as url:
-        yield OAuthHub(Hub(url, token, database_url, settings, box), served.url)
+                           oauth_client_document_timeout_s=FETCH_TIMEOUT_S) as served:
+        yield served
 
 
 async def test_metadata_says_documents_are_supported(cimd_hub: OAuthHub) -> None:

@@ -22,7 +22,7 @@ import pytest
 from redis.asyncio import Redis
 from tests.hub.hub_helpers import Hub, call, seed_admin
 from tests.hub.oauth_login import HubLogin
-from tests.hub.router.support import hub_app, upstream
+from tests.hub.router.support import hub_app, hub_replicas, upstream
 from tests.hub.test_hub_oauth import (
     REDIRECT,
     OAuthHub,
@@ -30,6 +30,7 @@ from tests.hub.test_hub_oauth import (
     claims_of,
     code_for,
     register_client,
+    serving_oauth_hub,
     tool_names,
     user_with_password,
 )
@@ -66,14 +67,8 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
 @pytest.fixture(scope="module")
 def dpop_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthHub]:
     database_url = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('hub') / 'hub.db'}"
-    box = SecretBox([generate_key()])
-    token = seed_admin(database_url, box)
-    port = free_port()
-    settings = HubSettings(database_url=database_url, port=port, allow_private_upstreams=True,
-                           auth_failure_burst=1_000_000)
-    with upstream("dpopup") as served, \
-            serve_in_thread(hub_app(settings, box), lifespan="on", name="hub", port=port) as url:
-        yield OAuthHub(Hub(url, token, database_url, settings, box), served.url)
+    with serving_oauth_hub(database_url, "dpopup") as served:
+        yield served
 
 
 async def token_request(hub_url: str, proof: str | None, *, token_url: str | None = None,
@@ -299,18 +294,12 @@ def test_replicas_on_postgres_and_redis_serve_any_step_and_share_the_replay_cach
     database_url = postgres_server.url_for(postgres_server.create_database().rsplit("/", 1)[1])
     box = SecretBox([generate_key()])
     token = seed_admin(database_url, box)
-    ports = [free_port(), free_port()]
-    public = f"http://127.0.0.1:{ports[0]}"
-
-    def replica(port: int) -> Any:
-        settings = HubSettings(database_url=database_url, port=port, public_url=public,
-                               allow_private_upstreams=True, auth_failure_burst=1_000_000,
-                               redis_url=redis_server.url)
-        return serve_in_thread(hub_app(settings, box), lifespan="on", name="hub", port=port)
-
-    with upstream("replup") as served, replica(ports[0]) as first, replica(ports[1]) as second:
+    with upstream("replup") as served, hub_replicas(
+            box, database_url=database_url, allow_private_upstreams=True,
+            redis_url=redis_server.url) as (first, second):
+        public = first  # the replicas' public URL
         hub = OAuthHub(Hub(first, token, database_url,
-                           HubSettings(database_url=database_url, port=ports[0]), box),
+                           HubSettings(database_url=database_url, public_url=public), box),
                        served.url)
 
         async def steps() -> None:

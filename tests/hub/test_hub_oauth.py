@@ -9,6 +9,7 @@ enforced; /mcp refuses a token minted for another audience; no secret reaches th
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import json
 import logging
@@ -33,11 +34,12 @@ from tests.hub.hub_helpers import (
     call,
     database_for,
     fresh_user,
+    mcp_status,
     running_hub,
     seed_admin,
 )
 from tests.hub.oauth_login import HubLogin
-from tests.hub.router.support import hub_app, register, upstream
+from tests.hub.router.support import hub_app, hub_replicas, register, upstream
 from tests.procs import free_port, serve_in_thread
 
 from mcpkit import Client
@@ -74,17 +76,28 @@ class OAuthHub:
 def oauth_hub(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
               ) -> Iterator[OAuthHub]:
     database_url = database_for(request, request.param, tmp_path_factory.mktemp("hub"))
+    with serving_oauth_hub(database_url, "oauthup",
+                           oauth_revocation_check_s=REVOCATION_CHECK_S,
+                           oauth_signing_key_check_s=KEY_CHECK_S) as served:
+        assert served.url == served.hub.settings.issuer
+        yield served
+
+
+@contextlib.contextmanager
+def serving_oauth_hub(database_url: str, upstream_name: str, **settings: Any
+                      ) -> Iterator[OAuthHub]:
+    """A hub with `settings` on `database_url` (migrated, an admin seeded), its /mcp router
+    and an upstream process named `upstream_name`, private upstreams allowed and failed-token
+    limits per address lifted; it stops after the block."""
     box = SecretBox([generate_key()])
     token = seed_admin(database_url, box)
     port = free_port()
-    settings = HubSettings(database_url=database_url, port=port, allow_private_upstreams=True,
-                           auth_failure_burst=1_000_000,
-                           oauth_revocation_check_s=REVOCATION_CHECK_S,
-                           oauth_signing_key_check_s=KEY_CHECK_S)
-    with upstream("oauthup") as served, \
-            serve_in_thread(hub_app(settings, box), lifespan="on", name="hub", port=port) as url:
-        assert url == settings.issuer
-        yield OAuthHub(Hub(url, token, database_url, settings, box), served.url)
+    hub_settings = HubSettings(database_url=database_url, port=port,
+                               allow_private_upstreams=True, auth_failure_burst=1_000_000,
+                               **settings)
+    with upstream(upstream_name) as served, serve_in_thread(
+            hub_app(hub_settings, box), lifespan="on", name="hub", port=port) as url:
+        yield OAuthHub(Hub(url, token, database_url, hub_settings, box), served.url)
 
 
 async def user_with_password(oauth_hub: OAuthHub) -> tuple[Api, str, str]:
@@ -231,16 +244,6 @@ async def test_no_secret_reaches_the_log(oauth_hub: OAuthHub,
     for secret in (*used, tokens["access_token"], tokens["refresh_token"],
                    renewed["access_token"], renewed["refresh_token"]):
         assert secret not in caplog.text
-
-
-async def mcp_status(hub_url: str, access_token: str) -> int:
-    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"}}}
-    reply = await call("POST", hub_url + "/mcp", token=access_token, json=initialize,
-                       headers={"Accept": "application/json, text/event-stream",
-                                "MCP-Protocol-Version": "2025-11-25"})
-    return reply.status
 
 
 async def test_refresh_tokens_rotate_and_a_reused_one_revokes_its_family(
@@ -606,18 +609,10 @@ def test_any_replica_serves_any_step(tmp_path: Path) -> None:
     database_url = f"sqlite+aiosqlite:///{tmp_path / 'hub.db'}"
     box = SecretBox([generate_key()])
     token = seed_admin(database_url, box)
-    ports = [free_port(), free_port()]
-    public = f"http://127.0.0.1:{ports[0]}"
-
-    def replica(port: int) -> Any:
-        settings = HubSettings(database_url=database_url, port=port, public_url=public,
-                               allow_private_upstreams=True, auth_failure_burst=1_000_000,
-                               oauth_revocation_check_s=REVOCATION_CHECK_S)
-        return serve_in_thread(hub_app(settings, box), lifespan="on", name="hub", port=port)
-
-    with replica(ports[0]) as first, replica(ports[1]) as second:
+    with hub_replicas(box, database_url=database_url, allow_private_upstreams=True,
+                      oauth_revocation_check_s=REVOCATION_CHECK_S) as (first, second):
         hub = Hub(first, token, database_url, HubSettings(database_url=database_url,
-                                                          port=ports[0]), box)
+                                                          public_url=first), box)
 
         async def steps() -> None:
             user_id, _ = await fresh_user(hub)

@@ -13,15 +13,13 @@ import json
 import secrets
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 import sqlalchemy as sa
 from joserfc.jwk import ECKey
-from tests.hub.hub_helpers import call, database_for, seed_admin
-from tests.hub.router.support import hub_app
-from tests.procs import free_port, serve_in_thread
+from tests.hub.hub_helpers import call, database_for, mcp_status, seed_admin
+from tests.hub.router.support import hub_replicas
 
 from mcpkit.hub.crypto import SecretBox, generate_key
 from mcpkit.hub.db import migrate as migrations
@@ -183,15 +181,9 @@ def test_two_hubs_on_one_database_rotate_a_due_key_once(shared_database: str) ->
         return kid, user.id
 
     first, user_id = anyio.run(seed)
-    ports = [free_port(), free_port()]
-    public = f"http://127.0.0.1:{ports[0]}"
-
-    def replica(port: int) -> Any:
-        settings = HubSettings(database_url=shared_database, port=port, public_url=public,
-                               auth_failure_burst=1_000_000, oauth_key_max_age_s=MAX_AGE_S)
-        return serve_in_thread(hub_app(settings, box), lifespan="on", name="hub", port=port)
-
-    with replica(ports[0]) as one, replica(ports[1]) as two:
+    with hub_replicas(box, database_url=shared_database,
+                      oauth_key_max_age_s=MAX_AGE_S) as (one, two):
+        public = one  # the replicas' public URL
         async def check() -> None:
             published: dict[str, set[str]] = {}
 
@@ -218,16 +210,6 @@ def test_two_hubs_on_one_database_rotate_a_due_key_once(shared_database: str) ->
                                                                now)) == 401
 
         anyio.run(check)
-
-
-async def mcp_status(hub_url: str, access_token: str) -> int:
-    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"}}}
-    reply = await call("POST", hub_url + "/mcp", token=access_token, json=initialize,
-                       headers={"Accept": "application/json, text/event-stream",
-                                "MCP-Protocol-Version": "2025-11-25"})
-    return reply.status
 
 
 # --- the migration ---------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from tests.browser import chromium_path
 from tests.hub.hub_helpers import Api, Hub, call, database_for, fresh_user, seed_admin, unique
 from tests.hub.oidc_login import CALLBACK_PATH, BrowserOidcLogin, OidcWalk, Stopped
 from tests.hub.router.support import hub_app, register, upstream
-from tests.procs import free_port, serve_in_thread
+from tests.procs import free_port, serve_in_thread, serving
 from yarl import URL
 
 from mcpkit import Client
@@ -373,13 +373,8 @@ async def provider() -> AsyncIterator[FakeProvider]:
     app.router.add_get("/tenant/.well-known/openid-configuration", metadata)
     app.router.add_get("/jwks", keys)
     app.router.add_post("/token", token)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, "127.0.0.1", port).start()
+    async with serving(app, port):
         yield fake
-    finally:
-        await runner.cleanup()
 
 
 def client_for(issuer: str, **settings: Any) -> OidcSignIn:

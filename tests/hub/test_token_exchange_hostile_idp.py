@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 from aiohttp import web
-from tests.procs import free_port
+from tests.procs import free_port, serving
 
 from mcpkit.auth.assertions import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT
 from mcpkit.hub.crypto import SecretBox, generate_key
@@ -75,13 +75,8 @@ async def idp() -> AsyncIterator[Idp]:
     app.router.add_get("/.well-known/openid-configuration", metadata)
     app.router.add_post("/token", token)
     app.router.add_get("/.well-known/oauth-protected-resource/mcp", resource_metadata)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, "127.0.0.1", port).start()
+    async with serving(app, port):
         yield fake
-    finally:
-        await runner.cleanup()
 
 
 @dataclass

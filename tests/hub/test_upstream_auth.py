@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 from aiohttp import web
-from tests.procs import free_port
+from tests.procs import free_port, serving
 
 from mcpkit.auth.metadata import AuthorizationServerMetadata
 from mcpkit.auth.tokens import ClientRegistration, TokenKey, TokenSet
@@ -59,13 +59,8 @@ async def token_endpoint() -> AsyncIterator[TokenEndpoint]:
 
     app = web.Application()
     app.router.add_post("/token", token)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, "127.0.0.1", port).start()
+    async with serving(app, port):
         yield endpoint
-    finally:
-        await runner.cleanup()
 
 
 async def oauth_upstream(store: Store, auth_mode: str = "oauth") -> UpstreamRecord:

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
+from tests.hub.hostile_auth_server import add_protected_mcp, authorization_server_metadata
 from tests.hub.hub_helpers import Hub, call, fresh_user, running_hub
 from tests.hub.upstream_login_support import land, register_oauth, start, state_of
-from tests.procs import free_port
+from tests.procs import free_port, serving
 
 from mcpkit.hub.settings import HubSettings, SettingsError
 from mcpkit.hub.upstream_login import CLIENT_METADATA_PATH
@@ -46,23 +47,9 @@ async def recording_server() -> AsyncIterator[RecordingServer]:
     port = free_port()
     server = RecordingServer(f"http://127.0.0.1:{port}")
 
-    async def mcp(_: web.Request) -> web.Response:
-        prm = f"{server.base}/.well-known/oauth-protected-resource/mcp"
-        return web.json_response({"error": "unauthorized"}, status=401, headers={
-            "WWW-Authenticate": f'Bearer resource_metadata="{prm}"'})
-
-    async def prm(_: web.Request) -> web.Response:
-        return web.json_response({"resource": server.url,
-                                  "authorization_servers": [server.base]})
-
     async def metadata(_: web.Request) -> web.Response:
-        base = server.base
-        return web.json_response({
-            "issuer": base, "authorization_endpoint": f"{base}/authorize",
-            "token_endpoint": f"{base}/token", "registration_endpoint": f"{base}/register",
-            "code_challenge_methods_supported": ["S256"], "response_types_supported": ["code"],
-            "token_endpoint_auth_methods_supported": ["none"],
-            "client_id_metadata_document_supported": server.cimd})
+        return web.json_response({**authorization_server_metadata(server.base),
+                                  "client_id_metadata_document_supported": server.cimd})
 
     async def token(_: web.Request) -> web.Response:
         return web.json_response({"error": "invalid_client"}, status=401)
@@ -73,19 +60,12 @@ async def recording_server() -> AsyncIterator[RecordingServer]:
                                   "token_endpoint_auth_method": "none"}, status=201)
 
     app = web.Application()
-    app.router.add_post("/mcp", mcp)
-    app.router.add_get("/mcp", mcp)
-    app.router.add_get("/.well-known/oauth-protected-resource/mcp", prm)
+    add_protected_mcp(app, server.base, methods=("POST", "GET"))
     app.router.add_get("/.well-known/oauth-authorization-server", metadata)
     app.router.add_post("/register", register)
     app.router.add_post("/token", token)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, "127.0.0.1", port).start()
+    async with serving(app, port):
         yield server
-    finally:
-        await runner.cleanup()
 
 
 @pytest.fixture(scope="module")

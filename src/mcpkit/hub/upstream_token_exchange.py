@@ -156,13 +156,8 @@ class UpstreamTokenExchange:
         reply = await self._post(upstream, metadata,
                                  access_token_exchange_form(subject, resource=resource))
         if not reply.ok:
-            code = reply.oauth_error()
-            if code == "invalid_grant":
-                raise UpstreamNeedsSignIn(upstream, self.issuer, "the provider refused the "
-                                          "access token of the last sign-in (invalid_grant)")
-            raise UpstreamUnavailable(
-                f"{upstream.name}: the identity provider refused the token exchange for "
-                f"{resource} (HTTP {reply.status}{', ' + code if code else ''})")
+            raise self._refusal(upstream, reply, token="access token", failure=(
+                f"the identity provider refused the token exchange for {resource}"))
         try:
             tokens = parse_exchanged_access_token(reply.body, max_bytes=self.http.max_bytes)
         except InvalidTokenExchangeResponse as error:
@@ -186,6 +181,18 @@ class UpstreamTokenExchange:
         except AuthorizationError as error:
             raise UpstreamUnavailable(f"{upstream.name}: token exchange at the identity "
                                       f"provider: {error}") from None
+
+    def _refusal(self, upstream: UpstreamRecord, reply: Reply, *, token: str, failure: str
+                 ) -> UpstreamNeedsSignIn | UpstreamUnavailable:
+        """The error for a refused exchange or refresh: the provider's invalid_grant means the
+        sign-in's `token` is dead (the owner signs in again); any other refusal is `failure`
+        with the HTTP status and the OAuth error code."""
+        code = reply.oauth_error()
+        if code == "invalid_grant":
+            return UpstreamNeedsSignIn(upstream, self.issuer, f"the provider refused the "
+                                       f"{token} of the last sign-in (invalid_grant)")
+        return UpstreamUnavailable(f"{upstream.name}: {failure} (HTTP {reply.status}"
+                                   f"{', ' + code if code else ''})")
 
     async def _metadata(self, upstream: UpstreamRecord) -> ProviderMetadata:
         try:
@@ -247,13 +254,8 @@ class UpstreamTokenExchange:
         form = SecretFields(grant_type="refresh_token", refresh_token=current.refresh_token)
         reply = await self._post(upstream, metadata, form)
         if not reply.ok:
-            code = reply.oauth_error()
-            if code == "invalid_grant":
-                raise UpstreamNeedsSignIn(upstream, self.issuer, "the provider refused the "
-                                          "refresh token of the last sign-in (invalid_grant)")
-            raise UpstreamUnavailable(
-                f"{upstream.name}: refreshing the provider token failed (HTTP "
-                f"{reply.status}{', ' + code if code else ''})")
+            raise self._refusal(upstream, reply, token="refresh token",
+                                failure="refreshing the provider token failed")
         try:
             tokens = parse_token_response(reply.body, max_bytes=self.http.max_bytes,
                                           previous_refresh=current.refresh_token)

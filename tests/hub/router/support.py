@@ -17,6 +17,7 @@ from tests.hub.hub_helpers import (
     unique,
     upstream_process,
 )
+from tests.procs import free_port, serve_in_thread
 
 from mcpkit import Client
 from mcpkit.client import Timeouts
@@ -33,6 +34,23 @@ def hub_app(settings: HubSettings, box: SecretBox, *, view_ttl_s: float = 5.0) -
     endpoint = McpEndpoint(view_ttl_s=view_ttl_s)
     return create_app(settings, box=box, components=[endpoint.component],
                       mounts={"/mcp": endpoint})
+
+
+@contextlib.contextmanager
+def hub_replicas(box: SecretBox, **settings: Any) -> Iterator[tuple[str, str]]:
+    """Two hubs (`hub_app`) with one secret `box` and `settings` (one shared database_url,
+    ...) behind one public URL, the first's: replicas; their base URLs. Failed-token limits
+    per address are lifted, as in `running_hub` (their own tests are test_hub_limits.py)."""
+    ports = [free_port(), free_port()]
+    settings.setdefault("public_url", f"http://127.0.0.1:{ports[0]}")
+    settings.setdefault("auth_failure_burst", 1_000_000)
+
+    def replica(port: int) -> Any:
+        return serve_in_thread(hub_app(HubSettings(port=port, **settings), box),
+                               lifespan="on", name="hub", port=port)
+
+    with replica(ports[0]) as first, replica(ports[1]) as second:
+        yield first, second
 
 
 @contextlib.contextmanager

@@ -128,6 +128,9 @@ class ClientDocuments:
     async def _fetch(self, url: str) -> bytes:
         import aiohttp  # the hub's HTTP client, loaded when a document is first fetched
 
+        from mcpkit.transports.client._aiohttp import read_body
+        from mcpkit.transports.client.base import MessageTooLarge
+
         settings = self._settings
         allow_private = settings.oauth_client_document_allow_private
         host = urllib.parse.urlsplit(url).hostname or ""
@@ -147,7 +150,10 @@ class ClientDocuments:
                 if reply.status != 200:
                     raise ClientDocumentRefused(f"the client metadata document at {url} "
                                                 f"answered HTTP {reply.status}, not 200")
-                return await _bounded_body(reply, limit, url)
+                return await read_body(reply, limit)
+        except MessageTooLarge:  # (a TransportError, so an OSError: caught first)
+            raise ClientDocumentRefused(f"the client metadata document at {url} is over "
+                                        f"{limit} bytes") from None
         except TimeoutError:
             raise ClientDocumentRefused(f"the client metadata document at {url} did not "
                                         f"arrive within {timeout_s:g} s") from None
@@ -168,22 +174,6 @@ class ClientDocuments:
                 context.load_verify_locations(cafile=ca_file)
             self._tls = context
         return self._tls
-
-
-async def _bounded_body(reply: object, limit: int, url: str) -> bytes:
-    import aiohttp
-
-    assert isinstance(reply, aiohttp.ClientResponse)
-    too_large = ClientDocumentRefused(f"the client metadata document at {url} is over "
-                                      f"{limit} bytes")
-    if reply.content_length is not None and reply.content_length > limit:
-        raise too_large
-    body = bytearray()
-    async for chunk in reply.content.iter_any():
-        body += chunk
-        if len(body) > limit:
-            raise too_large
-    return bytes(body)
 
 
 def check_client_id(url: str) -> None:
