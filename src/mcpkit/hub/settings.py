@@ -378,6 +378,12 @@ class HubSettings:
         """The resource the hub's access tokens are for (their `aud`, RFC 8707)."""
         return self.issuer + "/mcp"
 
+    @property
+    def api_url(self) -> str:
+        """The REST API as a resource (RFC 8707): the audience of the access tokens the web
+        console gets, which /mcp refuses (as /api/v1 refuses tokens for /mcp)."""
+        return self.issuer + "/api/v1"
+
     # --- loading ---------------------------------------------------------------------------
 
     @classmethod

@@ -7,7 +7,8 @@
 
 What it serves: the REST API under `/api/v1` (routes/), `/openapi.json` and `/docs` (Swagger
 UI, its assets served from the package: docs.py), `/healthz`, `/readyz` and `/metrics`
-(Prometheus text, metrics.py). Every error is `{"error": {code, message, field?}}`
+(Prometheus text, metrics.py), and the web console at `/` (hub/console: pages users sign
+in to, acting through this same API). Every error is `{"error": {code, message, field?}}`
 (errors.py); bodies are bounded and must be JSON (limits.py); every authenticated route spends
 a token of the caller's rate limit first (429 with `Retry-After` when there is none,
 ratelimit.py) and every request is measured.
@@ -49,6 +50,7 @@ from mcpkit.hub.api.fastlane import HubApp
 from mcpkit.hub.api.limits import RequestLimits
 from mcpkit.hub.api.routes import admin, health, me, upstream_oauth, upstreams
 from mcpkit.hub.api.schemas import ErrorOut
+from mcpkit.hub.console import console_router
 from mcpkit.hub.crypto import SecretBox, load_secret_box
 from mcpkit.hub.metrics import HubMetrics, MetricsMiddleware, metrics_router
 from mcpkit.hub.oauth import oauth_component, oauth_router
@@ -172,6 +174,7 @@ def create_app(
     app.include_router(upstream_oauth.callback_router())
     app.include_router(admin.router(settings), **limited)
     app.include_router(oauth_router())
+    app.include_router(console_router())
     for extra in routers:
         app.include_router(extra)
     # Served ahead of FastAPI's middleware and routing (fastlane.py): every MCP call is one.

@@ -1,5 +1,7 @@
 """Who is calling: `Authorization: Bearer <API token>` → the user, via `store.tokens.verify`
-(sha256 lookup; unknown, revoked and expired tokens and disabled users all look the same).
+(sha256 lookup; unknown, revoked and expired tokens and disabled users all look the same);
+or a hub OAuth access token minted for the resource `<public url>/api/v1` (the web console
+signs in so), checked by oauth/keys.py - never one minted for /mcp.
 
     user: UserRecord = Depends(current_user)     401 + `WWW-Authenticate: Bearer` without one
     user: UserRecord = Depends(admin_user)       403 for a valid non-admin token
@@ -48,6 +50,8 @@ async def current_user(
                        headers={"WWW-Authenticate": BEARER_CHALLENGE})
     user = await context.store.tokens.verify(credentials.credentials)
     if user is None:
+        user = await _oauth_user(context, credentials.credentials)
+    if user is None:
         context.auth_failures.failed(peer)
         raise ApiError(
             401,
@@ -55,6 +59,19 @@ async def current_user(
             headers={"WWW-Authenticate": f'{BEARER_CHALLENGE}, error="invalid_token"'},
         )
     return user
+
+
+async def _oauth_user(context: HubContext, token: str) -> UserRecord | None:
+    """The user of a hub access token minted for the REST API (the web console's), by the
+    hub's own JWT checks (oauth/keys.py: signature, `aud` = /api/v1, expiry, user enabled,
+    login not revoked). A token for /mcp is refused here, as /mcp refuses this one; so is a
+    DPoP-bound one (the API checks no proofs)."""
+    if context.oauth is None or token.count(".") != 2:
+        return None
+    bound = await context.oauth.tokens.bound_user(token, resource=context.settings.api_url)
+    if bound is None or bound[1] is not None:
+        return None
+    return bound[0]
 
 
 async def admin_user(user: Annotated[UserRecord, Depends(current_user)]) -> UserRecord:

@@ -20,8 +20,13 @@ deleted - at the next rotation or re-read - and tokens signed with it are refuse
                                          await user(token) -> UserRecord | None  (the gate)
                                          jwks() -> the public key set (/oauth/jwks)
 
+Two resources (RFC 8707), kept apart: the hub's /mcp (MCP clients) and its REST API /api/v1
+(the web console). A token's `aud` is the one resource its login was granted for, and a
+check names the resource it guards (`resource=`): a token is accepted only by the resource it
+was minted for.
+
 Verification is local (no HTTP): the pure RFC 9068 checks of mcpkit.auth.access_token (typ,
-signature, iss exactly, aud = the hub's /mcp URL, exp with a small leeway), then the user
+signature, iss exactly, aud = the resource checked for, exp with a small leeway), then the user
 must exist and be enabled (read at most every `USER_TTL_S` per user), and the login the
 token belongs to - its refresh family, the `sid` claim - must not be revoked: read at most
 every `settings.oauth_revocation_check_s` (10 s) per login, so a revocation (RFC 7009) or a
@@ -87,6 +92,7 @@ class AccessTokens:
         self._key_max_age = timedelta(seconds=settings.oauth_key_max_age_s)
         self.issuer = settings.issuer
         self.resource = settings.mcp_url
+        self.api_resource = settings.api_url
         self._ttl_s = settings.oauth_access_token_ttl_s
         self._key_check_s = settings.oauth_signing_key_check_s
         self._keys: dict[str, ECKey] = {}  # kid -> key, every stored one
@@ -95,10 +101,13 @@ class AccessTokens:
         self._users: dict[int, tuple[float, UserRecord]] = {}
         self._revocation_check_s = settings.oauth_revocation_check_s
         self._logins: dict[str, tuple[float, bool]] = {}  # sid -> (read at, revoked)
-        # sha256 -> (exp, user, sid, cnf.jkt)
-        self._verified: dict[str, tuple[float, int, str, str | None]] = {}
-        self.policy = AccessTokenPolicy(issuer=self.issuer, audience=self.resource,
+        # sha256 -> (exp, user, sid, cnf.jkt, aud)
+        self._verified: dict[str, tuple[float, int, str, str | None, str]] = {}
+        self.policies = {
+            resource: AccessTokenPolicy(issuer=self.issuer, audience=resource,
                                         algorithms=(ALGORITHM,), leeway_s=LEEWAY_S)
+            for resource in (self.resource, self.api_resource)}
+        self.policy = self.policies[self.resource]
 
     @property
     def retire_after(self) -> timedelta:
@@ -144,12 +153,17 @@ class AccessTokens:
         return self._keys[kid]
 
     def issue_with(self, key: ECKey, *, user_id: int, client_id: str, scope: str,
-                   family_id: str, jkt: str | None = None, now: float | None = None) -> str:
-        """A signed access token (synchronous: Authlib's token generator calls it), bound to
-        the DPoP key whose thumbprint is `jkt` when one is given."""
+                   family_id: str, jkt: str | None = None, now: float | None = None,
+                   resource: str | None = None) -> str:
+        """A signed access token (synchronous: Authlib's token generator calls it) for
+        `resource` (default: /mcp), bound to the DPoP key whose thumbprint is `jkt` when one
+        is given."""
+        audience = resource or self.resource
+        if audience not in self.policies:
+            raise ValueError(f"the hub issues no tokens for {audience!r}")
         issued = int(now if now is not None else self._clock())
         claims: dict[str, Any] = {
-            "iss": self.issuer, "sub": str(user_id), "aud": self.resource,
+            "iss": self.issuer, "sub": str(user_id), "aud": audience,
             "client_id": client_id, "iat": issued, "exp": issued + int(self._ttl_s),
             "jti": secrets.token_urlsafe(16), "sid": family_id,
         }
@@ -164,46 +178,55 @@ class AccessTokens:
         await self.key()
         return {"keys": [key.as_dict(private=False) for key in self._keys.values()]}
 
-    async def user(self, token: str) -> UserRecord | None:
-        """The enabled user a valid access token of the hub names, else None."""
-        bound = await self.bound_user(token)
+    async def user(self, token: str, *, resource: str | None = None) -> UserRecord | None:
+        """The enabled user a valid access token of the hub for `resource` (default: /mcp)
+        names, else None."""
+        bound = await self.bound_user(token, resource=resource)
         return None if bound is None else bound[0]
 
-    async def bound_user(self, token: str) -> tuple[UserRecord, str | None] | None:
-        """The enabled user a valid access token of the hub names and the thumbprint of the
-        DPoP key it is bound to (None for a bearer token), else None."""
+    async def bound_user(self, token: str, *, resource: str | None = None
+                         ) -> tuple[UserRecord, str | None] | None:
+        """The enabled user a valid access token of the hub for `resource` (default: /mcp)
+        names and the thumbprint of the DPoP key it is bound to (None for a bearer token),
+        else None - also for a valid token minted for the hub's other resource."""
+        audience = resource or self.resource
         digest = hash_token(token)
         known = self._verified.get(digest)
         if known is not None and self._clock() < known[0]:
+            if known[4] != audience:
+                return None
             user = await self._live_user(known[1], known[2])
             return None if user is None else (user, known[3])
         try:
-            info, family_id = await self._checked(token)
+            info, family_id = await self._checked(token, audience)
             user_id = int(info.subject)
         except (InvalidToken, ValueError):
             return None
         if info.expires_at is not None:
             if len(self._verified) >= MAX_CACHED_TOKENS:
                 self._verified.clear()
-            self._verified[digest] = (info.expires_at, user_id, family_id, info.jkt)
+            self._verified[digest] = (info.expires_at, user_id, family_id, info.jkt, audience)
         user = await self._live_user(user_id, family_id)
         return None if user is None else (user, info.jkt)
 
     async def login_of(self, token: str) -> tuple[str, str] | None:
         """(client id, login id) of a valid access token of the hub, else None: what a
-        revocation of the access token (RFC 7009) ends."""
-        try:
-            info, family_id = await self._checked(token)
-        except InvalidToken:
-            return None
-        return (info.client_id, family_id) if info.client_id is not None else None
+        revocation of the access token (RFC 7009) ends. Either resource's token."""
+        for resource in self.policies:
+            try:
+                info, family_id = await self._checked(token, resource)
+            except InvalidToken:
+                continue
+            return (info.client_id, family_id) if info.client_id is not None else None
+        return None
 
-    async def _checked(self, token: str) -> tuple[AuthInfo, str]:
-        """A hub access token's checked claims and the login (`sid`) it names, or
-        InvalidToken."""
-        header = unverified_header(token, self.policy)
+    async def _checked(self, token: str, resource: str) -> tuple[AuthInfo, str]:
+        """A hub access token's checked claims (its `aud` must be `resource`) and the login
+        (`sid`) it names, or InvalidToken."""
+        policy = self.policies[resource]
+        header = unverified_header(token, policy)
         key = await self._verifying_key(header.get("kid"))
-        info = access_token_info(header, verified_claims(token, key, header), self.policy,
+        info = access_token_info(header, verified_claims(token, key, header), policy,
                                  self._clock())
         family_id = info.claims.get("sid")
         if not isinstance(family_id, str) or not family_id:

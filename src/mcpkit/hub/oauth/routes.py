@@ -47,6 +47,7 @@ from mcpkit.hub.oauth.registration import (
 from mcpkit.hub.oauth.server import Reply, plain_request
 from mcpkit.hub.oauth.service import (
     AUTHORIZE_PATH,
+    CONSOLE_CLIENT_ID,
     JWKS_PATH,
     METADATA_PATH,
     OIDC_CALLBACK_PATH,
@@ -299,7 +300,8 @@ async def _authorize(request: Request, form: dict[str, str] | None) -> Response:
     if user is None:
         return sign_in.sign_in_page(request, service, action, reason)
     scope = (oauth_request.scope or "").split()
-    if await context.store.oauth.consented(user.id, grant.client.get_client_id(), scope):
+    if grant.client.get_client_id() == CONSOLE_CLIENT_ID or \
+            await context.store.oauth.consented(user.id, grant.client.get_client_id(), scope):
         response = _redirect(await server.run(server.create_authorization_response,
                                               oauth_request, user, grant))
     else:

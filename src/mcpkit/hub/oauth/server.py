@@ -14,8 +14,11 @@ Policy the hub adds on top of Authlib:
   `invalid_client` saying why;
 - a `code_challenge` with method S256 is required on every authorization request (Authlib
   would let a request without one through);
-- `resource` (RFC 8707), when given, must be the hub's /mcp URL - the only resource it issues
-  tokens for - at the authorization and the token endpoint;
+- `resource` (RFC 8707), when given, must be one of the two resources the hub issues tokens
+  for: its /mcp URL (the default) or its REST API `/api/v1` (the web console's). A login is
+  for one resource: the code and its refresh family keep it, the access tokens name it as
+  `aud`, and a token request naming another resource is refused (`invalid_target`; a refresh
+  token presented so is spent, as any refused refresh);
 - a redirect URI must equal a registered one exactly, except that a loopback one (http on
   127.0.0.1 or [::1]) may use any port (RFC 8252 §7.3: native apps bind an ephemeral port);
 - DPoP (RFC 9449 §5): a token request with a valid proof (checked before Authlib runs, by
@@ -139,6 +142,8 @@ class Login:
     """The DPoP key this request proved: the access token is bound to it (`cnf.jkt`)."""
     refresh_jkt: str | None = None
     """The DPoP key the login's refresh tokens are bound to (None: a bearer login)."""
+    resource: str = ""
+    """The resource the login is for (its access tokens' `aud`; "": the hub's /mcp)."""
 
     @property
     def id(self) -> int:
@@ -306,7 +311,7 @@ class HubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
             return
         login: Login = request.user  # rotation: the same family goes on
         grant = RefreshRecord(login.family_id, request.client.get_client_id(), login.id,
-                              token.get("scope", ""), self.settings.mcp_url,
+                              token.get("scope", ""), login.resource or self.settings.mcp_url,
                               dpop_jkt=login.refresh_jkt)
         expires = datetime.now(UTC) + timedelta(seconds=self.settings.oauth_refresh_token_ttl_s)
         self.wait(self.store.oauth.save_refresh, hash_token(refresh), grant, expires)
@@ -328,7 +333,8 @@ class HubAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         assert self.signing_key is not None
         return self.tokens.issue_with(self.signing_key, user_id=user.id,
                                       client_id=client.public_id, scope=scope,
-                                      family_id=user.family_id, jkt=user.jkt)
+                                      family_id=user.family_id, jkt=user.jkt,
+                                      resource=user.resource or None)
 
     def _expires_in(self, client: HubClient, grant_type: str) -> int:
         return int(self.settings.oauth_access_token_ttl_s)
@@ -352,11 +358,21 @@ def _refresh_token(*_args: Any, **_kwargs: Any) -> str:
     return secrets.token_urlsafe(REFRESH_TOKEN_BYTES)
 
 
-def _check_resource(server: HubAuthorizationServer, values: Mapping[str, str]) -> None:
+def _check_resource(server: HubAuthorizationServer, values: Mapping[str, str],
+                    granted: str | None = None) -> str:
+    """The resource a request names (default: /mcp), if the hub issues tokens for it - and,
+    at the token endpoint, it is the one the code or refresh family was `granted` for."""
+    settings = server.settings
     resource = values.get("resource")
-    if resource is not None and resource.rstrip("/") != server.settings.mcp_url:
+    if resource is None:
+        return granted or settings.mcp_url
+    resource = resource.rstrip("/")
+    if resource not in (settings.mcp_url, settings.api_url):
         raise InvalidTargetError("the hub issues tokens only for its /mcp endpoint "
-                                 f"({server.settings.mcp_url})")
+                                 f"({settings.mcp_url}) and its REST API ({settings.api_url})")
+    if granted is not None and resource != granted:
+        raise InvalidTargetError(f"this grant is for {granted}, not {resource}")
+    return resource
 
 
 class S256Only(CodeChallenge):  # type: ignore[misc]
@@ -396,7 +412,8 @@ class CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
         record = CodeRecord(
             client_id=request.client.get_client_id(), user_id=int(request.user.id),
             redirect_uri=request.payload.redirect_uri, scope=request.scope or "",
-            resource=self.server.settings.mcp_url, code_challenge=values["code_challenge"],
+            resource=_check_resource(self.server, values),
+            code_challenge=values["code_challenge"],
             code_challenge_method="S256", family_id=secrets.token_hex(16),
             dpop_jkt=values.get("dpop_jkt"))
         expires = datetime.now(UTC) + timedelta(seconds=self.server.settings.oauth_code_ttl_s)
@@ -409,6 +426,8 @@ class CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
         if record is not None and record.dpop_jkt not in (None, self.request.dpop_jkt):
             raise InvalidGrantError("the code is bound to a DPoP key (dpop_jkt): the token "
                                     "request needs a DPoP proof signed by it")
+        if record is not None:
+            _check_resource(self.server, self.request.form, record.resource)
         return None if record is None else HubCode(record)
 
     def delete_authorization_code(self, authorization_code: HubCode) -> None:
@@ -417,7 +436,8 @@ class CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
     def authenticate_user(self, authorization_code: HubCode) -> Login | None:
         record = authorization_code.record
         jkt = self.request.dpop_jkt  # a login that begins with a proof is bound to its key
-        return _enabled_user(self.server, record.user_id, record.family_id, jkt, jkt)
+        return _enabled_user(self.server, record.user_id, record.family_id, jkt, jkt,
+                             record.resource)
 
 
 class RotatingRefreshGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
@@ -434,12 +454,14 @@ class RotatingRefreshGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
                                       self.request.dpop_jkt)
         except RefreshKeyMismatch as mismatch:
             raise InvalidGrantError(str(mismatch)) from None
+        if record is not None:
+            _check_resource(self.server, self.request.form, record.resource)
         return None if record is None else HubRefreshToken(record)
 
     def authenticate_user(self, refresh_token: HubRefreshToken) -> Login | None:
         record = refresh_token.record
         return _enabled_user(self.server, record.user_id, record.family_id,
-                             self.request.dpop_jkt, record.dpop_jkt)
+                             self.request.dpop_jkt, record.dpop_jkt, record.resource)
 
     def revoke_old_credential(self, refresh_token: HubRefreshToken) -> None:
         return None  # marked used when it was presented; presenting it again revokes all
@@ -481,10 +503,10 @@ class Issuer(IssuerParameter):  # type: ignore[misc]
 
 
 def _enabled_user(server: HubAuthorizationServer, user_id: int, family_id: str,
-                  jkt: str | None, refresh_jkt: str | None) -> Login | None:
+                  jkt: str | None, refresh_jkt: str | None, resource: str) -> Login | None:
     try:
         user: UserRecord = server.wait(server.store.users.get, user_id)
     except NotFound:  # deleted since
         return None
-    return None if user.disabled else Login(user, family_id, jkt, refresh_jkt)
+    return None if user.disabled else Login(user, family_id, jkt, refresh_jkt, resource)
 

@@ -21,6 +21,7 @@ from mcpkit.hub.oauth.keys import AccessTokens
 from mcpkit.hub.oauth.oidc import OidcSignIn
 from mcpkit.hub.oauth.server import SCOPES_SUPPORTED, HubAuthorizationServer
 from mcpkit.hub.settings import HubSettings
+from mcpkit.hub.store.oauth import ClientRecord
 
 if TYPE_CHECKING:
     from mcpkit.hub.api.context import HubContext
@@ -39,6 +40,10 @@ UPSTREAM_CALLBACK_PATH = "/oauth/upstream/callback"
 SESSION_COOKIE = "mcpkit_hub_session"
 """The browser's sign-in to the hub's pages: sealed with the hub's key (any replica opens
 it), sent to the hub's /oauth pages only (COOKIE_PATH)."""
+CONSOLE_CLIENT_ID = "mcpkit-console"
+"""The web console (hub/console): a built-in public client of the hub's authorization server,
+registered at start-up, which alone skips the consent page (it is the hub itself)."""
+CONSOLE_CALLBACK_PATH = "/console/callback"
 COOKIE_PATH = "/oauth"
 """The session and CSRF cookies go to /oauth/… only: the authorization endpoint and the
 upstream-login callback (both ask for a signed-in browser), never to the REST API or /mcp."""
@@ -125,6 +130,13 @@ class OAuthService:
             resource_name="mcpkit hub", dpop_signing_alg_values_supported=DPOP_ALGORITHMS)
 
 
+def console_client(settings: HubSettings) -> ClientRecord:
+    """The web console's registration: code + PKCE, back to the console's callback."""
+    return ClientRecord(CONSOLE_CLIENT_ID, "mcpkit web console",
+                        (settings.issuer + CONSOLE_CALLBACK_PATH,), "web",
+                        ("authorization_code", "refresh_token"), "none")
+
+
 @asynccontextmanager
 async def oauth_component(context: HubContext) -> AsyncIterator[OAuthService]:
     settings = context.settings
@@ -143,6 +155,7 @@ async def oauth_component(context: HubContext) -> AsyncIterator[OAuthService]:
                            anyio.CapacityLimiter(settings.oauth_max_password_checks),
                            HubDPoP.for_hub(settings, context.redis), oidc,
                            exchange)
+    await context.store.oauth.put_client(console_client(settings))
     context.oauth = service
     try:
         yield service

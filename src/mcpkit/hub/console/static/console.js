@@ -1,0 +1,72 @@
+// mcpkit hub console: progressive enhancement only (every page works without this file).
+// A form submits with fetch; the answer's <main> replaces the page's (no reload), the
+// address follows a redirect, the button shows a loading state, and a network failure is
+// shown in the page. Forms marked data-enhance="off" (sign-out, Connect: they leave the
+// console) submit as usual.
+"use strict";
+
+(() => {
+  const main = () => document.getElementById("main");
+
+  function busy(button, on) {
+    if (!button) return;
+    if (on) {
+      button.dataset.label = button.textContent;
+      button.setAttribute("aria-busy", "true");
+      button.disabled = true;
+      if (button.dataset.busy) button.textContent = button.dataset.busy;
+    } else {
+      button.removeAttribute("aria-busy");
+      button.disabled = false;
+      if (button.dataset.label) button.textContent = button.dataset.label;
+    }
+  }
+
+  function showFailure(form, message) {
+    let alert = form.querySelector(".alert.network");
+    if (!alert) {
+      alert = document.createElement("p");
+      alert.className = "alert error network";
+      alert.setAttribute("role", "alert");
+      form.prepend(alert);
+    }
+    alert.textContent = message;
+  }
+
+  function swap(html, url, redirected) {
+    const doc = new DOMParser().parseFromString(html, "text/html");
+    const next = doc.getElementById("main");
+    if (!next || !next.hasAttribute("data-console")) return false;
+    main().replaceWith(next);
+    document.title = doc.title;
+    if (redirected) history.pushState({}, "", url);
+    const focus = next.querySelector("[role=alert], [role=status]") || next;
+    if (focus === next) next.focus(); else { focus.tabIndex = -1; focus.focus(); }
+    return true;
+  }
+
+  document.addEventListener("submit", async (event) => {
+    const form = event.target;
+    if (!(form instanceof HTMLFormElement) || form.dataset.enhance === "off") return;
+    if (form.method.toLowerCase() !== "post") return;
+    event.preventDefault();
+    const button = event.submitter || form.querySelector("button[type=submit]");
+    busy(button, true);
+    try {
+      const response = await fetch(form.action, {
+        method: "POST", body: new URLSearchParams(new FormData(form)),
+        credentials: "same-origin", redirect: "follow",
+      });
+      const url = new URL(response.url);
+      const html = await response.text();
+      if (url.origin !== location.origin || !swap(html, response.url, response.redirected)) {
+        location.assign(response.url);  // not a console page (the sign-in page, say)
+      }
+    } catch (error) {
+      busy(button, false);
+      showFailure(form, "The hub could not be reached. Check your connection and try again.");
+    }
+  });
+
+  window.addEventListener("popstate", () => location.reload());
+})();
