@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from markupsafe import escape
 from starlette.responses import Response
 from tests.console.support import ConsoleBrowser, console_hub
+from tests.hub.hostile_auth_server import hostile_server
 from tests.hub.hub_browser import set_password
 from tests.hub.hub_helpers import UPSTREAMS, Api, Hub, call, fresh_user, mcp_status
 
@@ -28,6 +30,7 @@ from mcpkit.hub.crypto import SecretBox, generate_key
 from mcpkit.hub.oauth.service import CONSOLE_CALLBACK_PATH, CONSOLE_CLIENT_ID
 
 pytestmark = pytest.mark.anyio
+PAGE_SIZE = 5
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +38,7 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
     tmp: Path = tmp_path_factory.mktemp("console")
     # revocations reach the token checks at once (the default re-check is 10 s)
     with console_hub(f"sqlite+aiosqlite:///{tmp / 'hub.db'}",
-                     oauth_revocation_check_s=0.001) as running:
+                     oauth_revocation_check_s=0.001, page_size=PAGE_SIZE) as running:
         yield running
 
 
@@ -223,6 +226,62 @@ async def test_another_users_upstream_is_not_found_however_its_url_is_typed(hub:
     assert await names(owner) == ["private"]
     listed = await browser.request("GET", "/")
     assert "private" not in listed.text
+
+
+# --- the upstreams pages ------------------------------------------------------------------
+
+
+async def test_the_list_is_paged_by_the_apis_cursor(hub: Hub) -> None:
+    browser, api = await signed_in(hub)
+    for number in range(PAGE_SIZE + 2):
+        await api.create_upstream(name=f"paged-{number}", url="http://127.0.0.1:9/mcp")
+    first = await browser.request("GET", "/")
+    rows = re.findall(r'data-upstream="([^"]+)"', first.text)
+    assert rows == [f"paged-{number}" for number in range(PAGE_SIZE)]
+    found = re.search(r'href="(/\?cursor=[^"]+)" rel="next"', first.text)
+    assert found is not None, first.text
+    second = await browser.request("GET", found.group(1).replace("&amp;", "&"))
+    assert re.findall(r'data-upstream="([^"]+)"', second.text) == ["paged-5", "paged-6"]
+    assert 'rel="next"' not in second.text and "First page" in second.text
+
+
+async def test_an_unreachable_upstream_shows_its_error_after_refresh_now(hub: Hub) -> None:
+    browser, api = await signed_in(hub)
+    created = await api.create_upstream(name="down", url="http://127.0.0.1:9/mcp")
+    csrf = await browser.csrf()
+    refreshed = await browser.post(f"/console/upstreams/{created['id']}/refresh",
+                                   {"csrf_token": csrf, "name": "down"})
+    assert refreshed.status == 303
+    assert refreshed.headers["Location"] == "/?notice=refresh_failed&name=down"
+    page = await browser.request("GET", refreshed.headers["Location"])
+    row = page.text.split('data-upstream="down"', 1)[1].split("</tr>", 1)[0]
+    assert 'class="badge unhealthy"' in row
+    last_error = (await api.get(f"{UPSTREAMS}/{created['id']}")).body["last_error"]
+    assert last_error and str(escape(last_error)) in row
+
+
+async def test_connect_sends_the_browser_to_the_upstreams_authorization_server(
+        hub: Hub) -> None:
+    browser, api = await signed_in(hub)
+    async with hostile_server() as upstream:
+        created = await api.post(UPSTREAMS, {"name": "needs", "url": upstream.url,
+                                             "auth_mode": "oauth"})
+        assert created.status == 201, created.text
+        refreshed = await browser.post(f"/console/upstreams/{created.body['id']}/refresh",
+                                       {"csrf_token": await browser.csrf(), "name": "needs"})
+        assert refreshed.status == 303, refreshed.text
+        page = await browser.request("GET", "/")
+        row = page.text.split('data-upstream="needs"', 1)[1].split("</tr>", 1)[0]
+        assert ">needs login<" in row and "/connect" in row
+        connect = await browser.post(f"/console/upstreams/{created.body['id']}/connect",
+                                     {"csrf_token": await browser.csrf(), "name": "needs"})
+        assert connect.status == 303, connect.text
+        location = urllib.parse.urlsplit(connect.headers["Location"])
+        assert f"{location.scheme}://{location.netloc}{location.path}" == \
+            upstream.base + "/authorize"
+        query = urllib.parse.parse_qs(location.query)
+        assert query["redirect_uri"][0].startswith(hub.url + "/")
+        assert query["code_challenge_method"] == ["S256"]
 
 
 # --- static files -------------------------------------------------------------------------
