@@ -337,3 +337,20 @@ async def code_grant_token(browser: ConsoleBrowser, resource: str) -> str:
     assert token.status == 200, token.text
     access: str = token.body["access_token"]
     return access
+
+
+async def test_an_edit_saves_and_a_stale_one_says_so_on_the_form(hub: Hub) -> None:
+    browser, api = await signed_in(hub)
+    created = await api.create_upstream(name="edited", url="http://127.0.0.1:9/mcp")
+    path = f"/console/upstreams/{created['id']}"
+    form = await browser.request("GET", path + "/edit")
+    assert form.status == 200 and 'value="http://127.0.0.1:9/mcp"' in form.text
+    fields = {**upstream_fields(await browser.csrf(path + "/edit"), "edited"),
+              "url": "http://127.0.0.1:10/mcp", "version": str(created["version"])}
+    saved = await browser.post(path, fields)
+    assert saved.status == 303, saved.text
+    assert (await api.get(f"{UPSTREAMS}/{created['id']}")).body["url"] == \
+        "http://127.0.0.1:10/mcp"
+    stale = await browser.post(path, {**fields, "url": "http://127.0.0.1:11/mcp"})
+    assert stale.status == 409 and "someone changed this upstream" in stale.text
+    assert 'value="http://127.0.0.1:11/mcp"' in stale.text  # what was typed is kept

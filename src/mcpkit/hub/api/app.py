@@ -50,7 +50,7 @@ from mcpkit.hub.api.fastlane import HubApp
 from mcpkit.hub.api.limits import RequestLimits
 from mcpkit.hub.api.routes import admin, health, me, upstream_oauth, upstreams
 from mcpkit.hub.api.schemas import ErrorOut
-from mcpkit.hub.console import console_router
+from mcpkit.hub.console.routes import router as console_router
 from mcpkit.hub.crypto import SecretBox, load_secret_box
 from mcpkit.hub.metrics import HubMetrics, MetricsMiddleware, metrics_router
 from mcpkit.hub.oauth import oauth_component, oauth_router

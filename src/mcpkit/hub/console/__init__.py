@@ -7,9 +7,5 @@ third-party script, no CDN, no build step. The console signs in through the hub'
 authorization server (sign_in.py) and acts only through the hub's REST API with the user's
 token (hub_calls.py): no back door.
 
-    app.include_router(console_router())     # api/app.py
+    app.include_router(console.routes.router())     # api/app.py
 """
-
-from mcpkit.hub.console.routes import router as console_router
-
-__all__ = ["console_router"]

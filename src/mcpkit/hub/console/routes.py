@@ -20,12 +20,11 @@ CSRF token from the hub's own origin (sign_in.csrf_refusal), and answers with a 
 from __future__ import annotations
 
 import urllib.parse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
-from mcpkit.hub.api.context import HubContext
 from mcpkit.hub.console import hub_calls, sign_in
 from mcpkit.hub.console.assets import STATIC_PREFIX, Assets
 from mcpkit.hub.console.hub_calls import UPSTREAMS, ApiReply
@@ -33,6 +32,9 @@ from mcpkit.hub.console.render import Pages
 from mcpkit.hub.console.session import clear_session
 from mcpkit.hub.console.upstream_form import AUTH_MODES, TRANSPORTS, UpstreamForm, field_errors
 from mcpkit.hub.oauth.routes import BadRequest, read_form
+
+if TYPE_CHECKING:  # the API's app imports the console: its context for annotations only
+    from mcpkit.hub.api.context import HubContext
 
 NOTICES = {
     "added": "Upstream added.",

@@ -22,11 +22,11 @@ import hashlib
 import secrets
 import time
 import urllib.parse
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from mcpkit.hub.api.context import HubContext
 from mcpkit.hub.console import hub_calls
 from mcpkit.hub.console.session import (
     Session,
@@ -43,6 +43,9 @@ from mcpkit.hub.oauth.service import (
     COOKIE_PATH,
     SESSION_COOKIE,
 )
+
+if TYPE_CHECKING:  # the API's app imports the console: its context for annotations only
+    from mcpkit.hub.api.context import HubContext
 
 SIGN_IN_PATH = "/console/sign-in"
 SIGN_OUT_PATH = "/console/sign-out"
