@@ -159,10 +159,11 @@ async def signed_in(request: Request, context: HubContext) -> SignedIn | None:
                                                float(tokens.get("expires_in", 0))), True)
 
 
-async def sign_out(request: Request, context: HubContext, session: Session) -> Response:
+async def sign_out(request: Request, context: HubContext, session: Session,
+                   signed_out_path: str) -> Response:
     async with hub_calls.hub_client(request) as client:
         await hub_calls.revoke(client, session.refresh_token)
-    response = RedirectResponse("/console/signed-out", status_code=303)
+    response = RedirectResponse(signed_out_path, status_code=303)
     clear_session(response, secure(context))
     # the hub's own sign-in (its /oauth pages) ends too: "Sign in" asks for the password again
     response.delete_cookie(SESSION_COOKIE, path=COOKIE_PATH, httponly=True, samesite="lax",
