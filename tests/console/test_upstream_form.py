@@ -1,12 +1,16 @@
-"""The upstream form's mapping of the API's errors onto its fields, and of its fields onto the
-API's body (pure: no hub)."""
+"""Pure parts of the console (no hub): the sign-in's way back (no open redirect), and the
+upstream form's mapping of the API's errors onto its fields and of its fields onto the API's
+body."""
 
 from __future__ import annotations
+
+import urllib.parse
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from mcpkit.hub.console.sign_in import safe_next
 from mcpkit.hub.console.upstream_form import FIELDS, FORM_ERROR, UpstreamForm, field_errors
 
 
@@ -48,3 +52,21 @@ def test_what_the_form_cannot_read_is_its_own_error() -> None:
                                    "call_timeout_s": "1"})
     assert form.create_body() is None
     assert set(form.errors) == {"headers", "connect_timeout_s"}
+
+
+@given(st.text(max_size=60))
+def test_after_sign_in_the_browser_goes_only_to_a_console_path(candidate: str) -> None:
+    """No open redirect: whatever `next` says, it stays on this host, off /oauth and /api."""
+    target = safe_next(candidate)
+    parts = urllib.parse.urlsplit(target)
+    assert target.startswith("/") and not target.startswith("//")
+    assert not parts.scheme and not parts.netloc and "\\" not in target
+    assert target == "/" or target == candidate
+    assert not parts.path.startswith(("/oauth", "/api/"))
+
+
+def test_next_paths_that_leave_the_console_go_to_the_list() -> None:
+    for bad in ("https://evil.example/", "//evil.example", "/\\evil.example", "/oauth/authorize",
+                "/api/v1/users/me", "", None, "/ok\n"):
+        assert safe_next(bad) == "/"
+    assert safe_next("/?cursor=abc") == "/?cursor=abc"

@@ -26,6 +26,8 @@ checkout `pip install -e '.[hub]'`); importing this package alone loads nothing 
                    "unhealthy" (what refused the hub, and the action that fixes it)
     api/           the REST API (FastAPI): create_app(settings) - routes, auth, error shape,
                    request limits; the seams where /mcp, Redis and metrics plug in
+    console/       the web console at `/`: server-rendered pages a user signs in to through
+                   the hub's authorization server, acting only through the REST API
     router/        /mcp: every enabled upstream of the caller as one MCP server (HubRouter;
                    gate, handlers, forwarding, relay, events, sealed sessions, audit)
     ratelimit.py   per-user token buckets, in memory or shared in Redis
