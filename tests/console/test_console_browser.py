@@ -153,7 +153,8 @@ async def test_sign_in_add_fix_list_refresh_remove_sign_out(
 
 
 async def test_a_page_is_readable_at_phone_width(hub: Hub, browser: Any) -> None:
-    """At 390 px nothing scrolls sideways: the list is one card per upstream."""
+    """At 390 px nothing scrolls sideways (the list is one card per upstream); a click while
+    the hub is unreachable shows an error in the page."""
     user_id, api = await fresh_user(hub)
     name, password = await set_password(hub, user_id)
     for number in range(3):
@@ -169,5 +170,17 @@ async def test_a_page_is_readable_at_phone_width(hub: Hub, browser: Any) -> None
         await page.wait_for_selector("tr[data-upstream=phone-2]")
         width = await page.evaluate("document.documentElement.scrollWidth")
         assert width <= PHONE["width"], width
+        # the hub unreachable mid-click: the page says so and the button works again
+        await page.route("**/refresh", lambda route: route.abort())
+        button = page.locator("tr[data-upstream=phone-0] button:has-text('Refresh now')")
+        await button.click()
+        alert = page.locator("tr[data-upstream=phone-0] .alert.network")
+        await alert.wait_for()
+        assert "could not be reached" in (await alert.text_content() or "")
+        assert await button.is_enabled()
+        assert await button.get_attribute("aria-busy") is None
+        # its own label back, the name for screen readers still hidden from sight
+        assert await button.locator(".visually-hidden").count() == 1
+        await shoot(page, "upstreams-network-error")
     finally:
         await context.close()

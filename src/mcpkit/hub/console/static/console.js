@@ -11,14 +11,14 @@
   function busy(button, on) {
     if (!button) return;
     if (on) {
-      button.dataset.label = button.textContent;
+      button.dataset.label = button.innerHTML;  // its own server-rendered markup
       button.setAttribute("aria-busy", "true");
       button.disabled = true;
       if (button.dataset.busy) button.textContent = button.dataset.busy;
     } else {
       button.removeAttribute("aria-busy");
       button.disabled = false;
-      if (button.dataset.label) button.textContent = button.dataset.label;
+      if (button.dataset.label) button.innerHTML = button.dataset.label;
     }
   }
 
