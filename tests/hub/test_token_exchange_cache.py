@@ -29,6 +29,7 @@ from mcpkit.hub.exchanged_tokens import (
     UNSTATED_LIFETIME_S,
     ExchangedTokens,
 )
+from mcpkit.hub.keyed_locks import KeyedLocks
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store import Store, UpstreamRecord
 from mcpkit.hub.upstream_token_exchange import UpstreamTokenExchange
@@ -108,7 +109,7 @@ class CountingExchange(UpstreamTokenExchange):
     def __init__(self) -> None:
         self.issuer = "http://127.0.0.1:1"
         self.cache = ExchangedTokens()
-        self._flights = {}
+        self._flights = KeyedLocks()
         self.made: list[tuple[int, str]] = []
 
     async def _exchange(self, store: Store, upstream: UpstreamRecord) -> TokenSet:
@@ -134,7 +135,7 @@ async def test_concurrent_connections_wait_for_one_exchange_per_owner() -> None:
     assert [len(got[1]), len(got[2])] == [1, 1]  # each owner: one token, their own
     assert all(token.startswith(f"Bearer token-{user}-") for user in (1, 2)
                for token in got[user])
-    assert exchange._flights == {}
+    assert len(exchange._flights) == 0  # no lock left for a key no one uses
 
 
 @pytest.mark.anyio

@@ -16,6 +16,7 @@ algorithm, and the *public* JWK only.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import re
@@ -24,7 +25,7 @@ import time
 from collections.abc import Iterable
 from urllib.parse import SplitResult, urlsplit
 
-from joserfc import jwt
+from joserfc import jws
 from joserfc.jwk import ECKey
 
 from mcpkit.auth.challenges import DEFAULT_MAX_CHALLENGE_CHARS, parse_challenges
@@ -60,6 +61,9 @@ DEFAULT_MAX_ERROR_BODY_BYTES = 65536
 
 USE_DPOP_NONCE = "use_dpop_nonce"
 
+_SIGNING_REGISTRY = jws.JWSRegistry(algorithms=[DPOP_ALGORITHM])
+"""joserfc's registry for signing proofs, built once instead of on every proof."""
+
 _METHOD = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,32}")
 # RFC 9449 §8.1: nonce = 1*NQCHAR; NQCHAR = %x21 / %x23-5B / %x5D-7E
 _NONCE = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
@@ -89,6 +93,8 @@ class DPoPKey:
         self.public_jwk: dict[str, str] = {
             name: str(value) for name, value in key.as_dict(private=False).items()}
         self.jkt: str = key.thumbprint()
+        self._header = {"typ": "dpop+jwt", "alg": DPOP_ALGORITHM, "jwk": self.public_jwk}
+        """Every proof's JOSE header (RFC 9449 §4.2): the same for each proof of this key."""
 
     @classmethod
     def generate(cls) -> DPoPKey:
@@ -125,8 +131,9 @@ class DPoPKey:
             claims["nonce"] = _checked_nonce(nonce, DEFAULT_MAX_NONCE_CHARS, InvalidArgument)
         if access_token is not None:
             claims["ath"] = access_token_hash(access_token)
-        header = {"typ": "dpop+jwt", "alg": DPOP_ALGORITHM, "jwk": self.public_jwk}
-        return jwt.encode(header, claims, self._key, algorithms=[DPOP_ALGORITHM])
+        payload = json.dumps(claims, ensure_ascii=False, separators=(",", ":"))
+        return jws.serialize_compact({**self._header}, payload.encode("utf-8"), self._key,
+                                     registry=_SIGNING_REGISTRY)
 
     def __repr__(self) -> str:
         return f"DPoPKey(jkt={self.jkt!r})"
@@ -136,7 +143,30 @@ def normalize_htu(url: str) -> str:
     """`url` as a proof's `htu`: scheme and host lowercased, the default port dropped, an
     empty path made `/`, percent-escapes uppercased and unreserved ones decoded; query and
     fragment removed (RFC 9449 §4.2). Only absolute http(s) URLs without userinfo, in URI
-    characters (visible ASCII: a caller percent-encodes a path and punycodes a host)."""
+    characters (visible ASCII: a caller percent-encodes a path and punycodes a host).
+    InvalidArgument otherwise. Remembered for URLs up to HTU_CACHE_MAX_CHARS (see there)."""
+    if len(url) <= HTU_CACHE_MAX_CHARS:
+        return _normalize_htu_remembered(url)
+    return _normalize_htu(url)
+
+
+HTU_CACHE_ENTRIES = 64
+"""URLs whose normalized `htu` is kept: a client signs every request to the same few URLs, and
+a resource server compares every proof's `htu` with the one URL it serves, so both would
+otherwise parse the same strings on every request. A URL that does not normalize raises and
+is not remembered."""
+
+HTU_CACHE_MAX_CHARS = 2048
+"""The longest URL remembered (longer ones are normalized every time), so the cache holds at
+most HTU_CACHE_ENTRIES x 2 x HTU_CACHE_MAX_CHARS characters (256 KB): key and value."""
+
+
+@functools.lru_cache(maxsize=HTU_CACHE_ENTRIES)
+def _normalize_htu_remembered(url: str) -> str:
+    return _normalize_htu(url)
+
+
+def _normalize_htu(url: str) -> str:
     if not _URI_CHARS.fullmatch(url):
         raise InvalidArgument("a DPoP target URL must be a URI of visible ASCII characters")
     try:

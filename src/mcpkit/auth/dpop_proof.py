@@ -24,10 +24,10 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from joserfc import jwt
+from joserfc import jws
 from joserfc.jwk import JWKRegistry
 
-from mcpkit.auth.compact_jws import DECODE_ERRORS, untrusted_header
+from mcpkit.auth.compact_jws import DECODE_ERRORS, untrusted_compact
 from mcpkit.auth.dpop import access_token_hash, normalize_htu
 from mcpkit.auth.resource import (
     AuthInfo,
@@ -139,14 +139,22 @@ def check_token_request_proof(proof: str, method: str, url: str, *, policy: DPoP
 def _signed_claims(proof: str, method: str, url: str, policy: DPoPPolicy, now: float
                    ) -> tuple[dict[str, Any], VerifiedProof]:
     """The proof's claims once its header, signature, `htm`, `htu`, `iat`, `jti` and `nonce`
-    hold, and what the stateful checks need of it."""
-    header = _proof_header(proof, policy)
+    hold, and what the stateful checks need of it. The proof is parsed once: the object
+    whose header was checked is the one whose signature is verified."""
+    signed = untrusted_compact(proof, max_chars=policy.max_proof_chars, what="the DPoP proof",
+                               refusal=InvalidDPoPProof)
+    header = _checked_header(signed.protected, policy)
     try:
         key, thumbprint = _public_key(json.dumps(header["jwk"], sort_keys=True))
-        claims = jwt.decode(proof, key, algorithms=[header["alg"]]).claims
+        verified = jws.validate_compact(signed, key, registry=_registry(header["alg"]))
     except DECODE_ERRORS:
-        raise InvalidDPoPProof("the DPoP proof's signature does not verify with its "
-                               "jwk") from None
+        verified = False
+    if not verified:
+        raise InvalidDPoPProof("the DPoP proof's signature does not verify with its jwk")
+    try:
+        claims = json.loads(signed.payload)
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        claims = None
     if not isinstance(claims, dict):
         raise InvalidDPoPProof("the DPoP proof's payload is not a JSON object")
     if claims.get("htm") != method:
@@ -176,6 +184,14 @@ def _public_key(jwk_json: str) -> tuple[Any, str]:
     return key, key.thumbprint()
 
 
+@functools.lru_cache(maxsize=len(DEFAULT_DPOP_ALGORITHMS))
+def _registry(algorithm: str) -> jws.JWSRegistry:
+    """joserfc's registry admitting `algorithm` alone (the header's, which the policy accepts:
+    `_checked_header`), built once per algorithm rather than on every proof. It holds no
+    per-proof state; the cache has one entry per algorithm a policy can list."""
+    return jws.JWSRegistry(algorithms=[algorithm])
+
+
 def _token_hash(token: str) -> str:
     try:
         return access_token_hash(token)
@@ -183,9 +199,7 @@ def _token_hash(token: str) -> str:
         raise InvalidToken("the access token is not visible ASCII of a bounded size") from None
 
 
-def _proof_header(proof: str, policy: DPoPPolicy) -> dict[str, Any]:
-    header = untrusted_header(proof, max_chars=policy.max_proof_chars, what="the DPoP proof",
-                              refusal=InvalidDPoPProof)
+def _checked_header(header: dict[str, Any], policy: DPoPPolicy) -> dict[str, Any]:
     if header.get("typ") != "dpop+jwt":
         raise InvalidDPoPProof("the DPoP proof's typ is not dpop+jwt")
     alg = header.get("alg")

@@ -21,6 +21,7 @@ checkout `pip install -e '.[hub]'`); importing this package alone loads nothing 
                    the upstream's health
     catalog_limits.py  how much of a catalog the hub takes (count, bytes, nesting)
     refresh_slots.py   catalog refreshes in flight, shared fairly between users
+    keyed_locks.py     one lock per key, kept only while held or waited for
     health.py      the health checker: refreshes the due upstreams' catalogs periodically
     needs_auth.py  an upstream that wants a login or credentials: "needs_auth", not
                    "unhealthy" (what refused the hub, and the action that fixes it)
@@ -30,6 +31,9 @@ checkout `pip install -e '.[hub]'`); importing this package alone loads nothing 
                    the hub's authorization server, acting only through the REST API
     router/        /mcp: every enabled upstream of the caller as one MCP server (HubRouter;
                    gate, handlers, forwarding, relay, events, sealed sessions, audit)
+    oauth/         the hub as an OAuth authorization server for /mcp (Authlib grant mechanics,
+                   sign-in pages, OpenID Connect sign-in, DPoP, client metadata documents,
+                   signing keys)
     ratelimit.py   per-user token buckets, in memory or shared in Redis
     shared.py      the Redis connection replicas share (--redis-url)
     metrics.py     Prometheus metrics, served at GET /metrics

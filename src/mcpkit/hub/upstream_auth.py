@@ -43,6 +43,7 @@ from mcpkit.client import oauth_grant
 from mcpkit.client.oauth_http import OAuthHttp
 from mcpkit.client.shared_refresh import LoginRemoved, refresh_shared
 from mcpkit.client.token_records import StoredGrant, TokenStoreError, decode_grant, encode_grant
+from mcpkit.hub.keyed_locks import KeyedLocks
 from mcpkit.hub.upstream_client import UpstreamUnavailable
 
 if TYPE_CHECKING:
@@ -145,8 +146,7 @@ class RefreshLock:
 
     @contextlib.asynccontextmanager
     async def hold(self, user_id: int, upstream_id: str) -> AsyncIterator[None]:
-        local = _LOCAL_LOCKS.setdefault((user_id, upstream_id), anyio.Lock())
-        async with local:
+        async with _LOCAL_LOCKS.hold((user_id, upstream_id)):
             if self.redis is None:
                 yield
                 return
@@ -171,8 +171,8 @@ class RefreshLock:
                     log.warning("releasing the upstream login refresh lock: %s", error)
 
 
-_LOCAL_LOCKS: dict[tuple[int, str], anyio.Lock] = {}
-"""This process's refresh locks, per (user, upstream): a few bytes per login ever refreshed."""
+_LOCAL_LOCKS: KeyedLocks[tuple[int, str]] = KeyedLocks()
+"""This process's refresh locks, per (user, upstream): one entry per login being refreshed."""
 
 
 class LockTimeout(AuthorizationError):

@@ -47,8 +47,6 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-import anyio
-
 from mcpkit.auth.assertions import (
     InvalidTokenExchangeResponse,
     access_token_exchange_form,
@@ -63,6 +61,7 @@ from mcpkit.client.oauth_http import OAuthHttp, Reply
 from mcpkit.errors import PeerError
 from mcpkit.hub.crypto import CredentialError
 from mcpkit.hub.exchanged_tokens import CacheKey, ExchangedTokens
+from mcpkit.hub.keyed_locks import KeyedLocks
 from mcpkit.hub.store.oidc import IdpTokens
 from mcpkit.hub.upstream_auth import LockTimeout, RefreshLock, UpstreamNeedsLogin
 from mcpkit.hub.upstream_client import UpstreamUnavailable
@@ -113,7 +112,7 @@ class UpstreamTokenExchange:
                                        allow_private=settings.allow_private_upstreams)
         self.cache = ExchangedTokens(settings.token_exchange_cache_bytes
                                      if cache_bytes is None else cache_bytes)
-        self._flights: dict[CacheKey, anyio.Lock] = {}
+        self._flights: KeyedLocks[CacheKey] = KeyedLocks()
 
     def __repr__(self) -> str:
         return f"UpstreamTokenExchange(issuer={self.issuer!r}, cached={len(self.cache)})"
@@ -130,20 +129,13 @@ class UpstreamTokenExchange:
         cached = self.cache.get(key)
         if cached is not None and cached.access_token != refused:
             return cached.access_token
-        lock = self._flights.setdefault(key, anyio.Lock())
-        try:
-            async with lock:
-                cached = self.cache.get(key)
-                if cached is not None and cached.access_token != refused:
-                    return cached.access_token
-                tokens = await self._exchange(store, upstream)
-                self.cache.put(key, tokens)
-                return tokens.access_token
-        finally:
-            # no one holds or waits for it: forget it (a task that took it from the dict but
-            # has not reached acquire() yet may then run one more exchange; nothing worse)
-            if not lock.locked() and lock.statistics().tasks_waiting == 0:
-                self._flights.pop(key, None)
+        async with self._flights.hold(key):
+            cached = self.cache.get(key)
+            if cached is not None and cached.access_token != refused:
+                return cached.access_token
+            tokens = await self._exchange(store, upstream)
+            self.cache.put(key, tokens)
+            return tokens.access_token
 
     def forget(self, upstream: UpstreamRecord, access_token: str) -> None:
         """The upstream refused `access_token`: it is not handed out again."""
