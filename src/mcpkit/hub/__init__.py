@@ -31,7 +31,7 @@ checkout `pip install -e '.[hub]'`); importing this package alone loads nothing 
                    the hub's authorization server, acting only through the REST API
     router/        /mcp: every enabled upstream of the caller as one MCP server (HubRouter;
                    gate, handlers, forwarding, relay, events, sealed sessions, audit)
-    oauth/         the hub as an OAuth authorization server for /mcp (Authlib grant mechanics,
+    oauth/         the hub as an OAuth authorization server for /mcp and /api/v1 (Authlib grants,
                    sign-in pages, OpenID Connect sign-in, DPoP, client metadata documents,
                    signing keys)
     ratelimit.py   per-user token buckets, in memory or shared in Redis
