@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from markupsafe import escape
 from starlette.responses import Response
@@ -27,7 +28,8 @@ from mcpkit.hub.console.session import (
     set_session,
 )
 from mcpkit.hub.crypto import SecretBox, generate_key
-from mcpkit.hub.oauth.service import CONSOLE_CALLBACK_PATH, CONSOLE_CLIENT_ID
+from mcpkit.hub.oauth.server import CONSOLE_CLIENT_ID
+from mcpkit.hub.oauth.service import CONSOLE_CALLBACK_PATH
 
 pytestmark = pytest.mark.anyio
 PAGE_SIZE = 5
@@ -166,6 +168,27 @@ async def test_tokens_are_accepted_only_by_the_resource_they_were_minted_for(hub
     assert await mcp_status(hub.url, mcp_token) == 200
     refused = await call("GET", hub.url + "/api/v1/users/me", token=mcp_token)
     assert refused.status == 401, refused.text
+
+
+async def test_only_the_console_gets_tokens_for_the_rest_api(hub: Hub) -> None:
+    """A registered client (DCR) asking for the REST API is sent back with invalid_target
+    before any sign-in: its users consented to /mcp, and scripts use API tokens."""
+    redirect_uri = "http://127.0.0.1:1/callback"
+    registered = await call("POST", hub.url + "/oauth/register", json={
+        "redirect_uris": [redirect_uri], "token_endpoint_auth_method": "none",
+        "client_name": "third party"})
+    assert registered.status == 201, registered.text
+    query = urllib.parse.urlencode({
+        "response_type": "code", "client_id": registered.body["client_id"],
+        "redirect_uri": redirect_uri, "state": "s", "code_challenge": "x" * 43,
+        "code_challenge_method": "S256", "resource": hub.settings.api_url})
+    async with aiohttp.ClientSession() as session, session.get(
+            f"{hub.url}/oauth/authorize?{query}", allow_redirects=False) as back:
+        assert back.status == 302, await back.text()
+        location = back.headers["Location"]
+    assert location.startswith(redirect_uri)
+    sent_back = urllib.parse.parse_qs(urllib.parse.urlsplit(location).query)
+    assert sent_back["error"] == ["invalid_target"] and "code" not in sent_back
 
 
 async def test_a_refresh_for_another_resource_is_refused(hub: Hub) -> None:

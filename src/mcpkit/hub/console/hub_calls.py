@@ -20,7 +20,8 @@ from starlette.requests import Request
 
 from mcpkit.errors import PeerError
 from mcpkit.hub.console.session import Session
-from mcpkit.hub.oauth.service import CONSOLE_CLIENT_ID, REVOKE_PATH, TOKEN_PATH
+from mcpkit.hub.oauth.server import CONSOLE_CLIENT_ID
+from mcpkit.hub.oauth.service import REVOKE_PATH, TOKEN_PATH
 
 UPSTREAMS = "/api/v1/users/mcp/upstreams"
 CALL_TIMEOUT_S = 120.0

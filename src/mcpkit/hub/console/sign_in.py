@@ -36,10 +36,10 @@ from mcpkit.hub.console.session import (
     set_session,
 )
 from mcpkit.hub.crypto import CredentialError, tokens_equal
+from mcpkit.hub.oauth.server import CONSOLE_CLIENT_ID
 from mcpkit.hub.oauth.service import (
     AUTHORIZE_PATH,
     CONSOLE_CALLBACK_PATH,
-    CONSOLE_CLIENT_ID,
     COOKIE_PATH,
     SESSION_COOKIE,
 )

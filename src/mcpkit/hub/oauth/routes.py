@@ -44,10 +44,9 @@ from mcpkit.hub.oauth.registration import (
     client_from_metadata,
     registration_response,
 )
-from mcpkit.hub.oauth.server import Reply, plain_request
+from mcpkit.hub.oauth.server import CONSOLE_CLIENT_ID, Reply, plain_request
 from mcpkit.hub.oauth.service import (
     AUTHORIZE_PATH,
-    CONSOLE_CLIENT_ID,
     JWKS_PATH,
     METADATA_PATH,
     OIDC_CALLBACK_PATH,

@@ -75,6 +75,11 @@ from mcpkit.hub.store.oauth import ClientRecord, CodeRecord, RefreshKeyMismatch,
 
 log = logging.getLogger(__name__)
 
+CONSOLE_CLIENT_ID = "mcpkit-console"
+"""The web console (hub/console): a built-in public client of the hub's authorization server,
+registered at start-up, which alone skips the consent page (it is the hub itself) and alone
+gets tokens for the REST API."""
+
 
 class _WithoutIssuedTokens(logging.Filter):
     """Authlib's grants log each issued token response in full at DEBUG ("Issue token
@@ -359,9 +364,11 @@ def _refresh_token(*_args: Any, **_kwargs: Any) -> str:
 
 
 def _check_resource(server: HubAuthorizationServer, values: Mapping[str, str],
-                    granted: str | None = None) -> str:
+                    granted: str | None = None, *, client_id: str | None = None) -> str:
     """The resource a request names (default: /mcp), if the hub issues tokens for it - and,
-    at the token endpoint, it is the one the code or refresh family was `granted` for."""
+    at the token endpoint, it is the one the code or refresh family was `granted` for. The
+    REST API is a resource of the console (`client_id`, at the authorization request) alone:
+    the consent page asks for /mcp, and scripts use API tokens."""
     settings = server.settings
     resource = values.get("resource")
     if resource is None:
@@ -370,6 +377,9 @@ def _check_resource(server: HubAuthorizationServer, values: Mapping[str, str],
     if resource not in (settings.mcp_url, settings.api_url):
         raise InvalidTargetError("the hub issues tokens only for its /mcp endpoint "
                                  f"({settings.mcp_url}) and its REST API ({settings.api_url})")
+    if resource == settings.api_url and granted is None and client_id != CONSOLE_CLIENT_ID:
+        raise InvalidTargetError(f"only the hub's web console gets tokens for its REST API "
+                                 f"({settings.api_url}); use an API token for scripts")
     if granted is not None and resource != granted:
         raise InvalidTargetError(f"this grant is for {granted}, not {resource}")
     return resource
@@ -399,7 +409,8 @@ class CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
             error = InvalidRequestError("code_challenge_method must be S256")
         else:
             try:
-                _check_resource(self.server, values)
+                _check_resource(self.server, values,
+                                client_id=self.request.client.get_client_id())
             except InvalidTargetError as refused:
                 error = refused
         if error is not None:
@@ -412,7 +423,8 @@ class CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
         record = CodeRecord(
             client_id=request.client.get_client_id(), user_id=int(request.user.id),
             redirect_uri=request.payload.redirect_uri, scope=request.scope or "",
-            resource=_check_resource(self.server, values),
+            resource=_check_resource(self.server, values,
+                                     client_id=request.client.get_client_id()),
             code_challenge=values["code_challenge"],
             code_challenge_method="S256", family_id=secrets.token_hex(16),
             dpop_jkt=values.get("dpop_jkt"))
@@ -420,7 +432,7 @@ class CodeGrant(grants.AuthorizationCodeGrant):  # type: ignore[misc]
         self.server.wait(self.server.store.oauth.save_code, hash_token(code), record, expires)
 
     def query_authorization_code(self, code: str, client: HubClient) -> HubCode | None:
-        _check_resource(self.server, self.request.form)
+        _check_resource(self.server, self.request.form, client_id=client.get_client_id())
         record = self.server.wait(self.server.store.oauth.take_code, hash_token(code),
                                   client.get_client_id())
         if record is not None and record.dpop_jkt not in (None, self.request.dpop_jkt):
@@ -446,8 +458,8 @@ class RotatingRefreshGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
     server: HubAuthorizationServer
 
     def authenticate_refresh_token(self, refresh_token: str) -> HubRefreshToken | None:
-        _check_resource(self.server, self.request.form)
         client_id = self.request.client.get_client_id()
+        _check_resource(self.server, self.request.form, client_id=client_id)
         try:
             record = self.server.wait(self.server.store.oauth.use_refresh,
                                       hash_token(refresh_token), client_id,

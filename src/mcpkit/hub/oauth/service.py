@@ -19,7 +19,7 @@ from mcpkit.hub.crypto import SecretBox
 from mcpkit.hub.oauth.dpop import DPOP_ALGORITHMS, HubDPoP
 from mcpkit.hub.oauth.keys import AccessTokens
 from mcpkit.hub.oauth.oidc import OidcSignIn
-from mcpkit.hub.oauth.server import SCOPES_SUPPORTED, HubAuthorizationServer
+from mcpkit.hub.oauth.server import CONSOLE_CLIENT_ID, SCOPES_SUPPORTED, HubAuthorizationServer
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store.oauth import ClientRecord
 
@@ -40,9 +40,6 @@ UPSTREAM_CALLBACK_PATH = "/oauth/upstream/callback"
 SESSION_COOKIE = "mcpkit_hub_session"
 """The browser's sign-in to the hub's pages: sealed with the hub's key (any replica opens
 it), sent to the hub's /oauth pages only (COOKIE_PATH)."""
-CONSOLE_CLIENT_ID = "mcpkit-console"
-"""The web console (hub/console): a built-in public client of the hub's authorization server,
-registered at start-up, which alone skips the consent page (it is the hub itself)."""
 CONSOLE_CALLBACK_PATH = "/console/callback"
 COOKIE_PATH = "/oauth"
 """The session and CSRF cookies go to /oauth/… only: the authorization endpoint and the
