@@ -4,8 +4,10 @@ The port is bound before anything starts (`listen.py`): a port in use is one `Li
 and `on_ready(url)` is called only once uvicorn has started serving on it, so whatever
 announces the URL announces a server that answers.
 
-On SIGINT/SIGTERM the app ends its sessions and subscriptions first, so long-lived SSE
-streams close and uvicorn's graceful shutdown does not wait on them; requests in flight
+On SIGINT/SIGTERM the app ends its sessions and subscriptions first (on the event loop's
+next turn, not inside the signal handler), so long-lived SSE streams close and uvicorn's
+graceful shutdown does not wait on them; a stream asked for from then on is refused or ended
+at once (`McpAsgiApp.stopping`); requests in flight
 still get `graceful_s` to finish; then `run_http` returns normally (no re-raised signal, no
 `KeyboardInterrupt`), so the caller's clean-up runs and the process exits 0. A second
 SIGINT stops waiting for requests in flight.
