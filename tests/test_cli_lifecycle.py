@@ -327,3 +327,27 @@ def test_ctrl_c_lets_a_stdio_request_in_flight_finish() -> None:
     assert answer["result"]["content"][0]["text"] == "done", answer  # type: ignore[index]
     assert proc.returncode == 0, err.decode()
     assert b"Traceback" not in err, err.decode()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("started", ["example http"], indirect=True)
+async def test_a_listen_stream_asked_for_once_stopping_is_ended_at_once(
+    started: tuple[subprocess.Popen[bytes], str]
+) -> None:
+    """`Server.run_http` (`mcpkit example`, `mcpkit serve`) shares the hub's transport and
+    its race: a listen request that reaches it just after SIGTERM is ended at once with its
+    result, not held until the 5 s grace cancels it (tests/stream_after_stop.py)."""
+    from tests import stream_after_stop as stop_race
+
+    proc, startup = started
+    found = URL.search(startup)
+    assert found is not None, startup
+    url = f"http://127.0.0.1:{found.group(1)}/mcp"
+    async with stop_race.one_connection() as http:
+        await stop_race.modern_ping(http, url)
+        body, headers = stop_race.modern_listen()
+        answer = await stop_race.post_while_stopping(proc, http, url, body, headers)
+    stop_race.assert_listen_ended(answer, body["id"])
+    assert await stop_race.wait_exit(proc, STOP_S) == 0
+    _out, err = proc.communicate(timeout=STOP_S)
+    assert b"graceful shutdown exceeded" not in err, err.decode()

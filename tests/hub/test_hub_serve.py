@@ -20,6 +20,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from tests import stream_after_stop as stop_race
 from tests.hub.hub_helpers import UPSTREAMS, Upstream, call, echo_server
 from tests.procs import free_port, stop_process, wait_for_port
 
@@ -230,6 +231,31 @@ async def test_sigterm_does_not_wait_on_connected_clients_streams(tmp_path: Path
     finally:
         stop_process(proc)
         proc.communicate(timeout=5)
+
+
+async def test_a_listen_stream_asked_for_once_stopping_is_ended_at_once(tmp_path: Path) -> None:
+    """A `subscriptions/listen` request that reaches the hub just after SIGTERM
+    (tests/stream_after_stop.py makes the timing exact) is acknowledged and ended at once
+    with its result, and the hub exits well within its 30 s grace. Before, it missed the
+    "end every stream" step and was held until the grace ran out (the flaky test above)."""
+    env = hub_env(tmp_path)
+    assert hub_command(env, "user", "add", "dave").returncode == 0
+    token = hub_command(env, "token", "create", "dave").stdout.strip()
+    port = free_port()
+    proc = start_serve(env, "--port", str(port))
+    try:
+        wait_for_port(proc, port, timeout=30)
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with stop_race.one_connection(token) as http:
+            await stop_race.modern_ping(http, url)
+            body, headers = stop_race.modern_listen()
+            answer = await stop_race.post_while_stopping(proc, http, url, body, headers)
+        stop_race.assert_listen_ended(answer, body["id"])
+        assert await stop_race.wait_exit(proc, STOP_BOUND_S) == 0
+    finally:
+        stop_process(proc)
+        _out, err = proc.communicate(timeout=5)
+    assert b"graceful shutdown exceeded" not in err, err.decode()
 
 
 # --- settings ---------------------------------------------------------------------------------

@@ -361,7 +361,7 @@ async def listen(server: Server, call: Call) -> dict[str, Any]:
     await call.channel.send(
         jsonrpc.encode_notification("notifications/subscriptions/acknowledged", ack)
     )
-    server.notifier.listeners.add(listener)
+    server.notifier.add_listener(listener)  # ended at once if the server is stopping
     try:
         await listener.ended.wait()
     finally:

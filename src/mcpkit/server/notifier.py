@@ -118,6 +118,8 @@ class Notifier:
         self.max_pending_bytes = max_pending_bytes
         self.delivery_wait_s = delivery_wait_s
         self._outboxes: dict[Peer, _Outbox] = {}  # only peers with a delivery under way
+        self.ended = False
+        """Set for good by `end_all` (server shutdown): a listener added later ends at once."""
 
     async def list_changed(self, kind: str, *, principal: str | None = None) -> None:
         """Tell everyone listening (or only `principal`'s connections) that the list of
@@ -216,8 +218,18 @@ class Notifier:
             if box.channel is channel and box.sender is not None:
                 box.sender.cancel()
 
+    def add_listener(self, listener: Listener) -> None:
+        """Register an open `subscriptions/listen` request. After `end_all` it is ended at
+        once: a listen request that arrives (or was acknowledged) while the server shuts
+        down must not hold its stream open until the shutdown's grace runs out."""
+        self.listeners.add(listener)
+        if self.ended:
+            listener.ended.set()
+
     def end_all(self) -> None:
-        """Server shutdown: end every subscription gracefully, stop every delivery."""
+        """Server shutdown: end every subscription gracefully, stop every delivery, and
+        every subscription added from now on (`add_listener`)."""
+        self.ended = True
         for listener in self.listeners:
             listener.ended.set()
         for box in list(self._outboxes.values()):

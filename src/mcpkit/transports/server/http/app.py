@@ -72,6 +72,9 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 BUSY_RETRY_AFTER_S = 1
 """Retry-After of a request refused for want of a slot (admission.py)."""
+STOPPING_RETRY_AFTER_S = 1
+"""Retry-After of a stream refused because the server is stopping (`McpAsgiApp.stopping`):
+by then another process (a restarted one, another replica) may be serving."""
 PRINCIPAL_KEY = "mcpkit.principal"
 """The ASGI scope key where an authenticating middleware puts the caller's identity."""
 AUTH_KEY = "mcpkit.auth"
@@ -166,6 +169,12 @@ class McpAsgiApp:
         if self.legacy_sse is not None:
             self._protected |= {self.legacy_sse.sse_path, self.legacy_sse.messages_path}
         self._metadata_paths = {WELL_KNOWN, _norm(WELL_KNOWN + self.path)}
+        self.stopping = False
+        """Set for good by `shutdown()`. From then on no long-lived stream is admitted: a GET
+        stream (this path's or the 2024-11-05 transport's) or a WebSocket is refused at once
+        (`refuse_stream`), and a `subscriptions/listen` stream ends at once (the notifier's
+        `add_listener`). Only requests in flight get the shutdown's grace; a stream let in
+        after the streams were ended would be held open until the grace ran out."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -177,7 +186,10 @@ class McpAsgiApp:
         if kind == "http":
             await self._http(scope, receive, send)
         elif kind == "websocket":
-            if self.websocket is not None and _route_path(scope) in self.ws_paths:
+            if self.stopping:
+                await receive()  # websocket.connect
+                await send({"type": "websocket.close", "code": 1001})  # going away
+            elif self.websocket is not None and _route_path(scope) in self.ws_paths:
                 await self.websocket.handle(scope, receive, send)
             else:
                 await receive()  # websocket.connect
@@ -219,7 +231,9 @@ class McpAsgiApp:
                 return
 
     def shutdown(self) -> None:
-        """End subscriptions gracefully and close every session."""
+        """End subscriptions gracefully and close every session; admit no new stream from
+        now on (`stopping`). Safe to call again."""
+        self.stopping = True
         self.engine.shutdown()
         self.sessions.close_all()
         if self.legacy_sse is not None:
@@ -616,9 +630,22 @@ class McpAsgiApp:
 
     # --- GET -------------------------------------------------------------------------------------
 
+    async def refuse_stream(self, send: Send) -> None:
+        """503 to a GET stream asked for while the server stops, closing the connection:
+        the stream would otherwise be held open until the shutdown's grace ran out."""
+        await self._error(
+            send, 503,
+            errors.McpError(errors.INTERNAL_ERROR,
+                            "the server is shutting down; connect again shortly"),
+            headers={"retry-after": str(STOPPING_RETRY_AFTER_S), "connection": "close"},
+        )
+
     async def _get(
         self, hdrs: Mapping[str, str], receive: Receive, send: Send, principal: str
     ) -> None:
+        if self.stopping:
+            await self.refuse_stream(send)
+            return
         session_id = hdrs.get("mcp-session-id")
         if session_id is None:
             await asgi.respond(send, 405, b"", headers={"allow": "POST"})

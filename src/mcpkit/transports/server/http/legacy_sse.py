@@ -136,6 +136,9 @@ class LegacySseTransport:
     # --- GET: the session's stream ----------------------------------------------------------
 
     async def _get(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.app.stopping:  # a stream opened now would be held until the grace ran out
+            await self.app.refuse_stream(send)
+            return
         if len(self.sessions) >= self.app.sessions.max_sessions:
             await _error(send, 503, errors.McpError(errors.INTERNAL_ERROR, "too many sessions"))
             return

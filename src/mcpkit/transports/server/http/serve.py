@@ -4,8 +4,10 @@ The port is bound before anything starts (`listen.py`): a port in use is one `Li
 and `on_ready(url)` is called only once uvicorn has started serving on it, so whatever
 announces the URL announces a server that answers.
 
-On SIGINT/SIGTERM the app ends its sessions and subscriptions first, so long-lived SSE
-streams close and uvicorn's graceful shutdown does not wait on them; requests in flight
+On SIGINT/SIGTERM the app ends its sessions and subscriptions first (on the event loop's
+next turn, not inside the signal handler), so long-lived SSE streams close and uvicorn's
+graceful shutdown does not wait on them; a stream asked for from then on is refused or ended
+at once (`McpAsgiApp.stopping`); requests in flight
 still get `graceful_s` to finish; then `run_http` returns normally (no re-raised signal, no
 `KeyboardInterrupt`), so the caller's clean-up runs and the process exits 0. A second
 SIGINT stops waiting for requests in flight.
@@ -164,7 +166,7 @@ def stopping_server_class() -> Any:
 
         def handle_exit(self, sig: int, frame: Any) -> None:
             if self.on_stop is not None:
-                self.on_stop()
+                _call_from_signal_handler(self.on_stop)
             super().handle_exit(sig, frame)
 
         @contextlib.contextmanager
@@ -178,6 +180,25 @@ def stopping_server_class() -> Any:
                         captured.clear()  # handled: not raised again on the way out
 
     return StoppingServer
+
+
+def _call_from_signal_handler(callback: Callable[[], None]) -> None:
+    """Run `callback` on the event loop's next turn, not inside the signal handler.
+
+    uvicorn installs its handler with `signal.signal`, so Python runs it between two
+    bytecodes of whatever the loop was running: the middle of a request's handler (seen:
+    between a `subscriptions/listen` stream's acknowledgement and its registration, which
+    then missed the "end every stream" step and was held for the whole grace) or of a
+    session table's update. Scheduled, `callback` runs between two steps of the tasks.
+    Outside a running loop (a signal before serving began) it runs at once."""
+    import asyncio
+
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        callback()
+        return
+    loop.call_soon_threadsafe(callback)  # wakes the loop, as asyncio's own signal handling
 
 
 def add_limit_arguments(parser: argparse.ArgumentParser) -> None:
