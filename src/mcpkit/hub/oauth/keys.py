@@ -57,6 +57,7 @@ from mcpkit.auth.access_token import (
     verified_claims,
 )
 from mcpkit.auth.resource import AuthInfo, InvalidToken
+from mcpkit.errors import InvalidArgument
 from mcpkit.hub.crypto import SecretBox, hash_token
 from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store import NotFound, Store, UserRecord
@@ -160,7 +161,7 @@ class AccessTokens:
         is given."""
         audience = resource or self.resource
         if audience not in self.policies:
-            raise ValueError(f"the hub issues no tokens for {audience!r}")
+            raise InvalidArgument(f"the hub issues no tokens for {audience!r}")
         issued = int(now if now is not None else self._clock())
         claims: dict[str, Any] = {
             "iss": self.issuer, "sub": str(user_id), "aud": audience,
