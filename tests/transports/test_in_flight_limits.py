@@ -142,7 +142,10 @@ def test_stdio_flood_of_slow_calls_is_refused_past_the_limit(slow_peer: _StdioPe
     peer.wait_for(0, 15)
     peer.write({"jsonrpc": "2.0", "method": "notifications/initialized"})
     before = rss_bytes(peer.proc.pid)
-    peer.write(*(_call(i, 2.0) for i in range(1, FLOOD + 1)))
+    # each call sleeps long enough that the server has read the whole flood before the first
+    # ones finish, even on a loaded machine (at 2 s, a run beside other jobs once read so
+    # slowly that calls finished as fast as new ones came in, and none was refused)
+    peer.write(*(_call(i, 6.0) for i in range(1, FLOOD + 1)))
     deadline = time.monotonic() + 60
     peak = before
     while peer.count() < FLOOD + 1 and time.monotonic() < deadline:
