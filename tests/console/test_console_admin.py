@@ -16,7 +16,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.console.support import ConsoleBrowser, console_hub
 from tests.hub.hub_browser import set_password
-from tests.hub.hub_helpers import ADMIN_USERS, Api, Hub, fresh_user, open_store, unique
+from tests.hub.hub_helpers import (
+    ADMIN_USERS,
+    Api,
+    Hub,
+    fresh_user,
+    mcp_status,
+    open_store,
+    unique,
+)
 
 from mcpkit.hub.store.records import AuditEntry
 
@@ -137,6 +145,24 @@ async def test_an_admin_adds_disables_enables_and_promotes_a_user(hub: Hub) -> N
                              {"csrf_token": csrf, "value": "1"})
     assert own.status == 422 and "cannot disable themselves" in own.text
     assert (await user_state(hub, admin_id))["disabled"] is False
+
+
+async def test_a_disabled_users_session_and_api_token_fail_at_their_next_request(
+        hub: Hub) -> None:
+    """Without a browser (the Chromium test does the same by clicking): the caches of this
+    replica (hub tokens at /api/v1, API tokens at /mcp) drop the user at once."""
+    admin, _, _ = await browser_of(hub, admin=True)
+    victim, victim_id, victim_api = await browser_of(hub, admin=False)
+    assert victim_api.token is not None
+    assert (await victim.request("GET", "/")).status == 200
+    assert await mcp_status(hub.url, victim_api.token) == 200  # both now cached as valid
+    done = await admin.post(f"/console/admin/users/{victim_id}/disabled",
+                            {"csrf_token": admin.session().csrf, "value": "1"})
+    assert done.status == 303, done.text
+    refused = await victim.request("GET", "/")
+    assert refused.status == 303 and refused.headers["Location"].startswith(
+        "/console/sign-in"), refused.text
+    assert await mcp_status(hub.url, victim_api.token) == 401
 
 
 async def test_an_admin_revokes_a_users_token(hub: Hub) -> None:
