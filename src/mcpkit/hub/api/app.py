@@ -48,7 +48,7 @@ from mcpkit.hub.api.docs import install_docs
 from mcpkit.hub.api.errors import ApiError, install_handlers
 from mcpkit.hub.api.fastlane import HubApp
 from mcpkit.hub.api.limits import RequestLimits
-from mcpkit.hub.api.routes import admin, health, me, upstream_oauth, upstreams
+from mcpkit.hub.api.routes import admin, admin_ops, health, me, upstream_oauth, upstreams
 from mcpkit.hub.api.schemas import ErrorOut
 from mcpkit.hub.console.routes import router as console_router
 from mcpkit.hub.crypto import SecretBox, load_secret_box
@@ -173,6 +173,7 @@ def create_app(
     app.include_router(upstream_oauth.router(), **limited)
     app.include_router(upstream_oauth.callback_router())
     app.include_router(admin.router(settings), **limited)
+    app.include_router(admin_ops.router(settings), **limited)
     app.include_router(oauth_router())
     app.include_router(console_router())
     for extra in routers:

@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 HostResolver = Callable[[str, int], Awaitable[list[str]]]
 CatalogFetcher = Callable[[UpstreamRecord, Credentials, HubSettings], Awaitable[Catalog]]
 CatalogListener = Callable[[int, str], Awaitable[None]]
+UserListener = Callable[[int], None]
+"""Told a user's id when an admin changed them (disabled, admin role): a cache that trusts
+users reads this one again on its next token."""
 """`await listener(user_id, upstream_id)`: that upstream's stored catalog changed."""
 
 
@@ -71,6 +74,7 @@ class HubContext:
     metrics: HubMetrics = field(default_factory=HubMetrics)
     redis: Redis | None = None
     catalog_listeners: list[CatalogListener] = field(default_factory=list)
+    user_listeners: list[UserListener] = field(default_factory=list)
     oauth: OAuthService | None = None
     """The hub's authorization server (hub/oauth), set by its built-in component."""
     limiter: RateLimiter = field(init=False)
@@ -92,6 +96,14 @@ class HubContext:
             on_limited=self.metrics.count_rate_limited)
         if self.redis is not None:
             self.use_redis(self.redis)
+
+    def user_changed(self, user_id: int) -> None:
+        """An admin changed the user: this replica's caches drop them now (another replica's
+        within their own time to live)."""
+        if self.oauth is not None:
+            self.oauth.tokens.forget_user(user_id)
+        for listener in self.user_listeners:
+            listener(user_id)
 
     def use_redis(self, redis: Redis) -> None:
         """Share state with the other replicas through `redis`: it becomes `self.redis`, and

@@ -325,3 +325,44 @@ class TokenCreated(BaseModel):
 
 class Status(BaseModel):
     status: Literal["ok", "ready"]
+
+
+# --- operators: audit log and health of every user's upstreams ------------------------------
+
+Outcome = Literal["ok", "tool_error", "error", "denied", "timeout"]
+
+
+class AuditOut(BaseModel):
+    """One tool call: never its arguments or result."""
+
+    id: int
+    at: datetime
+    user_id: int
+    upstream_id: str | None
+    upstream_name: str
+    tool: str
+    duration_ms: float
+    outcome: Outcome
+    error: str | None
+
+
+class AuditPage(Page[AuditOut]):
+    pass
+
+
+class UpstreamHealthOut(BaseModel):
+    """One upstream of any user, as the health checks last saw it (no credentials, no URL)."""
+
+    id: str
+    user_id: int
+    name: str
+    transport: Transport
+    enabled: bool
+    health_status: HealthStatus
+    last_error: str | None
+    last_checked_at: datetime | None
+    tool_count: int
+
+
+class UpstreamHealthPage(Page[UpstreamHealthOut]):
+    pass

@@ -24,6 +24,8 @@ from mcpkit.hub.oauth.server import CONSOLE_CLIENT_ID
 from mcpkit.hub.oauth.service import REVOKE_PATH, TOKEN_PATH
 
 UPSTREAMS = "/api/v1/users/mcp/upstreams"
+ME = "/api/v1/users/me"
+ADMIN = "/api/v1/admin"
 CALL_TIMEOUT_S = 120.0
 """A console request's bound on one API call (a refresh reaches the upstream: its own
 connect and call timeouts come first)."""

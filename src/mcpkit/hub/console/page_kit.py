@@ -39,7 +39,8 @@ class Console:
              signed: sign_in.SignedIn | None = None, **values: Any) -> Response:
         response = self.pages.render(
             template, status, csrf=signed.session.csrf if signed else None,
-            signed_in=signed is not None, path=request.url.path, **values)
+            signed_in=signed is not None, admin=signed is not None and signed.session.admin,
+            path=request.url.path, **values)
         return signed.keep(response) if signed else response
 
     def error(self, request: Request, message: str, status: int,

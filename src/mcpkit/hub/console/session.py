@@ -38,6 +38,9 @@ class Session:
     """When the access token expires (epoch seconds)."""
     csrf: str
     """Every state-changing request of this session carries it (forms and fetch)."""
+    admin: bool = False
+    """Whether the user was an admin at sign-in: shows the operators' links, nothing more
+    (the API refuses a non-admin's admin call with 403 whatever the browser asks)."""
 
     def expiring(self, margin_s: float, now: float | None = None) -> bool:
         return (now if now is not None else time.time()) >= self.expires_at - margin_s
@@ -48,10 +51,11 @@ class Session:
                        expires_at=time.time() + expires_in)
 
 
-def new_session(access_token: str, refresh_token: str, expires_in: float) -> Session:
+def new_session(access_token: str, refresh_token: str, expires_in: float,
+                admin: bool = False) -> Session:
     """A signed-in session: a new CSRF token, never one the browser had."""
     return Session(access_token, refresh_token, time.time() + expires_in,
-                   secrets.token_urlsafe(24))
+                   secrets.token_urlsafe(24), admin)
 
 
 def cookie_name(secure: bool) -> str:
@@ -69,14 +73,16 @@ def open_sealed(box: SecretBox, sealed: str | None) -> Session | None:
         return None
     try:
         values = box.open_mapping(sealed)
-        return Session(values["a"], values["r"], float(values["e"]), values["c"])
+        return Session(values["a"], values["r"], float(values["e"]), values["c"],
+                       values.get("d") == "1")
     except (CredentialError, KeyError, ValueError):
         return None
 
 
 def set_session(response: Response, box: SecretBox, session: Session, secure: bool) -> None:
     sealed = box.seal({"a": session.access_token, "r": session.refresh_token,
-                       "e": repr(session.expires_at), "c": session.csrf})
+                       "e": repr(session.expires_at), "c": session.csrf,
+                       "d": "1" if session.admin else "0"})
     response.set_cookie(cookie_name(secure), sealed, max_age=SESSION_MAX_AGE_S, path="/",
                         httponly=True, samesite="lax", secure=secure)
 

@@ -22,6 +22,7 @@ import hashlib
 import secrets
 import time
 import urllib.parse
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from starlette.requests import Request
@@ -118,8 +119,11 @@ async def callback(request: Request, context: HubContext) -> Response | str:
                 "code_verifier": pending["verifier"], "resource": context.settings.api_url})
         except hub_calls.HubRefused as refused:
             return str(refused)
-    session = new_session(tokens["access_token"], tokens["refresh_token"],
-                          float(tokens.get("expires_in", 0)))
+        session = new_session(tokens["access_token"], tokens["refresh_token"],
+                              float(tokens.get("expires_in", 0)))
+        me = await hub_calls.api(client, session, "GET", hub_calls.ME)
+    if me.ok and isinstance(me.body, dict) and me.body.get("is_admin") is True:
+        session = replace(session, admin=True)
     response = RedirectResponse(safe_next(pending.get("next")), status_code=303)
     set_session(response, context.box, session, secure(context))
     response.delete_cookie(PENDING_COOKIE, path=CONSOLE_CALLBACK_PATH)

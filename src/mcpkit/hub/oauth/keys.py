@@ -250,6 +250,12 @@ class AccessTokens:
         self._logins[family_id] = (now, revoked)
         return revoked
 
+    def forget_user(self, user_id: int) -> None:
+        """Read the user again on their next token: an admin changed them here (disabled or
+        not an admin any more), which this replica applies at once (others within
+        `USER_TTL_S`)."""
+        self._users.pop(user_id, None)
+
     async def _enabled_user(self, user_id: int) -> UserRecord | None:
         now = time.monotonic()
         cached = self._users.get(user_id)

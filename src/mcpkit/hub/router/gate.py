@@ -111,6 +111,11 @@ class TokenCache:
         self._known[key] = (now, user)
         return user
 
+    def forget_user(self, user_id: int) -> None:
+        """Drop the user's verified tokens (an admin disabled them): read again next time."""
+        for key in [key for key, (_, user) in self._known.items() if user.id == user_id]:
+            del self._known[key]
+
 
 class McpGate:
     def __init__(

@@ -112,6 +112,7 @@ class HubRouter:
                             revoked=self._revoked if self.redis is not None else None,
                             auth_failures=context.auth_failures,
                             **_oauth_gate_options(context))
+        context.user_listeners.append(self.gate.tokens.forget_user)
 
     # --- serving ------------------------------------------------------------------------------
 

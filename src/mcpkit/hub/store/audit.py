@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Dialect, Table, insert, select
+from sqlalchemy import ColumnElement, Dialect, Table, insert, select
 
 from mcpkit.hub.db.models import AuditEvent
 from mcpkit.hub.store import validation as check
@@ -50,6 +50,34 @@ class _Insert:
         return tuple(values)  # the driver's executemany takes tuples, not lists
 
 
+@dataclass(frozen=True, slots=True)
+class AuditFilter:
+    """What an audit search keeps (None: any). Values are checked by the caller (the API)."""
+
+    user_id: int | None = None
+    upstream_name: str | None = None
+    tool: str | None = None
+    outcome: Outcome | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def conditions(self) -> list[ColumnElement[bool]]:
+        found: list[ColumnElement[bool]] = []
+        if self.user_id is not None:
+            found.append(AuditEvent.user_id == self.user_id)
+        if self.upstream_name is not None:
+            found.append(AuditEvent.upstream_name == self.upstream_name)
+        if self.tool is not None:
+            found.append(AuditEvent.tool == self.tool)
+        if self.outcome is not None:
+            found.append(AuditEvent.outcome == self.outcome)
+        if self.since is not None:
+            found.append(AuditEvent.at >= self.since)
+        if self.until is not None:
+            found.append(AuditEvent.at < self.until)
+        return found
+
+
 class AuditLog:
     def __init__(self, db: Database, clock: Callable[[], datetime]) -> None:
         self._db = db
@@ -76,6 +104,21 @@ class AuditLog:
         """The user's latest calls, newest first; `before_id` pages further back."""
         limit = check.limit(limit, MAX_RECENT)
         query = select(AuditEvent).where(AuditEvent.user_id == user_id)
+        if before_id is not None:
+            query = query.where(AuditEvent.id < before_id)
+        async with self._db.read() as session:
+            rows = await session.scalars(query.order_by(AuditEvent.id.desc()).limit(limit))
+            return tuple(_record(row) for row in rows)
+
+    async def search(self, where: AuditFilter, *, limit: int = 100,
+                     before_id: int | None = None) -> tuple[AuditRecord, ...]:
+        """Every user's calls matching `where`, newest first, `limit` at a time; `before_id`
+        (the last id of the previous page) pages further back. Keyset on the primary key:
+        each page is an index range scan, as fast on the last page as on the first."""
+        limit = check.limit(limit, MAX_RECENT)
+        query = select(AuditEvent)
+        for condition in where.conditions():
+            query = query.where(condition)
         if before_id is not None:
             query = query.where(AuditEvent.id < before_id)
         async with self._db.read() as session:

@@ -152,6 +152,24 @@ class Upstreams:
             rows = await session.scalars(query.order_by(Upstream.name))
             return tuple(upstream_record(row) for row in rows)
 
+    async def every_users(
+        self, *, limit: int = DEFAULT_LIMIT, cursor: str | None = None,
+        health_status: HealthStatus | None = None,
+    ) -> Page[UpstreamRecord]:
+        """Upstreams of every user (the operators' health view), by id, `limit` at a time;
+        `health_status` filters when given. Keyset on the primary key."""
+        limit = check.limit(limit, MAX_LIMIT)
+        after = decode_cursor(cursor)
+        query = select(Upstream)
+        if health_status is not None:
+            query = query.where(Upstream.health_status == check.health_status(health_status))
+        if after is not None:
+            query = query.where(Upstream.id > after)
+        async with self._db.read() as session:
+            rows = (await session.scalars(query.order_by(Upstream.id).limit(limit + 1))).all()
+        items = tuple(upstream_record(row) for row in rows[:limit])
+        return Page(items, encode_cursor(items[-1].id) if len(rows) > limit else None)
+
     async def due_for_health_check(
         self, *, checked_before: datetime, limit: int = 100
     ) -> tuple[UpstreamRecord, ...]:

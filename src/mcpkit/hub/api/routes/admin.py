@@ -112,6 +112,7 @@ def router(settings: HubSettings) -> APIRouter:
             user = await context.store.users.set_disabled(user_id, body.disabled)
         if body.is_admin is not None:
             user = await context.store.users.set_admin(user_id, body.is_admin)
+        context.user_changed(user_id)  # this replica's caches of the user: at once
         return user_out(user)
 
     @api.get("/{user_id}/tokens", response_model=TokenPage, summary="A user's tokens",
