@@ -1,6 +1,8 @@
 """The console's routes (FastAPI, outside the API's schema), served at the hub's root:
 
     the upstreams pages                     upstream_pages.py (`/` is their list)
+    GET/POST /console/tokens…               the user's API tokens (token_pages.py)
+    GET  /console/connect                   snippets for MCP clients (connect_page.py)
     GET  /console/sign-in, /console/callback, POST /console/sign-out   sign_in.py
     GET  /console/signed-out                the page after signing out
     GET  /console/static/<name>.<hash>.<ext>  the style sheet and the script (assets.py)
@@ -17,7 +19,7 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mcpkit.hub.console import sign_in, upstream_pages
+from mcpkit.hub.console import connect_page, sign_in, token_pages, upstream_pages
 from mcpkit.hub.console.assets import STATIC_PREFIX
 from mcpkit.hub.console.page_kit import console, hub_context, posted
 from mcpkit.hub.oauth.service import CONSOLE_CALLBACK_PATH
@@ -61,6 +63,8 @@ def router() -> APIRouter:
         (sign_in.SIGN_OUT_PATH, sign_out, "POST"),
         (SIGNED_OUT_PATH, signed_out, "GET"),
         *upstream_pages.PAGES,
+        *token_pages.PAGES,
+        *connect_page.PAGES,
     ]
     for path, handler, method in pages:
         routes.add_api_route(path, handler, methods=[method])
