@@ -1,6 +1,7 @@
 """The console's routes (FastAPI, outside the API's schema), served at the hub's root:
 
     the upstreams pages                     upstream_pages.py (`/` is their list)
+    GET/POST /console/upstreams/{id}/tools  an upstream's tools, each on or off (tool_pages.py)
     GET/POST /console/tokens…               the user's API tokens (token_pages.py)
     GET  /console/connect                   snippets for MCP clients (connect_page.py)
     GET  /console/sign-in, /console/callback, POST /console/sign-out   sign_in.py
@@ -19,7 +20,7 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mcpkit.hub.console import connect_page, sign_in, token_pages, upstream_pages
+from mcpkit.hub.console import connect_page, sign_in, token_pages, tool_pages, upstream_pages
 from mcpkit.hub.console.assets import STATIC_PREFIX
 from mcpkit.hub.console.page_kit import console, hub_context, posted
 from mcpkit.hub.oauth.service import CONSOLE_CALLBACK_PATH
@@ -63,6 +64,7 @@ def router() -> APIRouter:
         (sign_in.SIGN_OUT_PATH, sign_out, "POST"),
         (SIGNED_OUT_PATH, signed_out, "GET"),
         *upstream_pages.PAGES,
+        *tool_pages.PAGES,
         *token_pages.PAGES,
         *connect_page.PAGES,
     ]
