@@ -29,6 +29,8 @@ Environment (each also a `mcpkit hub serve` option where it makes sense):
     MCPKIT_HUB_MAX_CATALOG_ITEMS, _MAX_CATALOG_BYTES, _MAX_CATALOG_ITEM_BYTES  (an upstream's
     MCPKIT_HUB_MAX_REFRESHES_PER_USER                        refreshes of one user at once (2)
     MCPKIT_HUB_MAX_UPSTREAMS_PER_USER                        upstreams one user may register (100)
+    MCPKIT_HUB_MAX_TOKENS_PER_USER                           active API tokens a user may create
+                                                            themselves (50)
     MCPKIT_HUB_MAX_USER_CATALOG_BYTES                        catalog, a user's: catalog_limits.py)
     MCPKIT_HUB_PUBLIC_URL             --public-url          (the OAuth issuer; default
                                                             http://HOST:PORT)
@@ -129,6 +131,9 @@ class HubSettings:
     max_upstreams_per_user: int = 100
     """Upstreams one user may register (409 past it): each is stored, health-checked and
     listed through /mcp, so one user's registrations must not grow without end."""
+    max_tokens_per_user: int = 50
+    """Active API tokens a user may hold when creating their own (409 past it: revoke one);
+    an admin creating a token for a user is not held to it."""
     health_interval_s: float = 60.0
     """How often each enabled upstream is checked (health.py; each pass is jittered)."""
     rate_limit_per_minute: int = 600
@@ -267,7 +272,7 @@ class HubSettings:
                      "max_sessions", "max_sessions_per_user", "auth_failure_burst",
                      "auth_failures_per_minute", "max_replay_bytes",
                      "max_bodies_in_flight_bytes", "max_upstreams_per_user",
-                     "max_refreshes_per_user", "oauth_max_clients",
+                     "max_tokens_per_user", "max_refreshes_per_user", "oauth_max_clients",
                      "oauth_max_password_checks", "oidc_max_document_bytes",
                      "oauth_dpop_replay_entries", "oauth_client_document_max_bytes",
                      "token_exchange_cache_bytes"):
@@ -464,6 +469,7 @@ def _parse(name: str, text: str, variable: str) -> Any:
         "max_body_bytes": int,
         "max_concurrent_refreshes": int,
         "max_upstreams_per_user": int,
+        "max_tokens_per_user": int,
         "max_refreshes_per_user": int,
         "rate_limit_per_minute": int,
         "rate_limit_burst": int,

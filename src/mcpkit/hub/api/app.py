@@ -48,7 +48,15 @@ from mcpkit.hub.api.docs import install_docs
 from mcpkit.hub.api.errors import ApiError, install_handlers
 from mcpkit.hub.api.fastlane import HubApp
 from mcpkit.hub.api.limits import RequestLimits
-from mcpkit.hub.api.routes import admin, admin_ops, health, me, upstream_oauth, upstreams
+from mcpkit.hub.api.routes import (
+    admin,
+    admin_ops,
+    health,
+    me,
+    my_tokens,
+    upstream_oauth,
+    upstreams,
+)
 from mcpkit.hub.api.schemas import ErrorOut
 from mcpkit.hub.console.routes import router as console_router
 from mcpkit.hub.crypto import SecretBox, load_secret_box
@@ -169,6 +177,7 @@ def create_app(
     limited: dict[str, Any] = {"dependencies": [Depends(rate_limited)],
                                "responses": RATE_LIMITED}
     app.include_router(me.router(), **limited)
+    app.include_router(my_tokens.router(settings), **limited)
     app.include_router(upstreams.router(settings), **limited)
     app.include_router(upstream_oauth.router(), **limited)
     app.include_router(upstream_oauth.callback_router())

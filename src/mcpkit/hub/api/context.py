@@ -98,8 +98,9 @@ class HubContext:
             self.use_redis(self.redis)
 
     def user_changed(self, user_id: int) -> None:
-        """An admin changed the user: this replica's caches drop them now (another replica's
-        within their own time to live)."""
+        """The user was changed (disabled, demoted) or one of their tokens revoked: this
+        replica's caches of verified tokens drop the user's now (another replica's within
+        their own time to live)."""
         if self.oauth is not None:
             self.oauth.tokens.forget_user(user_id)
         for listener in self.user_listeners:

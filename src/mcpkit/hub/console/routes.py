@@ -2,6 +2,9 @@
 
     the upstreams pages                     upstream_pages.py (`/` is their list)
     the operators' pages (/console/admin/)  admin_users.py, admin_views.py
+    GET/POST /console/upstreams/{id}/tools  an upstream's tools, each on or off (tool_pages.py)
+    GET/POST /console/tokens…               the user's API tokens (token_pages.py)
+    GET  /console/connect                   snippets for MCP clients (connect_page.py)
     GET  /console/sign-in, /console/callback, POST /console/sign-out   sign_in.py
     GET  /console/signed-out                the page after signing out
     GET  /console/static/<name>.<hash>.<ext>  the style sheet and the script (assets.py)
@@ -18,7 +21,15 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from mcpkit.hub.console import admin_users, admin_views, sign_in, upstream_pages
+from mcpkit.hub.console import (
+    admin_users,
+    admin_views,
+    connect_page,
+    sign_in,
+    token_pages,
+    tool_pages,
+    upstream_pages,
+)
 from mcpkit.hub.console.assets import STATIC_PREFIX
 from mcpkit.hub.console.page_kit import console, hub_context, posted
 from mcpkit.hub.oauth.service import CONSOLE_CALLBACK_PATH
@@ -64,6 +75,9 @@ def router() -> APIRouter:
         *upstream_pages.PAGES,
         *admin_users.PAGES,
         *admin_views.PAGES,
+        *tool_pages.PAGES,
+        *token_pages.PAGES,
+        *connect_page.PAGES,
     ]
     for path, handler, method in pages:
         routes.add_api_route(path, handler, methods=[method])

@@ -150,6 +150,7 @@ def router(settings: HubSettings) -> APIRouter:
     ) -> TokenOut:
         await context.store.users.get(user_id)
         token = await context.store.tokens.revoke(token_id, user_id=user_id)
+        context.user_changed(user_id)  # this replica stops taking the token at once
         return token_out(token, utcnow())
 
     return api

@@ -68,5 +68,20 @@
     }
   });
 
+  // A button data-copy="ID" copies the text of the element ID (a secret shown once, a
+  // snippet); without a clipboard (plain http, old browser) the text is selected instead.
+  document.addEventListener("click", async (event) => {
+    const button = event.target instanceof Element ? event.target.closest("button[data-copy]")
+      : null;
+    const source = button && document.getElementById(button.dataset.copy);
+    if (!source) return;
+    try {
+      await navigator.clipboard.writeText(source.textContent);
+      button.dataset.copied = "";
+    } catch (error) {
+      getSelection().selectAllChildren(source);
+    }
+  });
+
   window.addEventListener("popstate", () => location.reload());
 })();
