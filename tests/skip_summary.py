@@ -33,6 +33,8 @@ def grouped(reports: list[Any]) -> list[str]:
 
 @pytest.hookimpl(trylast=True)
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):  # an xdist worker: its controller reports every skip
+        return
     lines = grouped(terminalreporter.stats.get("skipped", []))
     target = os.environ.get(SUMMARY_ENV)
     if target:
