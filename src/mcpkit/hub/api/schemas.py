@@ -25,12 +25,10 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.json_schema import SkipJsonSchema
 
 from mcpkit.hub.store import validation as limits
+from mcpkit.hub.store.records import AuthMode, HealthStatus, Outcome, Transport
 
 T = TypeVar("T")
 
-Transport = Literal["http", "sse", "ws", "stdio"]
-HealthStatus = Literal["unknown", "healthy", "unhealthy", "needs_auth"]
-AuthMode = Literal["static", "oauth", "token_exchange"]
 
 MAX_ID = 2**31 - 1
 """Integer ids (users, tokens) and versions fit a 32-bit signed column."""
@@ -328,8 +326,6 @@ class Status(BaseModel):
 
 
 # --- operators: audit log and health of every user's upstreams ------------------------------
-
-Outcome = Literal["ok", "tool_error", "error", "denied", "timeout"]
 
 
 class AuditOut(BaseModel):

@@ -19,8 +19,6 @@ from mcpkit.hub.api.schemas import (
     MAX_ID,
     AuditOut,
     AuditPage,
-    HealthStatus,
-    Outcome,
     Slug,
     UpstreamHealthOut,
     UpstreamHealthPage,
@@ -29,6 +27,7 @@ from mcpkit.hub.settings import HubSettings
 from mcpkit.hub.store import Invalid
 from mcpkit.hub.store._paging import decode_cursor, encode_cursor
 from mcpkit.hub.store.audit import AuditFilter
+from mcpkit.hub.store.records import HealthStatus, Outcome
 from mcpkit.hub.store.validation import MAX_TOOL_NAME
 
 PREFIX = "/api/v1/admin"
