@@ -16,6 +16,7 @@ again, as typed, with the API's messages next to their fields (upstream_form.py)
 from __future__ import annotations
 
 import urllib.parse
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -84,16 +85,7 @@ async def create_upstream(request: Request) -> Response:
         return found
     signed_in, fields = found
     form = UpstreamForm.from_post(fields)
-    body = form.create_body()
-    if body is None:
-        return _form_page(request, signed_in, form, None, 422)
-    reply = await call(request, signed_in, "POST", UPSTREAMS, json=body)
-    if reply.status == 401:
-        return refused(request, signed_in, reply)
-    if not reply.ok:
-        form.errors = field_errors(reply.error)
-        return _form_page(request, signed_in, form, None, reply.status)
-    return _back(signed_in, "added", form.name)
+    return await _submit(request, signed_in, form, None, form.create_body())
 
 
 async def edit_upstream(request: Request) -> Response:
@@ -112,18 +104,28 @@ async def update_upstream(request: Request) -> Response:
     if isinstance(found, Response):
         return found
     signed_in, fields = found
-    upstream_id = request.path_params["upstream_id"]
     form = UpstreamForm.from_post(fields)
-    body = form.update_body()
+    return await _submit(request, signed_in, form, request.path_params["upstream_id"],
+                         form.update_body())
+
+
+async def _submit(request: Request, signed_in: sign_in.SignedIn, form: UpstreamForm,
+                  upstream_id: str | None, body: dict[str, Any] | None) -> Response:
+    """Send the add (`upstream_id` None: POST) or edit (PATCH) form's `body` to the API: back
+    to the list when it is taken, else the form again with each error at its field (a body
+    the form itself could not make is None: its errors are already on the form)."""
     if body is None:
         return _form_page(request, signed_in, form, upstream_id, 422)
-    reply = await call(request, signed_in, "PATCH", _one(upstream_id), json=body)
+    if upstream_id is None:
+        reply = await call(request, signed_in, "POST", UPSTREAMS, json=body)
+    else:
+        reply = await call(request, signed_in, "PATCH", _one(upstream_id), json=body)
     if reply.status in (401, 404):
         return refused(request, signed_in, reply)
     if not reply.ok:
         form.errors = field_errors(reply.error)
         return _form_page(request, signed_in, form, upstream_id, reply.status)
-    return _back(signed_in, "saved", form.name)
+    return _back(signed_in, "added" if upstream_id is None else "saved", form.name)
 
 
 async def confirm_removal(request: Request) -> Response:
