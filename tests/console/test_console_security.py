@@ -191,12 +191,24 @@ async def test_only_the_console_gets_tokens_for_the_rest_api(hub: Hub) -> None:
     assert sent_back["error"] == ["invalid_target"] and "code" not in sent_back
 
 
-async def test_a_refresh_for_another_resource_is_refused(hub: Hub) -> None:
+async def test_the_consoles_login_is_redeemed_for_mcp_and_back_for_the_api(hub: Hub) -> None:
+    """RFC 8707 §2.2: the console's refresh token gets an access token for /mcp (its "Try a
+    tool"), refused by the API; the rotated one gets an API token again, refused by /mcp."""
     browser, _ = await signed_in(hub)
-    refused = await token_endpoint(hub, {
+    for_mcp = await token_endpoint(hub, {
         "grant_type": "refresh_token", "refresh_token": browser.session().refresh_token,
         "resource": hub.settings.mcp_url})
-    assert refused.status == 400 and refused.body["error"] == "invalid_target", refused.text
+    assert for_mcp.status == 200, for_mcp.text
+    mcp_token = for_mcp.body["access_token"]
+    assert await mcp_status(hub.url, mcp_token) == 200
+    assert (await call("GET", hub.url + "/api/v1/users/me", token=mcp_token)).status == 401
+    for_api = await token_endpoint(hub, {
+        "grant_type": "refresh_token", "refresh_token": for_mcp.body["refresh_token"],
+        "resource": hub.settings.api_url})
+    assert for_api.status == 200, for_api.text
+    api_token = for_api.body["access_token"]
+    assert (await call("GET", hub.url + "/api/v1/users/me", token=api_token)).status == 200
+    assert await mcp_status(hub.url, api_token) == 401
 
 
 async def test_an_expiring_access_token_is_refreshed_and_a_refused_refresh_signs_out(

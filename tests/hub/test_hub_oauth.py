@@ -266,6 +266,18 @@ async def test_refresh_tokens_rotate_and_a_reused_one_revokes_its_family(
     assert status == 400 and after["error"] == "invalid_grant"
 
 
+async def test_a_refresh_for_the_rest_api_is_refused_to_an_mcp_login(
+        oauth_hub: OAuthHub) -> None:
+    """Only the console's login covers the REST API: another client's /mcp login cannot be
+    refreshed into an API token (and the refresh token presented so is spent)."""
+    client_id, tokens = await logged_in(oauth_hub)
+    status, refused = await token_request(oauth_hub.url, grant_type="refresh_token",
+                                          refresh_token=tokens["refresh_token"],
+                                          client_id=client_id,
+                                          resource=oauth_hub.url + "/api/v1")
+    assert status == 400 and refused["error"] == "invalid_target", refused
+
+
 async def test_revocation_ends_the_refresh_family(oauth_hub: OAuthHub) -> None:
     client_id, tokens = await logged_in(oauth_hub)
     async with aiohttp.ClientSession() as http, http.post(

@@ -18,7 +18,8 @@ Policy the hub adds on top of Authlib:
   for: its /mcp URL (the default) or its REST API `/api/v1` (the web console's). A login is
   for one resource: the code and its refresh family keep it, the access tokens name it as
   `aud`, and a token request naming another resource is refused (`invalid_target`; a refresh
-  token presented so is spent, as any refused refresh);
+  token presented so is spent, as any refused refresh) - except the console's, whose login
+  covers both (its "Try a tool" calls /mcp);
 - a redirect URI must equal a registered one exactly, except that a loopback one (http on
   127.0.0.1 or [::1]) may use any port (RFC 8252 §7.3: native apps bind an ephemeral port);
 - DPoP (RFC 9449 §5): a token request with a valid proof (checked before Authlib runs, by
@@ -368,7 +369,9 @@ def _check_resource(server: HubAuthorizationServer, values: Mapping[str, str],
     """The resource a request names (default: /mcp), if the hub issues tokens for it - and,
     at the token endpoint, it is the one the code or refresh family was `granted` for. The
     REST API is a resource of the console (`client_id`, at the authorization request) alone:
-    the consent page asks for /mcp, and scripts use API tokens."""
+    the consent page asks for /mcp, and scripts use API tokens. The console's login covers
+    both resources (RFC 8707 §2.2: its refresh token is redeemed for either), since its "Try
+    a tool" calls /mcp as the signed-in user; any other login keeps its one resource."""
     settings = server.settings
     resource = values.get("resource")
     if resource is None:
@@ -380,7 +383,7 @@ def _check_resource(server: HubAuthorizationServer, values: Mapping[str, str],
     if resource == settings.api_url and granted is None and client_id != CONSOLE_CLIENT_ID:
         raise InvalidTargetError(f"only the hub's web console gets tokens for its REST API "
                                  f"({settings.api_url}); use an API token for scripts")
-    if granted is not None and resource != granted:
+    if granted is not None and resource != granted and client_id != CONSOLE_CLIENT_ID:
         raise InvalidTargetError(f"this grant is for {granted}, not {resource}")
     return resource
 
@@ -467,13 +470,16 @@ class RotatingRefreshGrant(grants.RefreshTokenGrant):  # type: ignore[misc]
         except RefreshKeyMismatch as mismatch:
             raise InvalidGrantError(str(mismatch)) from None
         if record is not None:
-            _check_resource(self.server, self.request.form, record.resource)
+            _check_resource(self.server, self.request.form, record.resource,
+                            client_id=client_id)
         return None if record is None else HubRefreshToken(record)
 
     def authenticate_user(self, refresh_token: HubRefreshToken) -> Login | None:
         record = refresh_token.record
+        resource = _check_resource(self.server, self.request.form, record.resource,
+                                   client_id=self.request.client.get_client_id())
         return _enabled_user(self.server, record.user_id, record.family_id,
-                             self.request.dpop_jkt, record.dpop_jkt, record.resource)
+                             self.request.dpop_jkt, record.dpop_jkt, resource)
 
     def revoke_old_credential(self, refresh_token: HubRefreshToken) -> None:
         return None  # marked used when it was presented; presenting it again revokes all
