@@ -367,6 +367,7 @@ async def test_tools_from_the_store_and_from_the_upstream(api: Api, echo: Upstre
     assert fresh.status == 200, fresh.text
     [echo_tool] = fresh.body["items"]
     assert echo_tool["name"] == "echo" and echo_tool["allowed"] is True
+    assert echo_tool["mcp_name"] is None  # this app serves no /mcp (the router's tests do)
     assert echo_tool["description"] == "Return the text unchanged."
     assert echo_tool["input_schema"]["properties"]["text"]["type"] == "string"
     after = (await api.get(f"{UPSTREAMS}/{upstream['id']}")).body
@@ -375,7 +376,8 @@ async def test_tools_from_the_store_and_from_the_upstream(api: Api, echo: Upstre
     assert after["version"] == 1  # a refresh is not the user's edit
     assert (await api.get(tools)).body == fresh.body  # now stored
     await api.patch(f"{UPSTREAMS}/{upstream['id']}", {"disabled_tools": ["echo"]})
-    assert (await api.get(tools)).body["items"][0]["allowed"] is False
+    switched_off = (await api.get(tools)).body["items"][0]
+    assert switched_off["allowed"] is False
     await api.patch(f"{UPSTREAMS}/{upstream['id']}",
                     {"disabled_tools": [], "enabled_tools": ["other"]})
     assert (await api.get(tools)).body["items"][0]["allowed"] is False

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.hub.hub_helpers import Hub, call, fresh_user
+from tests.hub.hub_helpers import UPSTREAMS, Hub, call, fresh_user
 from tests.hub.router.support import hub_client, register, router_hub, text, upstream
 
 from mcpkit.client import ServerError
@@ -56,6 +56,25 @@ async def test_the_union_of_a_users_upstreams_in_either_era(
         with pytest.raises(ServerError) as unknown:
             await client.call_tool("gamma__echo", {"text": "x"})
         assert unknown.value.code == -32602
+
+
+async def test_the_apis_mcp_name_is_the_name_mcp_lists(
+        hub: Hub, upstreams: dict[str, str]) -> None:
+    """The REST API names each tool's name on /mcp (`mcp_name`): exactly what tools/list
+    gives, and null for a tool switched off."""
+    _user, api = await fresh_user(hub)
+    await register(api, "alpha", upstreams["alpha"])
+    dotted = await register(api, "beta-2", upstreams["beta"], disabled_tools=["add"])
+    async with hub_client(hub, api) as client:
+        listed = {tool.name for tool in await client.list_tools()}
+    named: set[str] = set()
+    for upstream_id in [item["id"] for item in (await api.get(UPSTREAMS)).body["items"]]:
+        for tool in (await api.get(f"{UPSTREAMS}/{upstream_id}/tools")).body["items"]:
+            if upstream_id == dotted["id"] and tool["name"] == "add":
+                assert tool["mcp_name"] is None
+            else:
+                named.add(tool["mcp_name"])
+    assert named == listed and len(listed) > 4
 
 
 async def test_the_callers_token_is_never_sent_upstream(

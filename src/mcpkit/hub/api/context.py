@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -49,6 +49,9 @@ if TYPE_CHECKING:
 HostResolver = Callable[[str, int], Awaitable[list[str]]]
 CatalogFetcher = Callable[[UpstreamRecord, Credentials, HubSettings], Awaitable[Catalog]]
 CatalogListener = Callable[[int, str], Awaitable[None]]
+ToolNames = Callable[[int], Awaitable[Mapping[tuple[str, str], str]]]
+"""user id → (upstream id, tool name) → the tool's name on the hub's /mcp (set by the /mcp
+router: the names its lists give; absent, the API names no /mcp name)."""
 UserListener = Callable[[int], None]
 """Told a user's id when an admin changed them (disabled, admin role): a cache that trusts
 users reads this one again on its next token."""
@@ -75,6 +78,7 @@ class HubContext:
     redis: Redis | None = None
     catalog_listeners: list[CatalogListener] = field(default_factory=list)
     user_listeners: list[UserListener] = field(default_factory=list)
+    tool_names: ToolNames | None = None
     oauth: OAuthService | None = None
     """The hub's authorization server (hub/oauth), set by its built-in component."""
     limiter: RateLimiter = field(init=False)

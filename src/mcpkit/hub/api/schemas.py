@@ -251,6 +251,9 @@ class ToolOut(BaseModel):
     output_schema: dict[str, Any] | None = None
     annotations: dict[str, Any] | None = None
     allowed: bool = Field(description="whether enabled_tools/disabled_tools let it through")
+    mcp_name: str | None = Field(
+        default=None, description="the name clients call it by on the hub's /mcp; null when "
+        "/mcp does not list it (switched off, or the upstream disabled or down)")
 
 
 class ToolPage(Page[ToolOut]):

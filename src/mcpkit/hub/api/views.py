@@ -100,7 +100,8 @@ def _bearer_hint(present: bool, credentials: Credentials) -> str | None:
     return hint(credentials.bearer) if credentials.bearer else ELLIPSIS
 
 
-def tool_out(record: UpstreamRecord, tool: Mapping[str, Any]) -> ToolOut:
+def tool_out(record: UpstreamRecord, tool: Mapping[str, Any],
+             mcp_names: Mapping[tuple[str, str], str] | None = None) -> ToolOut:
     """A stored tool (wire form). Members of an unexpected type are left out rather than
     failing the listing: the catalog is what a foreign server said."""
     name = str(tool.get("name", ""))
@@ -113,6 +114,7 @@ def tool_out(record: UpstreamRecord, tool: Mapping[str, Any]) -> ToolOut:
         output_schema=_object(tool.get("outputSchema")),
         annotations=_object(tool.get("annotations")),
         allowed=record.tool_allowed(name),
+        mcp_name=(mcp_names or {}).get((record.id, name)),
     )
 
 

@@ -63,6 +63,8 @@ class View:
     """Every enabled upstream by id, the unhealthy ones too (calls may still reach them)."""
     left_out: list[str] = field(default_factory=list)
     """Names of the upstreams dropped from the lists because they are down."""
+    tool_names: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(upstream id, the tool's name there) → its exposed name, for every listed tool."""
     _tools: dict[str, Route] = field(default_factory=dict)
     _prompts: dict[str, Route] = field(default_factory=dict)
     _resources: dict[str, Route] = field(default_factory=dict)
@@ -110,6 +112,7 @@ def build_view(entries: Sequence[tuple[UpstreamRecord, Catalog]]) -> View:
                     continue
                 view.tools.append({**tool, "name": exposed})
                 view._tools[exposed] = Route(upstream, original, tool)
+                view.tool_names[(upstream.id, original)] = exposed
         for prompt in catalog.prompts:
             original = prompt.get("name")
             if isinstance(original, str):

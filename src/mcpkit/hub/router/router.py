@@ -21,7 +21,7 @@ reaches a user's sessions on every replica, and cached views are dropped at once
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -108,6 +108,7 @@ class HubRouter:
         self.mcp.stray_responses = self._stray_response
         # REST changes and the health checker's findings reach the user's sessions.
         context.catalog_listeners.append(self._catalog_listener)
+        context.tool_names = self._tool_names
         self.gate = McpGate(self.mcp, TokenCache(self.store), limiter=context.limiter.acquire,
                             revoked=self._revoked if self.redis is not None else None,
                             auth_failures=context.auth_failures,
@@ -145,6 +146,9 @@ class HubRouter:
 
     async def view(self, user_id: int, *, fresh: bool = False) -> View:
         return await self.directory.view(user_id, fresh=fresh)
+
+    async def _tool_names(self, user_id: int) -> Mapping[tuple[str, str], str]:
+        return (await self.directory.view(user_id)).tool_names
 
     def record_call(self, call: Call, route: Route, outcome: str, seconds: float,
                     error: str | None) -> None:

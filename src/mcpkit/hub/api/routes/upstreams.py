@@ -173,7 +173,8 @@ def router(settings: HubSettings) -> APIRouter:
         else:
             catalog = await context.store.catalog.get(user.id, record.id)
         tools, next_cursor = page_of(catalog.tools, cursor, limit or settings.page_size)
-        return ToolPage(items=[tool_out(record, tool) for tool in tools],
+        names = await context.tool_names(user.id) if context.tool_names else None
+        return ToolPage(items=[tool_out(record, tool, names) for tool in tools],
                         next_cursor=next_cursor)
 
     @api.post(
