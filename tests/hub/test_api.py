@@ -78,6 +78,7 @@ async def test_health_openapi_and_docs(hub: Hub) -> None:
     assert set(paths[UPSTREAMS]) == {"get", "post"}
     assert set(paths[UPSTREAMS + "/{upstream_id}"]) == {"get", "patch", "delete"}
     assert set(paths[UPSTREAMS + "/{upstream_id}/tools"]) == {"get"}
+    assert set(paths[UPSTREAMS + "/{upstream_id}/tools/{tool_name}"]) == {"get"}
     assert set(paths[UPSTREAMS + "/{upstream_id}/refresh"]) == {"post"}
     assert "/api/v1/users/me" in paths and ADMIN_USERS + "/{user_id}/tokens/{token_id}" in paths
     # every error is documented with the one error shape, FastAPI's own 422 body is gone
@@ -382,6 +383,10 @@ async def test_tools_from_the_store_and_from_the_upstream(api: Api, echo: Upstre
                     {"disabled_tools": [], "enabled_tools": ["other"]})
     assert (await api.get(tools)).body["items"][0]["allowed"] is False
     assert (await api.get(tools + "?refresh=maybe")).error["field"] == "refresh"
+    one = await api.get(tools + "/echo")
+    assert one.status == 200 and one.body == (await api.get(tools)).body["items"][0]
+    for missing in ("nope", "echo/x", "ech%6F%00", "x" * 300):
+        assert (await api.get(f"{tools}/{missing}")).status == 404, missing
     assert (await api.get(tools + "?cursor=bad")).error["field"] == "cursor"
 
 

@@ -31,6 +31,7 @@ Environment (each also a `mcpkit hub serve` option where it makes sense):
     MCPKIT_HUB_MAX_UPSTREAMS_PER_USER                        upstreams one user may register (100)
     MCPKIT_HUB_MAX_TOKENS_PER_USER                           active API tokens a user may create
                                                             themselves (50)
+    MCPKIT_HUB_CONSOLE_TRY_TIMEOUT_S                         a console "Try a tool" call (300 s)
     MCPKIT_HUB_MAX_USER_CATALOG_BYTES                        catalog, a user's: catalog_limits.py)
     MCPKIT_HUB_PUBLIC_URL             --public-url          (the OAuth issuer; default
                                                             http://HOST:PORT)
@@ -134,6 +135,9 @@ class HubSettings:
     max_tokens_per_user: int = 50
     """Active API tokens a user may hold when creating their own (409 past it: revoke one);
     an admin creating a token for a user is not held to it."""
+    console_try_timeout_s: float = 300.0
+    """The longest a tool call from the console's "Try a tool" may run (it also ends after
+    60 s without progress)."""
     health_interval_s: float = 60.0
     """How often each enabled upstream is checked (health.py; each pass is jittered)."""
     rate_limit_per_minute: int = 600
@@ -289,6 +293,7 @@ class HubSettings:
         if self.max_page_size > 500:
             raise SettingsError("max_page_size: at most 500")
         for name in ("dns_timeout_s", "health_interval_s", "shutdown_grace_s",
+                     "console_try_timeout_s",
                      "header_timeout_s", "body_timeout_s", "oauth_access_token_ttl_s",
                      "oauth_refresh_token_ttl_s", "oauth_code_ttl_s", "oauth_sign_in_ttl_s",
                      "oauth_revocation_check_s", "oauth_signing_key_check_s",
@@ -475,6 +480,7 @@ def _parse(name: str, text: str, variable: str) -> Any:
         "rate_limit_burst": int,
         "dns_timeout_s": float,
         "health_interval_s": float,
+        "console_try_timeout_s": float,
         "shutdown_grace_s": float,
         "max_connections": int,
         "max_sessions": int,

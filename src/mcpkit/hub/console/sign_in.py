@@ -13,6 +13,7 @@ or the OpenID Connect provider when one is set up).
 
 `signed_in(request)` gives a page the session, its access token refreshed when it is about to
 expire (the refresh token rotates); a refresh the hub refuses means signing in again.
+`with_mcp_token` adds an access token for the hub's /mcp, from the same login ("Try a tool").
 """
 
 from __future__ import annotations
@@ -161,6 +162,25 @@ async def signed_in(request: Request, context: HubContext) -> SignedIn | None:
             return None
     return SignedIn(context, session.refreshed(tokens["access_token"], tokens["refresh_token"],
                                                float(tokens.get("expires_in", 0))), True)
+
+
+async def with_mcp_token(request: Request, found: SignedIn) -> SignedIn | None:
+    """`found` holding a usable access token for the hub's /mcp: the one it has, or one its
+    login is redeemed for now (RFC 8707 §2.2; the refresh token rotates, so the response
+    must `keep` the new cookie). None: the hub refused the refresh (sign in again)."""
+    if found.session.usable_mcp_token(REFRESH_MARGIN_S) is not None:
+        return found
+    context = found.context
+    async with hub_calls.hub_client(request) as client:
+        try:
+            tokens = await hub_calls.token_request(client, {
+                "grant_type": "refresh_token", "refresh_token": found.session.refresh_token,
+                "resource": context.settings.mcp_url})
+        except hub_calls.HubRefused:
+            return None
+    session = found.session.with_mcp_token(tokens["access_token"], tokens["refresh_token"],
+                                           float(tokens.get("expires_in", 0)))
+    return SignedIn(context, session, True)
 
 
 async def sign_out(request: Request, context: HubContext, session: Session,

@@ -7,6 +7,7 @@ another user's upstream id is answered exactly like a missing one: 404).
     PATCH  /api/v1/users/mcp/upstreams/{id}            partial update (optional `version`)
     DELETE /api/v1/users/mcp/upstreams/{id}            remove (optional ?version=)
     GET    /api/v1/users/mcp/upstreams/{id}/tools      its stored tools (?refresh=true: ask it)
+    GET    /api/v1/users/mcp/upstreams/{id}/tools/{name}   one stored tool (its schema, /mcp name)
     POST   /api/v1/users/mcp/upstreams/{id}/refresh    fetch its catalog now (502 if it fails)
 
 A refresh that finds the upstream asking for authorization (a 401, the owner's login missing
@@ -29,6 +30,7 @@ from mcpkit.hub.api.errors import AUTHED, WITH_BODY, ApiError, responses
 from mcpkit.hub.api.paging import page_of
 from mcpkit.hub.api.schemas import (
     UPDATE_NOT_NULL,
+    ToolOut,
     ToolPage,
     UpstreamCreate,
     UpstreamOut,
@@ -176,6 +178,23 @@ def router(settings: HubSettings) -> APIRouter:
         names = await context.tool_names(user.id) if context.tool_names else None
         return ToolPage(items=[tool_out(record, tool, names) for tool in tools],
                         next_cursor=next_cursor)
+
+    @api.get(
+        "/{upstream_id}/tools/{tool_name:path}",
+        response_model=ToolOut,
+        summary="One tool of the upstream's stored catalog",
+        operation_id="get_upstream_tool",
+        responses=responses(404, 422),
+    )
+    async def get_tool(upstream_id: str, tool_name: str, user: CurrentUser,
+                       context: Context) -> ToolOut:
+        record = await _owned(context, user.id, upstream_id)
+        catalog = await context.store.catalog.get(user.id, record.id)
+        for tool in catalog.tools:
+            if tool.get("name") == tool_name:
+                names = await context.tool_names(user.id) if context.tool_names else None
+                return tool_out(record, tool, names)
+        raise NotFound("tool", tool_name)
 
     @api.post(
         "/{upstream_id}/refresh",
