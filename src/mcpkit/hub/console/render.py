@@ -30,6 +30,10 @@ class Pages:
                                lstrip_blocks=True)
         self.env.globals["static"] = assets.url
 
+    def fragment(self, template: str, **values: Any) -> str:
+        """A part of a page (no response around it), escaped as a page is."""
+        return self.env.get_template(template).render(**values)
+
     def render(self, template: str, status: int = 200, **values: Any) -> HTMLResponse:
         html = self.env.get_template(template).render(**values)
         return HTMLResponse(html, status_code=status, headers=PAGE_HEADERS)

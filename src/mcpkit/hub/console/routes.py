@@ -3,6 +3,8 @@
     the upstreams pages                     upstream_pages.py (`/` is their list)
     the operators' pages (/console/admin/)  admin_users.py, admin_views.py
     GET/POST /console/upstreams/{id}/tools  an upstream's tools, each on or off (tool_pages.py)
+    GET/POST /console/upstreams/{id}/try    "Try a tool": its form, its call through /mcp
+                                            with progress (try_pages.py)
     GET/POST /console/tokens…               the user's API tokens (token_pages.py)
     GET  /console/connect                   snippets for MCP clients (connect_page.py)
     GET  /console/sign-in, /console/callback, POST /console/sign-out   sign_in.py
@@ -28,6 +30,7 @@ from mcpkit.hub.console import (
     sign_in,
     token_pages,
     tool_pages,
+    try_pages,
     upstream_pages,
 )
 from mcpkit.hub.console.assets import STATIC_PREFIX
@@ -76,6 +79,7 @@ def router() -> APIRouter:
         *admin_users.PAGES,
         *admin_views.PAGES,
         *tool_pages.PAGES,
+        *try_pages.PAGES,
         *token_pages.PAGES,
         *connect_page.PAGES,
     ]
