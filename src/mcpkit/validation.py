@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
@@ -115,28 +116,49 @@ class SchemaValidator:
     def errors(self, value: Any) -> list[str]:
         """What is wrong with `value` (at most MAX_ERRORS problems); a schema that cannot be
         compiled (a peer's: the process's own are checked when registered) is one problem."""
-        out: list[str] = []
+        return [_cut(f"{problem.where}: {problem.message}") for problem in self.problems(value)]
+
+    def problems(self, value: Any) -> list[Problem]:
+        """`errors` with each problem's place in the value kept apart (a form shows each next
+        to its field). A problem with `unchecked` set says the value could not be checked at
+        all: the schema does not compile, the step budget ran out or a `$ref` loops."""
+        out: list[Problem] = []
         try:
             validator = self._compiled()
         except (Exception, RecursionError) as exc:
-            return [_cut(f"(schema): invalid JSON Schema: {exc}")]
+            return [Problem((), _cut(f"invalid JSON Schema: {exc}"), unchecked=True,
+                            where="(schema)")]
         budget = self.max_steps + self.steps_per_value * _count_values(value)
         token = _steps_left.set([budget])
         try:
             for error in validator.iter_errors(value):
-                where = "/".join(str(p) for p in error.absolute_path)
-                out.append(_cut(f"{where or '(root)'}: {error.message}"))
+                path = tuple(error.absolute_path)
+                out.append(Problem(path, _cut(error.message),
+                                   where="/".join(str(p) for p in path) or "(root)"))
                 if len(out) >= MAX_ERRORS:
                     break
         except _BudgetExceeded:
-            out.append(f"(root): not validated: checking it against the schema took more than "
-                       f"{budget} keyword evaluations (max_steps={self.max_steps} + "
-                       f"steps_per_value={self.steps_per_value} per value)")
+            out.append(Problem((), f"not validated: checking it against the schema took more "
+                               f"than {budget} keyword evaluations (max_steps={self.max_steps} "
+                               f"+ steps_per_value={self.steps_per_value} per value)",
+                               unchecked=True))
         except RecursionError:
-            out.append("(root): not validated: the schema refers to itself without end")
+            out.append(Problem((), "not validated: the schema refers to itself without end",
+                               unchecked=True))
         finally:
             _steps_left.reset(token)
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with a value: `path` is where in it (keys and indexes; () = the value
+    itself), `where` the same as text ("a/0/b", "(root)", "(schema)")."""
+
+    path: tuple[str | int, ...]
+    message: str
+    unchecked: bool = False
+    where: str = "(root)"
 
 
 def _cut(problem: str) -> str:
