@@ -35,7 +35,11 @@ class CallStream(Response):
     media_type = NDJSON
 
     def __init__(self, run: RunCall, render: Render, headers: Mapping[str, str]) -> None:
-        super().__init__(None, 200, dict(headers), NDJSON)
+        # as StreamingResponse does: no body yet, so no Content-Length (Response's own
+        # __init__ would announce an empty one)
+        self.status_code = 200
+        self.background = None
+        self.init_headers(headers)
         self.run = run
         self.render_outcome = render
 

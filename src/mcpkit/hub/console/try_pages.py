@@ -35,7 +35,13 @@ from mcpkit.hub.console.page_kit import (
 from mcpkit.hub.console.result_view import result_view
 from mcpkit.hub.console.session import clear_session
 from mcpkit.hub.console.tool_calls import NoOwnAddress, Outcome, call_tool, own_mcp_url
-from mcpkit.hub.console.tool_form import RAW_FIELD, arguments_from, form_fields
+from mcpkit.hub.console.tool_form import (
+    RAW_FIELD,
+    arguments_from,
+    form_fields,
+    form_note,
+    raw_value,
+)
 from mcpkit.hub.console.tool_stream import NDJSON, CallStream
 
 NOT_ON_MCP = ("This tool is not on the hub's /mcp now: it is switched off, or its upstream is "
@@ -75,9 +81,8 @@ def _page(request: Request, found: sign_in.SignedIn, upstream: dict[str, Any],
     fields = form_fields(schema, posted_fields, errors)
     return console().page(
         request, "try.html", status, found, upstream=upstream, tool=tool, fields=fields,
-        raw_value=(posted_fields or {}).get(RAW_FIELD, ""),
-        raw_error=(errors or {}).get(RAW_FIELD), not_on_mcp=NOT_ON_MCP,
-        outcome=outcome, view=_view(outcome))
+        raw_value=raw_value(posted_fields), raw_error=(errors or {}).get(RAW_FIELD),
+        note=form_note(schema), not_on_mcp=NOT_ON_MCP, outcome=outcome, view=_view(outcome))
 
 
 def _view(outcome: Outcome | None) -> Any:
