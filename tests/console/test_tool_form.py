@@ -159,7 +159,8 @@ def test_errors_are_shown_at_their_fields() -> None:
 
 @pytest.mark.parametrize(("kind", "text", "value"), [
     ("integer", "42", 42), ("integer", " -7 ", -7), ("integer", "+3", 3),
-    ("integer", "1" * 300, int("1" * 300)),
+    ("integer", "1" * 300, int("1" * 300)), ("integer", "1e3", 1000), ("integer", "3.0", 3),
+    ("integer", "1e30", 10**30), ("integer", "-2.50e1", -25),
     ("number", "3", 3), ("number", "-2.5e3", -2500.0), ("number", ".5", 0.5),
     ("number", "1e-400", 0.0),
 ])
@@ -171,7 +172,8 @@ def test_numbers_parse_strictly(kind: str, text: str, value: int | float) -> Non
 
 @pytest.mark.parametrize(("kind", "text", "error"), [
     ("integer", "1.5", "not a whole number, such as 42"),
-    ("integer", "1e3", "not a whole number, such as 42"),
+    ("integer", "1e-3", "not a whole number, such as 42"),
+    ("integer", "1e99999", "out of range: more than 400 digits"),
     ("integer", "true", "not a whole number, such as 42"),
     ("integer", "1_000", "not a whole number, such as 42"),
     ("integer", "١٢", "not a whole number, such as 42"),          # Arabic-Indic digits
@@ -328,6 +330,8 @@ def test_hostile_shapes_do_not_break_the_form() -> None:
     assert len(titled.label) == MAX_LABEL_CHARS and titled.label.endswith("…")
     assert titled.description is not None
     assert len(titled.description) == MAX_DESCRIPTION_CHARS
+    nested_default = only(obj(d={"type": "array", "default": json.loads("[" * 500 + "]" * 500)}))
+    assert (nested_default.kind, nested_default.value) == ("json", "")
     huge_enum = only(obj(e={"enum": list(range(100_000))}))
     assert huge_enum.kind == "json" and huge_enum.choices == ()
 
