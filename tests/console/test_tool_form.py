@@ -576,6 +576,14 @@ def test_the_macro_labels_describes_and_marks_each_control() -> None:
     assert 'class="field-error" id="arguments_json-error">bad &lt;json&gt;</p>' in html
 
 
+def test_a_required_select_starts_on_a_placeholder_not_on_its_first_choice() -> None:
+    html = render(form_fields(obj(["mode"], mode={"enum": ["a", "b"]})), "", None)
+    assert '<option value="" disabled selected>(choose one)</option>' in html
+    chosen = render(form_fields(obj(["mode"], mode={"enum": ["a", "b"], "default": "b"})), "",
+                    None)
+    assert "(choose one)" not in chosen and '<option value="b" selected>' in chosen
+
+
 def test_the_raw_json_stays_folded_until_needed() -> None:
     fields = form_fields(obj(a={"type": "string"}))
     assert '<details class="raw-arguments">' in render(fields, "", None)
