@@ -6,6 +6,10 @@
     fields = form_fields(schema, posted, errors)        # the form again, each error at its field
     has_form(schema)    # False: show only the JSON textarea (RAW_FIELD)
     form_note(schema)   # a sentence for the page when some arguments are not fields, or None
+    raw_value(posted)   # the JSON textarea's text to show again
+
+The page renders them with the macro in templates/_tool_fields.html:
+`tool_fields(fields, raw_value(posted), errors.get(RAW_FIELD), form_note(schema))`.
 
 How a property (after `["X", "null"]` or `anyOf/oneOf: [X, {"type": "null"}]` is read as X,
 nullable) becomes a control, and how its posted text becomes an argument:
