@@ -75,10 +75,12 @@ async def test_try_tools_with_progress_an_image_a_fixed_error_and_a_stop(
         # an argument the form cannot read, shown at its field, then fixed
         await page.goto(f"{hub.url}/console/upstreams/{created['id']}/try?tool=describe")
         await page.fill("[name='arg.name']", "Ann")
-        await page.fill("[name='arg.times']", "1.5")
+        await page.fill("[name='arg.times']", "two")
         await page.click("button:has-text('Call the tool')")
         error = page.locator(".field.invalid .field-error")
         await error.wait_for()
+        assert "whole number" in (await error.text_content() or "")  # what was wrong with "two"
+        assert await page.locator("[name='arg.times']").input_value() == "two"
         assert await page.locator("[name='arg.times']").get_attribute("aria-invalid") == "true"
         await page.fill("[name='arg.times']", "2")
         await page.click("button:has-text('Call the tool')")

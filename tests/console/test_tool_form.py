@@ -556,11 +556,11 @@ def test_the_macro_labels_describes_and_marks_each_control() -> None:
     assert 'id="arg-0-hint">Who &lt;b&gt;</p>' in html
     assert '<p class="field-error" id="arg-0-error">required</p>' in html
     count = controls[by_name["count"].control_id]
-    assert (count["type"], count["step"], count["value"]) == ("number", "1", "x")
+    assert (count["type"], count["inputmode"], count["value"]) == ("text", "numeric", "x")
     assert count["aria-describedby"] == f"{by_name['count'].control_id}-error"
     assert "required" not in count and "aria-invalid" in count
     ratio = controls[by_name["ratio"].control_id]
-    assert (ratio["type"], ratio["step"], ratio["value"]) == ("number", "any", "0.5")
+    assert (ratio["type"], ratio["inputmode"], ratio["value"]) == ("text", "decimal", "0.5")
     assert "aria-invalid" not in ratio and "aria-describedby" not in ratio
     flag = controls[by_name["flag"].control_id]
     assert flag["type"] == "checkbox" and "required" not in flag  # required=must be checked
