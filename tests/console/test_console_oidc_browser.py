@@ -2,11 +2,11 @@
 22), in real headless Chromium: one provider, one protected `whoami` upstream trusting it
 (tests/hub/whoami_upstream.py) and one hub that is the provider's pre-registered client.
 
-- Connecting an OAuth upstream: the upstreams page shows "needs login" and "Connect"; the
-  click goes to the provider's login and consent pages (the hub registered there by DCR),
-  back to the hub's callback and to the console, which shows the upstream healthy with its
-  tools; a call through /mcp with the user's API token reaches the upstream as the
-  provider's subject.
+- Connecting an OAuth upstream (added with the console's form, auth mode "oauth"): the
+  upstreams page shows "needs login" and "Connect"; the click goes to the provider's login
+  and consent pages (the hub registered there by DCR), back to the hub's callback and to the
+  console, which shows the upstream healthy with its tools; a call through /mcp with the
+  user's API token reaches the upstream as the provider's subject.
 - Signing in to the console with "Sign in with <provider>" (a subject an admin linked to a
   hub user): the console then shows that user's upstreams.
 - Isolation: user B, in a second browser context, types user A's URLs (edit, remove, tools,
@@ -126,12 +126,20 @@ async def test_connect_an_oauth_upstream_through_the_provider(
     hub, stack = oidc.hub, oidc.stack
     user_id, api = await fresh_user(hub)
     account = unique("upstream-account")
-    upstream = await register_oauth(api, "who", oidc.upstream_url)
     context, page = await signed_in_page(hub, browser, user_id)
     try:
+        # added with the console's form, auth mode "oauth"
+        await page.click("text=Add upstream")
+        await page.fill("#name", "who")
+        await page.fill("#url", oidc.upstream_url)
+        await page.select_option("#auth_mode", "oauth")
+        await page.click("button:has-text('Add upstream')")
+        await page.wait_for_selector("[role=status]:has-text('Upstream added.')")
+        (upstream,) = (await api.get(UPSTREAMS)).body["items"]
+        assert upstream["auth_mode"] == "oauth" and upstream["oauth_connected"] is False
+
         # before: needs a login, with the way to it
         row = row_of(page, "who")
-        await row.wait_for()
         assert (await row.locator(".badge").first.text_content() or "").strip() == \
             "needs login"
         connect_button = row.locator("button:has-text('Connect')")
