@@ -26,13 +26,15 @@ CSRF_FIELD = re.compile(r'name="csrf_token" value="([^"]+)"')
 
 
 @contextlib.contextmanager
-def console_hub(database_url: str, **settings: Any) -> Iterator[Hub]:
-    """A hub serving the console, its API and its /mcp on a free 127.0.0.1 port (its issuer,
-    so the sign-in's redirects come back to it), an admin seeded; private upstreams allowed
-    and failed-token limits per address lifted (their own tests are elsewhere)."""
+def console_hub(database_url: str, *, port: int | None = None,
+                **settings: Any) -> Iterator[Hub]:
+    """A hub serving the console, its API and its /mcp on a free 127.0.0.1 port, or `port`
+    when a provider must know it in advance (its issuer, so the sign-in's redirects come back
+    to it), an admin seeded; private upstreams allowed and failed-token limits per address
+    lifted (their own tests are elsewhere)."""
     box = SecretBox([generate_key()])
     token = seed_admin(database_url, box)
-    port = free_port()
+    port = port or free_port()
     hub_settings = HubSettings(database_url=database_url, port=port,
                                allow_private_upstreams=True, auth_failure_burst=1_000_000,
                                **settings)
