@@ -87,7 +87,8 @@ async def test_the_form_follows_the_schema_and_bad_arguments_stay_at_their_field
     browser, _, upstream_id = await tried(hub, upstream)
     page = await browser.request("GET", try_path(upstream_id) + "?tool=describe")
     assert page.status == 200, page.text
-    for control in ('name="arg.name" type="text"', 'name="arg.times" type="text" inputmode="numeric"',
+    for control in ('name="arg.name" type="text"',
+                    'name="arg.times" type="text" inputmode="numeric"',
                     'name="arg.ratio" type="text" inputmode="decimal"', 'name="arg.mood"',
                     '<option value="glad"', 'name="arg.tags"', 'name="arguments_json"'):
         assert control in page.text, control
