@@ -1,7 +1,7 @@
 """The hub's web console under load: its pages' load times with 500 upstreams and 10,000 audit
 rows, over plain HTTP and in real headless Chromium.
 
-    .venv/bin/python bench/console_bench.py      # 50 rounds, 20 browser loads (~1 min)
+    .venv/bin/python bench/console_bench.py      # 50 rounds, 20 browser loads (~35 s)
     .venv/bin/python bench/console_bench.py --rounds 10 --browser-loads 5 --json out.json
     # also: --upstreams N, --audit-rows N, --warmup N, --no-browser, --profile-hub FILE
 
