@@ -20,6 +20,7 @@ endpoint `POST …/{id}/oauth/start`, or credentials it accepts.
 # inside `router()` from the settings, which FastAPI could not resolve from a string.
 import logging
 import re
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response, status
@@ -175,7 +176,7 @@ def router(settings: HubSettings) -> APIRouter:
         else:
             catalog = await context.store.catalog.get(user.id, record.id)
         tools, next_cursor = page_of(catalog.tools, cursor, limit or settings.page_size)
-        names = await context.tool_names(user.id) if context.tool_names else None
+        names = await _mcp_names(context, user.id)
         return ToolPage(items=[tool_out(record, tool, names) for tool in tools],
                         next_cursor=next_cursor)
 
@@ -192,8 +193,7 @@ def router(settings: HubSettings) -> APIRouter:
         catalog = await context.store.catalog.get(user.id, record.id)
         for tool in catalog.tools:
             if tool.get("name") == tool_name:
-                names = await context.tool_names(user.id) if context.tool_names else None
-                return tool_out(record, tool, names)
+                return tool_out(record, tool, await _mcp_names(context, user.id))
         raise NotFound("tool", tool_name)
 
     @api.post(
@@ -265,6 +265,11 @@ async def _checked_changes(
         STORE_FIELDS.get(name, name): getattr(body, name) for name in given if name != "version"
     }
     return UpstreamChanges(**changes)
+
+
+async def _mcp_names(context: HubContext, user_id: int) -> Mapping[tuple[str, str], str] | None:
+    """The user's tools' names on /mcp (None: this app serves no /mcp)."""
+    return await context.tool_names(user_id) if context.tool_names else None
 
 
 async def _owned(context: HubContext, user_id: int, upstream_id: str) -> UpstreamRecord:
