@@ -93,6 +93,9 @@ async def test_the_form_follows_the_schema_and_bad_arguments_stay_at_their_field
                     '<option value="glad"', 'name="arg.tags"', 'name="arguments_json"'):
         assert control in page.text, control
     assert "tryme__describe" in page.text  # the name it is called by on /mcp
+    bare = await browser.request("GET", try_path(upstream_id) + "?tool=pixel")
+    assert "This tool takes no arguments." in bare.text
+    assert '<details class="raw-arguments">' in bare.text  # folded: nothing to write there
     refused = await post_try(browser, upstream_id, "describe", **{
         "arg.name": "", "arg.times": "two"})
     assert refused.status == 422, refused.text

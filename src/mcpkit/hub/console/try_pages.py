@@ -40,6 +40,7 @@ from mcpkit.hub.console.tool_form import (
     arguments_from,
     form_fields,
     form_note,
+    has_form,
     raw_value,
 )
 from mcpkit.hub.console.tool_stream import NDJSON, CallStream
@@ -82,7 +83,8 @@ def _page(request: Request, found: sign_in.SignedIn, upstream: dict[str, Any],
     return console().page(
         request, "try.html", status, found, upstream=upstream, tool=tool, fields=fields,
         raw_value=raw_value(posted_fields), raw_error=(errors or {}).get(RAW_FIELD),
-        note=form_note(schema), not_on_mcp=NOT_ON_MCP, outcome=outcome, view=_view(outcome))
+        note=form_note(schema), no_arguments=not fields and has_form(schema),
+        not_on_mcp=NOT_ON_MCP, outcome=outcome, view=_view(outcome))
 
 
 def _view(outcome: Outcome | None) -> Any:
