@@ -268,7 +268,11 @@ class RawServer:
         self.command = [sys.executable, "-I", str(self.script), str(self.log_path), era]
 
     def received(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.log_path.read_text().splitlines() if line]
+        """Every message logged so far: whole lines only (the server may be writing the last
+        one while it is read)."""
+        text = self.log_path.read_text()
+        whole = text[:text.rfind("\n") + 1]
+        return [json.loads(line) for line in whole.splitlines() if line]
 
     def pid(self) -> int:
         pids = [m["pid"] for m in self.received() if "pid" in m]
