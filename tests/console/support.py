@@ -23,6 +23,25 @@ from mcpkit.hub.crypto import SecretBox, generate_key
 from mcpkit.hub.settings import HubSettings
 
 CSRF_FIELD = re.compile(r'name="csrf_token" value="([^"]+)"')
+CSRF_ATTEMPTS = ["missing", "wrong", "cross-origin", "no-origin"]
+"""The ways a forged state change comes (`forged`)."""
+
+
+def forged(form: dict[str, str], attempt: str) -> tuple[dict[str, str], str | None]:
+    """`form` (holding the session's csrf_token) as a forged POST sends it, and the Origin it
+    comes with (`ConsoleBrowser.post`'s `origin`): the token left out, a wrong token, another
+    site's Origin, or no Origin at all (nor Referer)."""
+    form = dict(form)
+    if attempt == "missing":
+        del form["csrf_token"]
+    elif attempt == "wrong":
+        csrf = form["csrf_token"]
+        form["csrf_token"] = csrf[:-2] + ("AA" if not csrf.endswith("AA") else "BB")
+    elif attempt == "cross-origin":
+        return form, "http://evil.example"
+    elif attempt == "no-origin":
+        return form, None
+    return form, "own"
 
 
 @contextlib.contextmanager

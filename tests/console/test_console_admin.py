@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.console.support import ConsoleBrowser, console_hub
+from tests.console.support import CSRF_ATTEMPTS, ConsoleBrowser, console_hub, forged
 from tests.hub.hub_browser import set_password
 from tests.hub.hub_helpers import (
     ADMIN_USERS,
@@ -181,7 +181,7 @@ async def test_an_admin_revokes_a_users_token(hub: Hub) -> None:
     assert (await api.get("/api/v1/users/me")).status == 401
 
 
-@pytest.mark.parametrize("attempt", ["missing", "wrong", "cross-origin", "no-origin"])
+@pytest.mark.parametrize("attempt", CSRF_ATTEMPTS)
 async def test_every_admin_state_change_needs_the_csrf_token_from_the_hubs_origin(
         hub: Hub, attempt: str) -> None:
     browser, _, _ = await browser_of(hub, admin=True)
@@ -194,16 +194,7 @@ async def test_every_admin_state_change_needs_the_csrf_token_from_the_hubs_origi
                (f"/console/admin/users/{victim}/tokens/{token_id}/revoke", {}),
                ("/console/admin/users", {"name": unique("csrf")})]
     for path, fields in changes:
-        origin: str | None = "own"
-        form = {**fields, "csrf_token": csrf}
-        if attempt == "missing":
-            del form["csrf_token"]
-        elif attempt == "wrong":
-            form["csrf_token"] = "x" + csrf[1:]
-        elif attempt == "cross-origin":
-            origin = "http://evil.example"
-        else:
-            origin = None
+        form, origin = forged({**fields, "csrf_token": csrf}, attempt)
         refused = await browser.post(path, form, origin=origin)
         assert refused.status == 403, f"{path}: {refused.status}"
     state = await user_state(hub, victim)

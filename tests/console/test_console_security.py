@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 from markupsafe import escape
 from starlette.responses import Response
-from tests.console.support import ConsoleBrowser, console_hub
+from tests.console.support import CSRF_ATTEMPTS, ConsoleBrowser, console_hub, forged
 from tests.hub.hostile_auth_server import hostile_server
 from tests.hub.hub_browser import set_password
 from tests.hub.hub_helpers import UPSTREAMS, Api, Hub, call, fresh_user, mcp_status
@@ -121,21 +121,12 @@ async def test_a_callback_with_another_state_is_refused(hub: Hub) -> None:
 # --- CSRF ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("attempt", ["missing", "wrong", "cross-origin", "no-origin"])
+@pytest.mark.parametrize("attempt", CSRF_ATTEMPTS)
 async def test_a_state_change_without_the_sessions_token_from_its_origin_is_refused(
         hub: Hub, attempt: str) -> None:
     browser, api = await signed_in(hub)
     csrf = await browser.csrf("/console/upstreams/new")
-    fields = upstream_fields(csrf, "csrf-" + attempt)
-    origin: str | None = "own"
-    if attempt == "missing":
-        del fields["csrf_token"]
-    elif attempt == "wrong":
-        fields["csrf_token"] = csrf[:-2] + ("AA" if not csrf.endswith("AA") else "BB")
-    elif attempt == "cross-origin":
-        origin = "http://evil.example"
-    else:
-        origin = None
+    fields, origin = forged(upstream_fields(csrf, "csrf-" + attempt), attempt)
     refused = await browser.post("/console/upstreams", fields, origin=origin)
     assert refused.status == 403, refused.text
     assert await names(api) == []

@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 from markupsafe import escape
-from tests.console.support import ConsoleBrowser, console_hub
+from tests.console.support import CSRF_ATTEMPTS, ConsoleBrowser, console_hub, forged
 from tests.console.test_console_security import signed_in
 from tests.hub.hub_helpers import Api, Hub, fresh_user, mcp_status
 
@@ -148,22 +148,13 @@ async def test_a_bad_expiry_is_shown_next_to_its_field(hub: Hub) -> None:
     assert "bad-expiry" not in await token_names(api)
 
 
-@pytest.mark.parametrize("attempt", ["missing", "wrong", "cross-origin", "no-origin"])
+@pytest.mark.parametrize("attempt", CSRF_ATTEMPTS)
 async def test_creating_or_revoking_without_the_sessions_csrf_token_is_refused(
         hub: Hub, attempt: str) -> None:
     browser, api = await signed_in(hub)
     csrf = await browser.csrf("/console/tokens")
     kept = await api.post(MY_TOKENS, {"name": "kept"})
-    origin: str | None = "own"
-    fields = {"csrf_token": csrf, "name": "forged"}
-    if attempt == "missing":
-        del fields["csrf_token"]
-    elif attempt == "wrong":
-        fields["csrf_token"] = csrf[:-2] + ("AA" if not csrf.endswith("AA") else "BB")
-    elif attempt == "cross-origin":
-        origin = "http://evil.example"
-    else:
-        origin = None
+    fields, origin = forged({"csrf_token": csrf, "name": "forged"}, attempt)
     created = await browser.post("/console/tokens", fields, origin=origin)
     assert created.status == 403, created.text
     revoke_fields = {k: v for k, v in fields.items() if k != "name"}
