@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import os
 import signal
 import socket
@@ -48,6 +49,22 @@ def hub_command(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[
 def start_serve(env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-m", "mcpkit", "hub", "serve", *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+@contextlib.contextmanager
+def serving_with_a_user(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], str, str]]:
+    """`mcpkit hub serve` on a free port with the user dave: (the process, its /mcp URL,
+    dave's API token); stopped after (its output left for the test to read)."""
+    env = hub_env(tmp_path)
+    assert hub_command(env, "user", "add", "dave").returncode == 0
+    token = hub_command(env, "token", "create", "dave").stdout.strip()
+    port = free_port()
+    proc = start_serve(env, "--port", str(port))
+    try:
+        wait_for_port(proc, port, timeout=30)
+        yield proc, f"http://127.0.0.1:{port}/mcp", token
+    finally:
+        stop_process(proc)
 
 
 @pytest.fixture(scope="module")
@@ -211,14 +228,7 @@ async def test_sigterm_does_not_wait_on_connected_clients_streams(tmp_path: Path
     """Two MCP clients hold SSE streams open (legacy: the session's GET stream, modern: the
     listen stream): SIGTERM ends the streams first, so the hub exits 0 well within its 30 s
     grace (it used to wait out the whole grace on the open streams)."""
-    env = hub_env(tmp_path)
-    assert hub_command(env, "user", "add", "dave").returncode == 0
-    token = hub_command(env, "token", "create", "dave").stdout.strip()
-    port = free_port()
-    proc = start_serve(env, "--port", str(port))
-    try:
-        wait_for_port(proc, port, timeout=30)
-        url = f"http://127.0.0.1:{port}/mcp"
+    with serving_with_a_user(tmp_path) as (proc, url, token):
         async with Client(url, bearer_token=token, era="legacy") as legacy, \
                 Client(url, bearer_token=token, era="modern") as modern:
             assert await legacy.list_tools() == [] and await modern.list_tools() == []
@@ -228,9 +238,7 @@ async def test_sigterm_does_not_wait_on_connected_clients_streams(tmp_path: Path
                 while proc.poll() is None:  # noqa: ASYNC110 (another process)
                     await anyio.sleep(0.05)
         assert proc.returncode == 0
-    finally:
-        stop_process(proc)
-        proc.communicate(timeout=5)
+    proc.communicate(timeout=5)
 
 
 async def test_a_listen_stream_asked_for_once_stopping_is_ended_at_once(tmp_path: Path) -> None:
@@ -238,23 +246,14 @@ async def test_a_listen_stream_asked_for_once_stopping_is_ended_at_once(tmp_path
     (tests/stream_after_stop.py makes the timing exact) is acknowledged and ended at once
     with its result, and the hub exits well within its 30 s grace. Before, it missed the
     "end every stream" step and was held until the grace ran out (the flaky test above)."""
-    env = hub_env(tmp_path)
-    assert hub_command(env, "user", "add", "dave").returncode == 0
-    token = hub_command(env, "token", "create", "dave").stdout.strip()
-    port = free_port()
-    proc = start_serve(env, "--port", str(port))
-    try:
-        wait_for_port(proc, port, timeout=30)
-        url = f"http://127.0.0.1:{port}/mcp"
+    with serving_with_a_user(tmp_path) as (proc, url, token):
         async with stop_race.one_connection(token) as http:
             await stop_race.modern_ping(http, url)
             body, headers = stop_race.modern_listen()
             answer = await stop_race.post_while_stopping(proc, http, url, body, headers)
         stop_race.assert_listen_ended(answer, body["id"])
         assert await stop_race.wait_exit(proc, STOP_BOUND_S) == 0
-    finally:
-        stop_process(proc)
-        _out, err = proc.communicate(timeout=5)
+    _out, err = proc.communicate(timeout=5)
     assert b"graceful shutdown exceeded" not in err, err.decode()
 
 
