@@ -15,10 +15,11 @@ from tests.console.support import console_hub
 from tests.console.test_console_browser import (  # noqa: F401 (fixtures: anyio_backend, browser)
     DESKTOP,
     PHONE,
-    STEP_MS,
     anyio_backend,
     browser,
+    new_page,
     shoot,
+    sign_in_here,
 )
 from tests.hub.hub_browser import set_password
 from tests.hub.hub_helpers import Hub, call, fresh_user, mcp_status, open_store
@@ -39,13 +40,9 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
 async def signed_in_page(hub: Hub, chromium: Any, user_id: int) -> tuple[Any, Any]:
     """A new browser context signed in to the console as the user: (context, page)."""
     name, password = await set_password(hub, user_id)
-    context = await chromium.new_context(viewport=DESKTOP)
-    page = await context.new_page()
-    page.set_default_timeout(STEP_MS)
+    context, page = await new_page(chromium)
     await page.goto(hub.url + "/")
-    await page.fill("input[name=username]", name)
-    await page.fill("input[name=password]", password)
-    await page.click("button[value=sign-in]")
+    await sign_in_here(page, name, password)
     await page.wait_for_selector("h1:has-text('Your upstreams')")
     return context, page
 

@@ -57,6 +57,21 @@ async def browser(anyio_backend: str) -> AsyncIterator[Any]:
             await launched.close()
 
 
+async def new_page(launched: Any, viewport: dict[str, int] = DESKTOP) -> tuple[Any, Any]:
+    """A fresh browser context (its own cookies: another browser profile) and its page."""
+    context = await launched.new_context(viewport=viewport)
+    page = await context.new_page()
+    page.set_default_timeout(STEP_MS)
+    return context, page
+
+
+async def sign_in_here(page: Any, name: str, password: str) -> None:
+    """Fill in and send the hub's sign-in page the browser is on (a password account)."""
+    await page.fill("input[name=username]", name)
+    await page.fill("input[name=password]", password)
+    await page.click("button[value=sign-in]")
+
+
 async def shoot(page: Any, name: str) -> None:
     """The page as PNGs at desktop and phone width (the desktop size restored after)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -70,17 +85,13 @@ async def test_sign_in_add_fix_list_refresh_remove_sign_out(
         hub: Hub, upstream: Upstream, browser: Any) -> None:
     user_id, api = await fresh_user(hub)
     name, password = await set_password(hub, user_id)
-    context = await browser.new_context(viewport=DESKTOP)
-    page = await context.new_page()
-    page.set_default_timeout(STEP_MS)
+    context, page = await new_page(browser, DESKTOP)
     try:
         # signing in: the console sends the browser to the hub's sign-in page
         await page.goto(hub.url + "/")
         await page.wait_for_selector("input[name=username]")
         await shoot(page, "sign-in")
-        await page.fill("input[name=username]", name)
-        await page.fill("input[name=password]", password)
-        await page.click("button[value=sign-in]")
+        await sign_in_here(page, name, password)
         await page.wait_for_selector("h1:has-text('Your upstreams')")
         assert page.url == hub.url + "/"
         await shoot(page, "upstreams-empty")
@@ -159,14 +170,10 @@ async def test_a_page_is_readable_at_phone_width(hub: Hub, browser: Any) -> None
     name, password = await set_password(hub, user_id)
     for number in range(3):
         await api.create_upstream(name=f"phone-{number}", url="http://127.0.0.1:9/mcp")
-    context = await browser.new_context(viewport=PHONE)
-    page = await context.new_page()
-    page.set_default_timeout(STEP_MS)
+    context, page = await new_page(browser, PHONE)
     try:
         await page.goto(hub.url + "/")
-        await page.fill("input[name=username]", name)
-        await page.fill("input[name=password]", password)
-        await page.click("button[value=sign-in]")
+        await sign_in_here(page, name, password)
         await page.wait_for_selector("tr[data-upstream=phone-2]")
         width = await page.evaluate("document.documentElement.scrollWidth")
         assert width <= PHONE["width"], width

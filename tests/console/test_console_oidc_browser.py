@@ -33,7 +33,7 @@ from tests.auth_e2e.stack import Stack, running_stack
 from tests.console import test_console_browser as chromium
 from tests.console.support import console_hub
 from tests.console.test_console_admin_browser import signed_in_page
-from tests.console.test_console_browser import DESKTOP, STEP_MS, shoot
+from tests.console.test_console_browser import new_page, shoot
 from tests.hub.hub_helpers import UPSTREAMS, Api, Hub, fresh_user, open_store, unique
 from tests.hub.oidc_login import CALLBACK_PATH
 from tests.hub.upstream_login_support import connect, register_oauth, whoami, whoami_upstream
@@ -77,14 +77,6 @@ def oidc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OidcConsole]:
                 yield OidcConsole(stack, hub, upstream_url)
         finally:
             os.environ.pop(SECRET_ENV, None)
-
-
-async def new_page(launched: Any) -> tuple[Any, Any]:
-    """A fresh browser context (its own cookies: another browser profile) and its page."""
-    context = await launched.new_context(viewport=DESKTOP)
-    page = await context.new_page()
-    page.set_default_timeout(STEP_MS)
-    return context, page
 
 
 async def at_provider(page: Any, account: str, pages: list[str]) -> None:

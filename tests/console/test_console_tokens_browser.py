@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from tests.console import test_console_browser as chromium
-from tests.console.test_console_browser import DESKTOP, STEP_MS, shoot
+from tests.console.test_console_browser import new_page, shoot, sign_in_here
 from tests.console.test_console_tokens import refused_at_mcp
 from tests.console.test_console_tools import echo_upstream, hub_tools
 from tests.hub.hub_browser import set_password
@@ -27,14 +27,10 @@ async def test_create_see_once_and_revoke_a_token_and_switch_a_tool_off_and_on(
     user_id, api = await fresh_user(hub)
     name, password = await set_password(hub, user_id)
     created = await echo_upstream(api, upstream, "echoes")
-    context = await browser.new_context(viewport=DESKTOP)
-    page = await context.new_page()
-    page.set_default_timeout(STEP_MS)
+    context, page = await new_page(browser)
     try:
         await page.goto(hub.url + "/console/tokens")
-        await page.fill("input[name=username]", name)
-        await page.fill("input[name=password]", password)
-        await page.click("button[value=sign-in]")
+        await sign_in_here(page, name, password)
         await page.wait_for_selector("h1:has-text('API tokens')")
         await page.evaluate("window.stillThisPage = true")  # gone if the page reloads
 

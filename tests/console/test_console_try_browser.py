@@ -13,7 +13,7 @@ import anyio
 import pytest
 from tests.console import test_console_browser as chromium
 from tests.console import test_console_try as tries
-from tests.console.test_console_browser import DESKTOP, STEP_MS, shoot
+from tests.console.test_console_browser import STEP_MS, new_page, shoot, sign_in_here
 from tests.hub.hub_browser import set_password
 from tests.hub.hub_helpers import UPSTREAMS, Hub, Upstream, fresh_user
 
@@ -38,14 +38,10 @@ async def test_try_tools_with_progress_an_image_a_fixed_error_and_a_stop(
     name, password = await set_password(hub, user_id)
     created = await api.create_upstream(name="tries", url=upstream.url, transport="http")
     assert (await api.get(f"{UPSTREAMS}/{created['id']}/tools?refresh=true")).status == 200
-    context = await browser.new_context(viewport=DESKTOP)
-    page = await context.new_page()
-    page.set_default_timeout(STEP_MS)
+    context, page = await new_page(browser)
     try:
         await page.goto(f"{hub.url}/console/upstreams/{created['id']}/tools")
-        await page.fill("input[name=username]", name)
-        await page.fill("input[name=password]", password)
-        await page.click("button[value=sign-in]")
+        await sign_in_here(page, name, password)
         await page.locator("tr[data-tool=count] a:has-text('Try')").click()
         await page.wait_for_selector("h1:has-text('Try count')")
         await page.evaluate("window.stillThisPage = true")  # gone if the page reloads
