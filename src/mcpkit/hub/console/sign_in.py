@@ -24,7 +24,7 @@ import secrets
 import time
 import urllib.parse
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -153,13 +153,9 @@ async def signed_in(request: Request, context: HubContext) -> SignedIn | None:
         return None
     if not session.expiring(REFRESH_MARGIN_S):
         return SignedIn(context, session, False)
-    async with hub_calls.hub_client(request) as client:
-        try:
-            tokens = await hub_calls.token_request(client, {
-                "grant_type": "refresh_token", "refresh_token": session.refresh_token,
-                "resource": context.settings.api_url})
-        except hub_calls.HubRefused:
-            return None
+    tokens = await _redeemed(request, session, context.settings.api_url)
+    if tokens is None:
+        return None
     return SignedIn(context, session.refreshed(tokens["access_token"], tokens["refresh_token"],
                                                float(tokens.get("expires_in", 0))), True)
 
@@ -170,17 +166,25 @@ async def with_mcp_token(request: Request, found: SignedIn) -> SignedIn | None:
     must `keep` the new cookie). None: the hub refused the refresh (sign in again)."""
     if found.session.usable_mcp_token(REFRESH_MARGIN_S) is not None:
         return found
-    context = found.context
-    async with hub_calls.hub_client(request) as client:
-        try:
-            tokens = await hub_calls.token_request(client, {
-                "grant_type": "refresh_token", "refresh_token": found.session.refresh_token,
-                "resource": context.settings.mcp_url})
-        except hub_calls.HubRefused:
-            return None
+    tokens = await _redeemed(request, found.session, found.context.settings.mcp_url)
+    if tokens is None:
+        return None
     session = found.session.with_mcp_token(tokens["access_token"], tokens["refresh_token"],
                                            float(tokens.get("expires_in", 0)))
-    return SignedIn(context, session, True)
+    return SignedIn(found.context, session, True)
+
+
+async def _redeemed(request: Request, session: Session, resource: str
+                    ) -> dict[str, Any] | None:
+    """The token endpoint's answer to the session's refresh token for `resource` (the
+    refresh token rotates), or None: the hub refused it (sign in again)."""
+    async with hub_calls.hub_client(request) as client:
+        try:
+            return await hub_calls.token_request(client, {
+                "grant_type": "refresh_token", "refresh_token": session.refresh_token,
+                "resource": resource})
+        except hub_calls.HubRefused:
+            return None
 
 
 async def sign_out(request: Request, context: HubContext, session: Session,
