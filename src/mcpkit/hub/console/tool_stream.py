@@ -20,13 +20,13 @@ import anyio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from mcpkit.hub.console.tool_calls import Outcome
+from mcpkit.hub.console.tool_calls import Outcome, Progress
 
 NDJSON = "application/x-ndjson"
 MAX_MESSAGE_CHARS = 300
 """A progress message shown (an upstream's text)."""
 
-RunCall = Callable[[Callable[[float, float | None, str | None], None]], Awaitable[Outcome]]
+RunCall = Callable[[Progress], Awaitable[Outcome]]
 """Runs the call, telling the given callback each progress notification."""
 Render = Callable[[Outcome], str]
 
@@ -50,7 +50,6 @@ class CallStream(Response):
         changed = anyio.Event()
 
         def on_progress(progress: float, total: float | None, message: str | None) -> None:
-            nonlocal changed
             latest[:] = [_line({"progress": _number(progress), "total": _number(total),
                                 "message": message[:MAX_MESSAGE_CHARS] if message else None})]
             changed.set()

@@ -34,7 +34,13 @@ from mcpkit.hub.console.page_kit import (
 )
 from mcpkit.hub.console.result_view import result_view
 from mcpkit.hub.console.session import clear_session
-from mcpkit.hub.console.tool_calls import NoOwnAddress, Outcome, call_tool, own_mcp_url
+from mcpkit.hub.console.tool_calls import (
+    NoOwnAddress,
+    Outcome,
+    Progress,
+    call_tool,
+    own_mcp_url,
+)
 from mcpkit.hub.console.tool_form import (
     RAW_FIELD,
     arguments_from,
@@ -134,7 +140,7 @@ async def try_call(request: Request) -> Response:
         return console().error(request, str(unreachable), 503, with_token)
     token = with_token.session.mcp_token
 
-    async def run(on_progress: Any) -> Outcome:
+    async def run(on_progress: Progress) -> Outcome:
         return await call_tool(url, token, tool["mcp_name"], arguments, on_progress=on_progress,
                                timeout_s=settings.console_try_timeout_s)
 
