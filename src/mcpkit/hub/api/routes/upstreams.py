@@ -154,6 +154,13 @@ def router(settings: HubSettings) -> APIRouter:
         await announce_change(context, user.id, current.id)
         return Response(status_code=status.HTTP_204_NO_CONTENT)
 
+    _add_catalog_routes(api, settings, Limit)
+    return api
+
+
+def _add_catalog_routes(api: APIRouter, settings: HubSettings, Limit: Any) -> None:
+    """An upstream's catalog: its tools (all, one) and a refresh now."""
+
     @api.get(
         "/{upstream_id}/tools",
         response_model=ToolPage,
@@ -210,7 +217,6 @@ def router(settings: HubSettings) -> APIRouter:
         await _refresh(context, record)
         return await upstream_out(context, await _owned(context, user.id, record.id))
 
-    return api
 
 
 async def _checked_spec(
