@@ -49,6 +49,7 @@ from mcpkit.coding.workspace import WorkspaceError
 from mcpkit.server.context import Context
 from mcpkit.server.server import Server
 from mcpkit.server.tools import ToolResult
+from mcpkit.sizes import for_people
 
 DEFAULT_TIMEOUT_MS = 120_000
 MAX_TIMEOUT_MS = 600_000
@@ -227,7 +228,7 @@ class OutputSink:
         if head and not head.endswith("\n"):
             head += "\n"
         where = f"; full output in {full_path}" if full_path else ""
-        marker = f"… {cut_lines} lines cut ({_size(cut_bytes)}){where}\n"
+        marker = f"… {cut_lines} lines cut ({for_people(cut_bytes)}){where}\n"
         return head + marker + _decode(shown), True
 
 
@@ -252,14 +253,6 @@ def _after_nth_newline(data: bytes, n: int) -> int | None:
 
 def _decode(data: bytes) -> str:
     return data.decode("utf-8", "replace")
-
-
-def _size(n: int) -> str:
-    if n < 1024:
-        return f"{n} bytes"
-    if n < 1024 * 1024:
-        return f"{n / 1024:.1f} KiB"
-    return f"{n / (1024 * 1024):.1f} MiB"
 
 
 # --- stopping -------------------------------------------------------------------------------
@@ -527,7 +520,7 @@ def _run_result(env: CodingEnv, sink: OutputSink, path: Path, code: int, timed_o
     elif not text.endswith("\n"):
         text += "\n"
     if sink.over_limit:
-        text += (f"[stopped: the output passed {_size(env.max_output_bytes)}; the "
+        text += (f"[stopped: the output passed {for_people(env.max_output_bytes)}; the "
                  f"command and everything it started were killed; exit code {code}]")
     elif timed_out:
         text += (f"[timed out after {_seconds(seconds)}; the command and everything it "
@@ -666,7 +659,7 @@ async def _job_report(job: Job) -> ToolResult:
     else:
         how = "killed" if job.killed else "exited"
         if job.over_limit:
-            how = f"killed (its output passed {_size(job.max_output_bytes)})"
+            how = f"killed (its output passed {for_people(job.max_output_bytes)})"
         status = f"job {job.job_id}: {how}, exit code {exit_code}"
     body = text if new_bytes else "(no new output)\n"
     if not body.endswith("\n"):

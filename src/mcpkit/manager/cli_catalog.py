@@ -41,6 +41,7 @@ from mcpkit.manager.cli_targets import Target, resolve
 from mcpkit.manager.managed import ManagedServer
 from mcpkit.manager.manager import ServerManager
 from mcpkit.protocol import types
+from mcpkit.sizes import decoded_size
 
 INSPECT_FORMAT = 1
 """The version of `mcpkit inspect`'s report layout."""
@@ -129,7 +130,7 @@ def _print_contents(contents: list[types.ResourceContents]) -> None:
         if isinstance(item.text, str):
             print(item.text)
         else:
-            size = _blob_size(item.blob) if isinstance(item.blob, str) else 0
+            size = decoded_size(item.blob) if isinstance(item.blob, str) else 0
             print(f"[binary: {item.uri}, {_text(item.mime_type) or 'no MIME type'}, "
                   f"{size} bytes; save it with -o FILE]")
 
@@ -142,8 +143,8 @@ def _write_contents(contents: list[types.ResourceContents], path: Path, limit: i
     if isinstance(item.text, str):
         data = item.text.encode("utf-8", "surrogatepass")
     elif isinstance(item.blob, str):
-        if _blob_size(item.blob) > limit:
-            raise CliError(f"{item.uri} is {_blob_size(item.blob)} bytes, over --max-bytes "
+        if decoded_size(item.blob) > limit:
+            raise CliError(f"{item.uri} is {decoded_size(item.blob)} bytes, over --max-bytes "
                            f"{limit}", hint="raise --max-bytes to write it", code=EXIT_FAILED)
         try:
             data = base64.b64decode(item.blob, validate=True)
@@ -161,12 +162,6 @@ def _write_contents(contents: list[types.ResourceContents], path: Path, limit: i
         raise CliError(f"cannot write {path}: {exc.strerror or exc}", code=EXIT_FAILED) from exc
     mime = _text(item.mime_type) or "no MIME type"
     print(f"wrote {len(data)} bytes ({mime}) to {path}", file=sys.stderr)
-
-
-def _blob_size(blob: str) -> int:
-    """The decoded size of base64 text, without decoding it."""
-    stripped = blob.rstrip("=")
-    return len(stripped) * 3 // 4
 
 
 # --- prompts --------------------------------------------------------------------------------

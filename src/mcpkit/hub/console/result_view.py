@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from mcpkit.sizes import decoded_size, for_people
+
 MAX_TEXT_CHARS = 100_000
 """Text shown per block (the rest is cut, and the page says so)."""
 MAX_JSON_CHARS = 100_000
@@ -123,7 +125,4 @@ def _short(value: Any) -> str:
 
 def _size(data: Any) -> str:
     """A base64 payload's decoded size, for people."""
-    if not isinstance(data, str):
-        return "no data"
-    size = len(data) * 3 // 4
-    return f"{size} bytes" if size < 1024 else f"{size / 1024:.1f} KB"
+    return for_people(decoded_size(data)) if isinstance(data, str) else "no data"
